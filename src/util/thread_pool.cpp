@@ -1,0 +1,94 @@
+#include "util/thread_pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+
+namespace hg {
+
+namespace {
+void pin_current_thread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort
+}
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads, std::vector<int> pin_cpus) : n_threads_(std::max(1, n_threads)) {
+  for (int i = 1; i < n_threads_; ++i) {
+    int cpu = pin_cpus.empty() ? -1 : pin_cpus[static_cast<size_t>(i) % pin_cpus.size()];
+    workers_.emplace_back([this, i, cpu] {
+      if (cpu >= 0) pin_current_thread(cpu);
+      worker_loop(i);
+    });
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_.store(true);
+    generation_.fetch_add(1);
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::run_chunk(int index) {
+  const int64_t n_chunks = n_threads_;
+  const int64_t units = (job_n_ + job_grain_ - 1) / job_grain_;
+  const int64_t begin = std::min(job_n_, (units * index / n_chunks) * job_grain_);
+  const int64_t end = std::min(job_n_, (units * (index + 1) / n_chunks) * job_grain_);
+  if (begin < end) (*job_)(begin, end, index);
+}
+
+void ThreadPool::worker_loop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    // Spin a little: decode issues hundreds of short jobs per token.
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; gen == seen && spin < 20000; ++spin) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    if (gen == seen) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    seen = gen;
+    if (stop_.load()) return;
+    run_chunk(index);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) {
+  if (n <= 0) return;
+  if (n_threads_ == 1 || n <= grain) {
+    fn(0, n, 0);
+    return;
+  }
+  job_ = &fn;
+  job_n_ = n;
+  job_grain_ = std::max<int64_t>(1, grain);
+  pending_.store(n_threads_ - 1, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  wake_.notify_all();
+  run_chunk(0);
+  while (pending_.load(std::memory_order_acquire) != 0) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+  job_ = nullptr;
+}
+
+}  // namespace hg

@@ -1,0 +1,28 @@
+// Helpers shared by the tests: paths to the build, the sources and ../shared; running the CLI.
+#pragma once
+#include <filesystem>
+#include <string>
+
+namespace hg::test {
+
+std::filesystem::path source_dir();
+std::filesystem::path shared_dir();  // ../shared beside the checkout (real data)
+std::filesystem::path bin_dir();     // build/bin
+std::string python();                // the interpreter CMake found (has numpy, see setup.sh)
+// A fresh temporary directory, removed when the process exits.
+std::filesystem::path temp_dir(const std::string& tag);
+
+struct RunResult {
+  int exit_code = 0;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+// Runs a shell command line, capturing stdout and stderr separately.
+RunResult run(const std::string& command_line);
+// Runs build/bin/hybridgen with the given arguments (shell-quoted by the caller).
+RunResult run_hybridgen(const std::string& args);
+std::string read_file(const std::filesystem::path& p);
+// The cached default model (SmolLM2 GGUF) or "" when it is not fetched.
+std::string smollm2_path();
+
+}  // namespace hg::test
