@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -64,6 +65,38 @@ RunResult run(const std::string& command_line) {
 
 RunResult run_hybridgen(const std::string& args) {
   return run("'" + (bin_dir() / "hybridgen").string() + "' " + args);
+}
+
+std::vector<float> read_npy(const fs::path& p, int64_t* rows, int64_t* cols) {
+  const std::string data = read_file(p);
+  if (data.size() < 10 || data.compare(0, 6, "\x93NUMPY") != 0) throw std::runtime_error(p.string() + ": not a .npy file");
+  const bool v1 = data[6] == 1;
+  const size_t header_len = v1 ? static_cast<uint8_t>(data[8]) | (static_cast<uint8_t>(data[9]) << 8)
+                               : static_cast<uint8_t>(data[8]) | (static_cast<uint8_t>(data[9]) << 8) |
+                                     (static_cast<size_t>(static_cast<uint8_t>(data[10])) << 16);
+  const size_t start = (v1 ? 10 : 12) + header_len;
+  const std::string header = data.substr(v1 ? 10 : 12, header_len);
+  if (header.find("'<f4'") == std::string::npos) throw std::runtime_error(p.string() + ": not float32: " + header);
+  const size_t lp = header.find('('), rp = header.find(')');
+  std::string shape = header.substr(lp + 1, rp - lp - 1);
+  std::vector<int64_t> dims;
+  std::stringstream ss(shape);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (item.find_first_not_of(' ') != std::string::npos) dims.push_back(std::stoll(item));
+  *rows = dims.size() == 2 ? dims[0] : 1;
+  *cols = dims.back();
+  std::vector<float> out(static_cast<size_t>(*rows * *cols));
+  if (data.size() < start + out.size() * 4) throw std::runtime_error(p.string() + ": truncated");
+  std::memcpy(out.data(), data.data() + start, out.size() * 4);
+  return out;
+}
+
+void write_ids(const fs::path& p, const std::vector<int32_t>& ids) {
+  std::ofstream f(p);
+  f << "[";
+  for (size_t i = 0; i < ids.size(); ++i) f << (i ? "," : "") << ids[i];
+  f << "]";
 }
 
 std::string smollm2_path() {

@@ -1,7 +1,9 @@
 // Helpers shared by the tests: paths to the build, the sources and ../shared; running the CLI.
 #pragma once
 #include <filesystem>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace hg::test {
 
@@ -22,6 +24,11 @@ RunResult run(const std::string& command_line);
 // Runs build/bin/hybridgen with the given arguments (shell-quoted by the caller).
 RunResult run_hybridgen(const std::string& args);
 std::string read_file(const std::filesystem::path& p);
+// Reads a little-endian float32 .npy array of 1 or 2 dimensions (rows = 1 for 1-D).
+std::vector<float> read_npy(const std::filesystem::path& p, int64_t* rows, int64_t* cols);
+// Writes a JSON array of ids to a file.
+void write_ids(const std::filesystem::path& p, const std::vector<int32_t>& ids);
+
 // The cached default model (SmolLM2 GGUF) or "" when it is not fetched.
 std::string smollm2_path();
 

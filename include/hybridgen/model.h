@@ -115,7 +115,16 @@ std::unique_ptr<Model> load_model(const std::string& name_or_path);
 // Builds a seeded random model from a shape config (configs/models/NAME.yaml).
 std::unique_ptr<Model> make_synthetic_model(const std::filesystem::path& shape_yaml, DType weight_dtype,
                                             uint64_t seed);
-// Resolves aliases like "smollm2" to a path; returns the input otherwise.
+// Reads a shape config (configs/models/NAME.yaml) without building weights.
+ModelSpec load_shape_config(const std::filesystem::path& shape_yaml);
+// Parameters a model of this spec has (tied weights once), without loading it.
+int64_t count_params(const ModelSpec& spec);
+// Resolves aliases like "smollm2" to a path; returns the input otherwise. Throws hg::Error
+// (telling the user to run tools/fetch_model.sh) when the alias's file is not cached.
 std::filesystem::path resolve_model_path(const std::string& name_or_path);
+// Parses a weight dtype name: f32, f16, bf16, q8_0, q4_0, q4_1 (case-insensitive).
+DType parse_weight_dtype(const std::string& name);
+// Multi-line human-readable summary for `hybridgen info`: spec, parameters, bytes, dtypes.
+std::string describe(const Model& model);
 
 }  // namespace hg

@@ -20,6 +20,11 @@ class Tokenizer {
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special) const = 0;
   // skip_special: leave out special (control) tokens from the text.
   virtual std::string decode(std::span<const int32_t> ids, bool skip_special = false) const = 0;
+  // As decode, but bytes that do not form valid UTF-8 are returned as they are instead of being
+  // replaced by U+FFFD: a streaming decoder needs to see a character's first bytes as they come.
+  virtual std::string decode_raw(std::span<const int32_t> ids, bool skip_special = false) const {
+    return decode(ids, skip_special);
+  }
 
   virtual int32_t vocab_size() const = 0;
   // The token's piece as stored in the vocabulary (e.g. "Ġthe", "▁the", "<0x0A>").
@@ -41,16 +46,22 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& file);
 std::unique_ptr<Tokenizer> load_model_tokenizer(const std::filesystem::path& model_path);
 
 // Incremental detokenizer for streaming: push ids, get back only complete UTF-8 text.
+// The concatenation of everything push() and flush() return equals tok.decode(all ids) (for the
+// decoders we support), so generate never prints half a character.
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
+  explicit StreamDecoder(const Tokenizer& tok, bool skip_special = false)
+      : tok_(tok), skip_special_(skip_special) {}
   std::string push(int32_t id);  // text that became complete with this id (may be empty)
   std::string flush();           // whatever is left (invalid bytes replaced by U+FFFD)
 
  private:
   const Tokenizer& tok_;
+  bool skip_special_;
+  // Ids since the last point where all text was emitted, plus the one before it: decoders look
+  // at a token's neighbour (leading-space stripping), so the window starts one token early.
   std::vector<int32_t> ids_;
-  size_t emitted_bytes_ = 0;
+  size_t emitted_bytes_ = 0;  // bytes of decode_raw(ids_) already returned
 };
 
 enum class ChatTemplate { Auto, ChatML, Llama3, Llama2 };

@@ -12,9 +12,13 @@
 
 #include "hybridgen/model.h"
 
+namespace hg {
+class MappedFile;
+}
+
 namespace hg::gguf {
 
-// One metadata value. Arrays hold scalars or strings (GGUF forbids nothing deeper that we use).
+// One metadata value. Arrays hold scalars or strings (nested arrays are rejected at open).
 struct Value;
 using Array = std::vector<Value>;
 struct Value {
@@ -26,15 +30,26 @@ struct TensorInfo {
   std::vector<int64_t> shape;  // row-major, outermost first (GGUF's ne[] reversed)
   uint32_t ggml_type = 0;
   uint64_t offset = 0;         // relative to the data section
+  uint64_t nbytes = 0;         // computed from shape and type, checked against the file
 };
+
+// ggml type numbers we know the block layout of (all of ggml's), and the subset we compute on.
+std::string ggml_type_name(uint32_t ggml_type);  // "q5_k", or "unknown(77)"
+std::optional<DType> dtype_from_ggml(uint32_t ggml_type);
+uint32_t ggml_type_from_dtype(DType t);
 
 class File {
  public:
   // Maps and parses the file; throws hg::Error naming the file and field on any malformation.
   static std::shared_ptr<File> open(const std::filesystem::path& path);
+  // Parses bytes owned by the caller (fuzzing, tests); `name` is used in error messages. The
+  // bytes must outlive the File.
+  static std::shared_ptr<File> from_memory(const uint8_t* data, size_t size, const std::string& name);
 
   const std::filesystem::path& path() const { return path_; }
   uint32_t version() const { return version_; }
+  uint32_t alignment() const { return alignment_; }
+  size_t data_offset() const { return data_offset_; }
   const std::map<std::string, Value>& metadata() const { return metadata_; }
   bool has(const std::string& key) const { return metadata_.count(key) != 0; }
 
@@ -48,9 +63,13 @@ class File {
   std::vector<int64_t> get_int_array(const std::string& key) const;
   std::optional<int64_t> find_int(const std::string& key) const;
   std::optional<std::string> find_string(const std::string& key) const;
+  std::optional<double> find_float(const std::string& key) const;
+  // Number of elements of an array value (e.g. tokenizer.ggml.tokens) without copying it.
+  std::optional<size_t> find_array_size(const std::string& key) const;
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
-  // A view of a tensor's bytes (checked at open); throws when the name is absent.
+  // A view of a tensor's bytes (checked at open); throws when the name is absent or its ggml
+  // type is one we do not compute on (the message names the type and the tensor).
   TensorView tensor(const std::string& name) const;
   std::optional<TensorView> find_tensor(const std::string& name) const;
 
@@ -58,10 +77,17 @@ class File {
 
  private:
   File() = default;
+  void parse();
+  const Value& get(const std::string& key, const char* expected) const;
+  [[noreturn]] void fail(const std::string& what) const;
+
   std::filesystem::path path_;
+  std::shared_ptr<MappedFile> mapping_;
   uint32_t version_ = 0;
+  uint32_t alignment_ = 32;
   std::map<std::string, Value> metadata_;
   std::vector<TensorInfo> tensors_;
+  std::map<std::string, size_t> tensor_index_;
   const uint8_t* base_ = nullptr;
   size_t size_ = 0;
   size_t data_offset_ = 0;

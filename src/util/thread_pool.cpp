@@ -14,6 +14,14 @@ void pin_current_thread(int cpu) {
   CPU_SET(cpu, &set);
   pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort
 }
+constexpr int kSpinIterations = 4000;
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads, std::vector<int> pin_cpus) : n_threads_(std::max(1, n_threads)) {
@@ -27,12 +35,9 @@ ThreadPool::ThreadPool(int n_threads, std::vector<int> pin_cpus) : n_threads_(st
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_.store(true);
-    generation_.fetch_add(1);
-  }
-  wake_.notify_all();
+  stop_.store(true, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
@@ -47,23 +52,21 @@ void ThreadPool::run_chunk(int index) {
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    // Spin a little: decode issues hundreds of short jobs per token.
+    // Spin a little (decode issues hundreds of short jobs per token), then sleep in the kernel
+    // so an oversubscribed machine (ctest -j, other processes) is not starved by spinning.
     uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < 20000; ++spin) {
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
+    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
+      cpu_relax();
       gen = generation_.load(std::memory_order_acquire);
     }
-    if (gen == seen) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+    while (gen == seen) {
+      generation_.wait(seen, std::memory_order_acquire);
       gen = generation_.load(std::memory_order_acquire);
     }
     seen = gen;
-    if (stop_.load()) return;
+    if (stop_.load(std::memory_order_acquire)) return;
     run_chunk(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }
 
@@ -77,16 +80,17 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) {
   job_n_ = n;
   job_grain_ = std::max<int64_t>(1, grain);
   pending_.store(n_threads_ - 1, std::memory_order_release);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
-  }
-  wake_.notify_all();
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
   run_chunk(0);
-  while (pending_.load(std::memory_order_acquire) != 0) {
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
+  int left = pending_.load(std::memory_order_acquire);
+  for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {
+    cpu_relax();
+    left = pending_.load(std::memory_order_acquire);
+  }
+  while (left != 0) {
+    pending_.wait(left, std::memory_order_acquire);
+    left = pending_.load(std::memory_order_acquire);
   }
   job_ = nullptr;
 }

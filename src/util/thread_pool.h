@@ -1,13 +1,11 @@
 // A fixed pool of worker threads, created once. parallel_for splits [0, n) into one contiguous
 // chunk per thread; the calling thread runs chunk 0, so a pool of N threads has N-1 workers.
-// Workers spin briefly on a generation counter, then sleep on a condition variable, so decode's
-// many small ops avoid futex round-trips without burning cores while idle.
+// Workers spin briefly on a generation counter, then sleep on it (C++20 atomic wait, a futex), so
+// decode's many small ops avoid syscalls on an idle machine without starving an oversubscribed one.
 #pragma once
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -33,8 +31,6 @@ class ThreadPool {
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};

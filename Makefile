@@ -1,0 +1,40 @@
+# Thin wrapper over scripts/ and CMake. `make run` and `make test` work on a fresh machine.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+MODEL ?= smollm2
+PROMPT ?= The meaning of life is
+
+.PHONY: all setup configure build run test test-tsan bench model clean
+
+all: build
+
+setup:
+	bash scripts/setup.sh
+
+configure: setup
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+model:
+	bash tools/fetch_model.sh
+
+run: build model
+	$(BUILD)/bin/hybridgen generate -m $(MODEL) -p "$(PROMPT)" -n 64 --temp 0 --stats
+
+test: build model
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+# ThreadSanitizer build of the concurrent parts (thread pool, host pipeline).
+test-tsan: setup
+	cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHG_TSAN=ON -DHG_CUDA=OFF
+	cmake --build $(BUILD)-tsan -j $(JOBS) --target test_thread_pool
+	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -L 'test_thread_pool'
+
+bench: build model
+	bash scripts/bench.sh
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-tsan

@@ -1,0 +1,71 @@
+// Engine: owns the device, the device-resident weights and the KV caches of a static batch of
+// sequences, and runs prefill and decode steps. It orchestrates; it holds no policy logic.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hybridgen/dtype.h"
+#include "hybridgen/model.h"
+#include "hybridgen/policy.h"
+#include "hybridgen/stats.h"
+
+namespace hg {
+
+class Device;
+
+struct EngineOptions {
+  int threads = 0;               // CPU threads of the device (0: all cores)
+  DType kv_dtype = DType::BF16;  // f32, f16 or bf16
+  int ctx = 0;                   // tokens per sequence the KV cache holds (0: the model's max)
+  int batch = 1;                 // sequences decoded together
+  int ubatch = 256;              // prefill processes prompts in chunks of this many tokens
+  std::string device = "auto";   // auto | cpu | cuda
+  int gpu = 0;                   // CUDA device index
+  Policy policy;                 // attention policy (default: full)
+  // Host KV placement (hybrid policies): --kv-placement, --k-node, --v-node, --k-dram-budget
+  std::string kv_placement = "semantic";
+  int k_node = -1, v_node = -1;  // -1: auto
+  uint64_t k_dram_budget = 0;    // bytes, 0: no limit
+};
+
+struct LayerStats;
+
+class Engine {
+ public:
+  Engine(const Model& model, const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const ModelSpec& spec() const;
+  const EngineOptions& options() const;
+  Device& device();
+  int vocab_size() const;
+
+  // Appends `tokens` to sequence `seq`. logits_last: [vocab] for the last token (may be null);
+  // logits_all: [tokens.size(), vocab] for every token (may be null).
+  void prefill(int seq, std::span<const int32_t> tokens, float* logits_last, float* logits_all = nullptr);
+  // One token for each listed sequence; logits: [seqs.size(), vocab].
+  void decode(std::span<const int> seqs, std::span<const int32_t> tokens, float* logits);
+  int position(int seq) const;  // tokens the sequence holds
+  void reset(int seq);
+  void reset_all();
+
+  RunStats& stats();
+  // Per-layer attention-stage statistics of hybrid policies (empty for full).
+  std::vector<LayerStats> layer_stats() const;
+  std::string describe_attention() const;
+  // The attention stage (tests use it to inspect the token map).
+  class LayerAttention& attention();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+DType parse_kv_dtype(const std::string& name);  // "f32" | "f16" | "bf16"
+
+}  // namespace hg

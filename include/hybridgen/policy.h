@@ -1,0 +1,44 @@
+// A policy is a set of attention knobs (DESIGN.md, "Policies"): where tokens live, which host
+// tokens take part, how host and device results merge, and where the query comes from. Presets
+// name the paper's systems; every knob can be overridden on the command line or in YAML.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace hg {
+
+enum class Selection { All, Post, Pre };             // host tokens: all / Post-QKᵀ top-K / Pre-QKᵀ prediction
+enum class Predictor { Recent, H2O, Partial };        // Pre-QKᵀ predictors
+enum class MergeMode { Logits, Lse };                 // ship logits + V rows, or a partial result + LSE
+enum class QuerySource { Exact, Speculative, Refine };
+
+struct Policy {
+  std::string name = "full";
+  bool hybrid = false;       // false: every token on the device (the `full` oracle path)
+  int window = 1024;         // recent tokens on the device
+  int n_sinks = 4;           // first tokens kept on the device
+  bool keep_evicted = true;  // false: tokens leaving the window are dropped (pruning)
+  Selection select = Selection::Post;
+  int K = 256;               // host tokens per kv-head that take part (-1: all)
+  Predictor predictor = Predictor::Recent;
+  int partial_dims = 16;     // Partial predictor: query dimensions used for approximate scores
+  MergeMode merge = MergeMode::Logits;
+  QuerySource query = QuerySource::Speculative;
+  int host_threads = 1;      // host attention workers
+  int evict_block = 16;      // tokens moved from the window to the host at once
+};
+
+Policy policy_preset(const std::string& name);   // hg::Error listing the presets for an unknown name
+std::vector<std::string> policy_presets();
+// Applies "key: value" overrides from a YAML mapping (a file's `policy:` section or the whole file).
+void apply_policy_yaml(Policy& p, const std::string& yaml_path);
+// Checks the knobs against each other and a context length; hg::Error on contradictions.
+void validate_policy(const Policy& p, int ctx);
+std::string describe_policy(const Policy& p);
+
+Selection parse_selection(const std::string& s);
+Predictor parse_predictor(const std::string& s);
+MergeMode parse_merge(const std::string& s);
+QuerySource parse_query(const std::string& s);
+
+}  // namespace hg

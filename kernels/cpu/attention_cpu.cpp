@@ -1,0 +1,79 @@
+// Decode attention is a stream over the cache: one pass of dot products (dot_rows), a softmax
+// over the scores, one pass of scaled adds (axpy_rows). Both passes are the vectorized, dtype-aware
+// kernels in dot.h, so the cache is read at memory speed.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/dot.h"
+#include "kernels/cpu/half.h"
+
+namespace hg::cpu {
+
+void kv_store_rows(DType kv_dtype, void* k_cache, void* v_cache, int64_t capacity, int n_kv_heads,
+                   int head_dim, const float* k, const float* v, int64_t n, int64_t pos0) {
+  const int64_t kv_dim = static_cast<int64_t>(n_kv_heads) * head_dim;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int g = 0; g < n_kv_heads; ++g) {
+      const int64_t dst = (g * capacity + pos0 + i) * head_dim;
+      const float* ks = k + i * kv_dim + static_cast<int64_t>(g) * head_dim;
+      const float* vs = v + i * kv_dim + static_cast<int64_t>(g) * head_dim;
+      switch (kv_dtype) {
+        case DType::F32:
+          std::memcpy(static_cast<float*>(k_cache) + dst, ks, sizeof(float) * head_dim);
+          std::memcpy(static_cast<float*>(v_cache) + dst, vs, sizeof(float) * head_dim);
+          break;
+        case DType::BF16:
+          for (int d = 0; d < head_dim; ++d) {
+            static_cast<uint16_t*>(k_cache)[dst + d] = fp32_to_bf16(ks[d]);
+            static_cast<uint16_t*>(v_cache)[dst + d] = fp32_to_bf16(vs[d]);
+          }
+          break;
+        case DType::F16:
+          for (int d = 0; d < head_dim; ++d) {
+            static_cast<uint16_t*>(k_cache)[dst + d] = fp32_to_f16(ks[d]);
+            static_cast<uint16_t*>(v_cache)[dst + d] = fp32_to_f16(vs[d]);
+          }
+          break;
+        default: break;  // the engine accepts only f32/f16/bf16 caches
+      }
+    }
+  }
+}
+
+float softmax_inplace(float* p, int64_t n) {
+  float max_v = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) max_v = std::max(max_v, p[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = std::exp(p[i] - max_v);
+    sum += p[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) p[i] *= inv;
+  return max_v + static_cast<float>(std::log(sum));
+}
+
+void attention_items(const float* q, int n_heads, int n_kv_heads, int head_dim, DType kv_dtype,
+                     const void* k_cache, const void* v_cache, int64_t capacity, int64_t past,
+                     float scale, float* out, float* scores, int64_t item_begin, int64_t item_end) {
+  const int group = n_heads / n_kv_heads;
+  const size_t elem = dtype_block_bytes(kv_dtype);
+  for (int64_t item = item_begin; item < item_end; ++item) {
+    const int64_t i = item / n_heads;
+    const int h = static_cast<int>(item % n_heads);
+    const int g = h / group;
+    const int64_t n_ctx = past + i + 1;
+    const float* qh = q + item * head_dim;
+    float* oh = out + item * head_dim;
+    const auto* kh = static_cast<const uint8_t*>(k_cache) + g * capacity * head_dim * elem;
+    const auto* vh = static_cast<const uint8_t*>(v_cache) + g * capacity * head_dim * elem;
+    dot_rows(kv_dtype, kh, head_dim, n_ctx, qh, head_dim, scale, scores);
+    softmax_inplace(scores, n_ctx);
+    std::fill(oh, oh + head_dim, 0.0f);
+    axpy_rows(kv_dtype, vh, head_dim, n_ctx, scores, head_dim, oh);
+  }
+}
+
+}  // namespace hg::cpu

@@ -1,0 +1,32 @@
+// Dot-product kernels for attention over KV caches (host logits, P·V).
+//
+// K and V rows are head_dim values of `kv_dtype` (F32, F16 or BF16) with a row stride of ld_k /
+// ld_v elements, so a cache laid out [token, n_kv_heads * head_dim] is read in place. These
+// stream the cache once and are bound by its bytes; accumulation is fp32.
+#pragma once
+#include <cstdint>
+
+#include "hybridgen/dtype.h"
+#include "kernels/cpu/cpu_isa.h"
+
+namespace hg::cpu {
+
+// sum_i a[i] * b[i]
+float dot_f32(const float* a, const float* b, int64_t n);
+
+// out[i] = scale * (q · K[i, 0:head_dim])   for i < n_rows
+void dot_rows(DType kv_dtype, const void* K, int64_t ld_k, int64_t n_rows, const float* q,
+              int64_t head_dim, float scale, float* out);
+
+// out[d] += sum_i p[i] * V[i, d]   for d < head_dim
+void axpy_rows(DType kv_dtype, const void* V, int64_t ld_v, int64_t n_rows, const float* p,
+               int64_t head_dim, float* out);
+
+// The same with a given ISA (must be supported by this CPU); tests run every supported one.
+float dot_f32_isa(CpuIsa isa, const float* a, const float* b, int64_t n);
+void dot_rows_isa(CpuIsa isa, DType kv_dtype, const void* K, int64_t ld_k, int64_t n_rows,
+                  const float* q, int64_t head_dim, float scale, float* out);
+void axpy_rows_isa(CpuIsa isa, DType kv_dtype, const void* V, int64_t ld_v, int64_t n_rows,
+                   const float* p, int64_t head_dim, float* out);
+
+}  // namespace hg::cpu

@@ -1,0 +1,21 @@
+// Per-ISA entry points of the dot kernels (dot.cpp dispatches to them). Row strides in bytes.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "hybridgen/dtype.h"
+
+namespace hg::cpu {
+
+struct DotIsaFns {
+  float (*dot_f32)(const float* a, const float* b, int64_t n);
+  void (*dot_rows)(DType dt, const uint8_t* K, size_t row_bytes, int64_t n_rows, const float* q,
+                   int64_t head_dim, float scale, float* out);
+  void (*axpy_rows)(DType dt, const uint8_t* V, size_t row_bytes, int64_t n_rows, const float* p,
+                    int64_t head_dim, float* out);
+};
+
+extern const DotIsaFns kDotAvx2;
+extern const DotIsaFns kDotAvx512;
+
+}  // namespace hg::cpu

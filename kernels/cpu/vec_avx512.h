@@ -1,0 +1,56 @@
+// Vector traits for AVX-512F/BW/VL/DQ (16 fp32 lanes), used by the templated kernels in
+// matmul_gemv.h and dot_kernels.h. Include only from *_avx512.cpp files (built with those
+// flags); the anonymous namespace gives each including file its own copy.
+// bf16 weights are widened by a shift and multiplied with fp32 activations rather than with
+// vdpbf16ps: the dot-product instruction would need the activations rounded to bf16 (about 3
+// significant digits) for no gain, since GEMV is bound by the bytes of weights read, not by FMAs.
+#pragma once
+// GCC 12's AVX-512 headers spell _mm512_undefined_*() as `__m512 __Y = __Y;`, which -Werror turns
+// into an error once inlined; those placeholder values are never read.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace hg::cpu {
+namespace {
+
+struct Avx512 {
+  using F = __m512;
+  static constexpr int W = 16;
+  static F zero() { return _mm512_setzero_ps(); }
+  static F load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
+  static F set1(float v) { return _mm512_set1_ps(v); }
+  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static float hsum(F v) { return _mm512_reduce_add_ps(v); }
+  static F load_f16(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static F load_bf16(const uint16_t* p) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  }
+  static float f16_scalar(uint16_t h) {
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+  }
+  static void q8(const int8_t* qs, F out[2]) {
+    out[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))));
+    out[1] = _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16))));
+  }
+  static void q4(const uint8_t* qs, int offset, F out[2]) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    const __m128i mask = _mm_set1_epi8(0x0f), off = _mm_set1_epi8(static_cast<char>(offset));
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(v, mask), off);
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), mask), off);
+    out[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo));
+    out[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
+  }
+};
+
+}  // namespace
+}  // namespace hg::cpu

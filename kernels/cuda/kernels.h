@@ -1,0 +1,68 @@
+// Host-side launchers of the CUDA kernels. Raw device pointers, sizes and a stream; they know
+// nothing of models. Each has a CPU twin in kernels/cpu/ with the same math (named beside it),
+// which is its test oracle. Every launcher checks the launch and throws hg::Error on failure.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hybridgen/dtype.h"
+
+namespace hg::cuda {
+
+// embed.cu — twin: cpu::dequantize_row per id.  out[i, :] = table[ids[i], :]  (table f32/f16/bf16)
+void embed(DType table_dtype, const void* table, int64_t cols, const int32_t* ids, int n, float* out,
+           cudaStream_t stream);
+
+// norm.cu — twins: cpu::rmsnorm_rows, cpu::layernorm_rows.  x, y: [n, dim] (y may alias x)
+void rmsnorm(const float* x, const float* weight, float eps, int n, int dim, float* y, cudaStream_t stream);
+void layernorm(const float* x, const float* weight, const float* bias, float eps, int n, int dim, float* y,
+               cudaStream_t stream);
+
+// rope.cu — twin: cpu::rope_rows.  x: [n, n_heads, head_dim] in place; pos: [n]; inv_freq: [rotary_dim / 2]
+void rope(float* x, const int32_t* pos, int n, int n_heads, int head_dim, int rotary_dim, const float* inv_freq,
+          bool interleaved, cudaStream_t stream);
+
+// elementwise.cu — twins: cpu::silu_mul_range, relu_range, add_range, add_bias_rows.
+void silu_mul(float* gate, const float* up, int64_t count, cudaStream_t stream);
+void relu(float* x, int64_t count, cudaStream_t stream);
+void add(float* y, const float* x, int64_t count, cudaStream_t stream);
+void add_bias(float* y, const float* bias, int n, int dim, cudaStream_t stream);
+// y = x rounded to nearest even in `to` (F16 or BF16): GEMM inputs for 16-bit weights.
+void convert_from_f32(const float* x, int64_t count, DType to, void* y, cudaStream_t stream);
+
+// kv_store.cu — twin: cpu::kv_store_rows.  k, v: [n, n_kv_heads * head_dim] -> slots pos0 .. pos0+n-1
+void kv_store(DType kv_dtype, void* k_cache, void* v_cache, int64_t capacity, int n_kv_heads, int head_dim,
+              const float* k, const float* v, int n, int64_t pos0, cudaStream_t stream);
+
+// attention_decode.cu / attention_prefill.cu — twin: cpu::attention_items.
+// Causal attention of n query rows at positions past .. past+n-1 over a cache
+// [n_kv_heads][capacity][head_dim]; q, out: [n, n_heads, head_dim]. head_dim even, <= 256.
+struct AttentionArgs {
+  const float* q = nullptr;
+  float* out = nullptr;
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  DType kv_dtype = DType::F32;
+  int64_t capacity = 0;
+  int n = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int64_t past = 0;
+  float scale = 1.0f;
+};
+
+// Split-K ("flash-decoding") decode attention: one block per (row, kv head, query-head group,
+// split of the context), then a reduction over splits. Best for few rows. `workspace` holds
+// attention_decode_workspace_floats(...) floats; n_sms sizes the split.
+int attention_decode_splits(const AttentionArgs& a, int n_sms);
+size_t attention_decode_workspace_floats(const AttentionArgs& a, int splits);
+void attention_decode(const AttentionArgs& a, int splits, float* workspace, cudaStream_t stream);
+
+// Tiled causal attention for many rows (prefill): one block per (32 query rows, query head),
+// streaming 32-key tiles of K and V through shared memory with an online softmax.
+void attention_prefill(const AttentionArgs& a, cudaStream_t stream);
+
+}  // namespace hg::cuda

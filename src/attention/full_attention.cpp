@@ -1,0 +1,58 @@
+// The `full` policy: every token's K and V in one contiguous device cache per sequence and
+// layer; the device's fused causal attention over it.
+#include <cmath>
+
+#include "attention/layer_attention.h"
+#include "kv/kv_cache.h"
+
+namespace hg {
+
+namespace {
+
+class FullAttention final : public LayerAttention {
+ public:
+  explicit FullAttention(const AttentionContext& c)
+      : device_(c.device), spec_(c.model.spec), kv_(c.device, c.model.spec, c.kv_dtype, c.ctx, c.n_seqs) {}
+
+  int length(int seq) const override { return kv_.length(seq); }
+  void reset(int seq) override { kv_.set_length(seq, 0); }
+  void begin_step(const std::vector<TokenRow>&, bool) override {}
+  void layer_input(int, const float*, const std::vector<TokenRow>&) override {}
+
+  void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
+              float* out) override {
+    const int n = static_cast<int>(rows.size());
+    const float scale = 1.0f / std::sqrt(static_cast<float>(spec_.head_dim));
+    for (int begin = 0; begin < n;) {
+      int end = begin + 1;
+      while (end < n && rows[static_cast<size_t>(end)].seq == rows[static_cast<size_t>(begin)].seq) ++end;
+      const TokenRow& first = rows[static_cast<size_t>(begin)];
+      const KvView& view = kv_.view(first.seq, layer);
+      device_.kv_store(view, k + static_cast<int64_t>(begin) * spec_.kv_dim(),
+                       v + static_cast<int64_t>(begin) * spec_.kv_dim(), end - begin, first.pos);
+      device_.attention(q + static_cast<int64_t>(begin) * spec_.q_dim(), end - begin, spec_.n_heads, view, first.pos,
+                        scale, out + static_cast<int64_t>(begin) * spec_.q_dim());
+      begin = end;
+    }
+  }
+
+  void end_step(const std::vector<TokenRow>& rows) override {
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (i + 1 == rows.size() || rows[i + 1].seq != rows[i].seq) kv_.set_length(rows[i].seq, rows[i].pos + 1);
+  }
+
+  std::string describe() const override { return "full (all tokens on the device)"; }
+
+ private:
+  Device& device_;
+  const ModelSpec& spec_;
+  KvCache kv_;
+};
+
+}  // namespace
+
+std::unique_ptr<LayerAttention> make_full_attention(const AttentionContext& c) {
+  return std::make_unique<FullAttention>(c);
+}
+
+}  // namespace hg

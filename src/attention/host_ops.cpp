@@ -1,0 +1,177 @@
+#include "attention/host_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/dot.h"
+#include "kernels/cpu/matmul.h"
+
+namespace hg {
+
+namespace {
+
+// Calls fn(t0, count, rows) for each run of consecutive tokens [t_begin, t_end) of kv-head g that
+// is contiguous in the store (one token block).
+template <typename Fn>
+void for_each_run(const HostKvLayout& l, int g, int64_t t_begin, int64_t t_end, Fn&& fn) {
+  for (int64_t t = t_begin; t < t_end;) {
+    const int64_t run = std::min<int64_t>(t_end - t, l.block_tokens - t % l.block_tokens);
+    fn(t, run, l.row(g, t));
+    t += run;
+  }
+}
+
+// The K largest scores' indices, in increasing index order (ties: the more recent token).
+void top_k_indices(const float* scores, int64_t n, int K, int32_t* out, std::vector<int32_t>& order) {
+  order.resize(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  auto better = [&](int32_t a, int32_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a > b); };
+  std::nth_element(order.begin(), order.begin() + K, order.end(), better);
+  std::sort(order.begin(), order.begin() + K);
+  std::copy(order.begin(), order.begin() + K, out);
+}
+
+}  // namespace
+
+void host_logits(const HostKvLayout& k, const float* q, int n_heads, float scale, int g_begin, int g_end,
+                 int64_t t_begin, int64_t t_end, float* logits, int64_t ld) {
+  const int group = n_heads / k.n_kv_heads;
+  for (int g = g_begin; g < g_end; ++g) {
+    for_each_run(k, g, t_begin, t_end, [&](int64_t t0, int64_t count, const void* rows) {
+      for (int h = g * group; h < (g + 1) * group; ++h)
+        cpu::dot_rows(k.dtype, rows, k.head_dim, count, q + static_cast<int64_t>(h) * k.head_dim, k.head_dim, scale,
+                      logits + h * ld + t0);
+    });
+  }
+}
+
+void host_logits_selected(const HostKvLayout& k, const float* q, int n_heads, float scale, const int32_t* idx, int K,
+                          int g_begin, int g_end, float* out) {
+  const int group = n_heads / k.n_kv_heads;
+  for (int g = g_begin; g < g_end; ++g)
+    for (int j = 0; j < K; ++j) {
+      const void* row = k.row(g, idx[g * K + j]);
+      for (int h = g * group; h < (g + 1) * group; ++h)
+        cpu::dot_rows(k.dtype, row, k.head_dim, 1, q + static_cast<int64_t>(h) * k.head_dim, k.head_dim, scale,
+                      out + static_cast<int64_t>(h) * K + j);
+    }
+}
+
+void select_top_k(const float* logits, int64_t ld, int n_heads, int n_kv_heads, int64_t n_tokens, int K, int g_begin,
+                  int g_end, int32_t* idx, std::vector<float>& scores, std::vector<int32_t>& order) {
+  const int group = n_heads / n_kv_heads;
+  scores.resize(static_cast<size_t>(n_tokens));
+  for (int g = g_begin; g < g_end; ++g) {
+    const float* first = logits + static_cast<int64_t>(g) * group * ld;
+    std::copy(first, first + n_tokens, scores.begin());
+    for (int h = 1; h < group; ++h) {
+      const float* row = first + h * ld;
+      for (int64_t t = 0; t < n_tokens; ++t) scores[static_cast<size_t>(t)] = std::max(scores[static_cast<size_t>(t)], row[t]);
+    }
+    top_k_indices(scores.data(), n_tokens, K, idx + static_cast<int64_t>(g) * K, order);
+  }
+}
+
+void predict_recent(int n_kv_heads, int64_t n_tokens, int K, int32_t* idx) {
+  for (int g = 0; g < n_kv_heads; ++g)
+    for (int j = 0; j < K; ++j) idx[g * K + j] = static_cast<int32_t>(n_tokens - K + j);
+}
+
+void predict_h2o(const float* acc, int64_t ld, int n_kv_heads, int64_t n_tokens, int K, int g_begin, int g_end,
+                 int32_t* idx, std::vector<float>& scores, std::vector<int32_t>& order) {
+  (void)n_kv_heads;
+  scores.resize(static_cast<size_t>(n_tokens));
+  for (int g = g_begin; g < g_end; ++g) {
+    std::copy(acc + g * ld, acc + g * ld + n_tokens, scores.begin());
+    top_k_indices(scores.data(), n_tokens, K, idx + static_cast<int64_t>(g) * K, order);
+  }
+}
+
+void predict_partial(const HostKvLayout& k, const float* q, int n_heads, int r, int64_t n_tokens, int K, int g_begin,
+                     int g_end, int32_t* idx, std::vector<float>& scores, std::vector<int32_t>& order,
+                     std::vector<int32_t>& dims) {
+  const int group = n_heads / k.n_kv_heads;
+  const int hd = k.head_dim;
+  r = std::min(r, hd);
+  scores.resize(static_cast<size_t>(n_tokens));
+  float row_buf[512];  // one key row in fp32 (head_dim <= 512)
+  std::span<float> row(row_buf, static_cast<size_t>(hd));
+  for (int g = g_begin; g < g_end; ++g) {
+    // dims with the largest |q| summed over the group's heads
+    dims.resize(static_cast<size_t>(hd));
+    std::iota(dims.begin(), dims.end(), 0);
+    auto weight = [&](int d) {
+      float w = 0;
+      for (int h = g * group; h < (g + 1) * group; ++h) w += std::fabs(q[h * hd + d]);
+      return w;
+    };
+    std::partial_sort(dims.begin(), dims.begin() + r, dims.end(), [&](int a, int b) { return weight(a) > weight(b); });
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      // The whole row crosses the bus anyway (cache lines); the saving is in arithmetic.
+      cpu::dequantize_row(k.dtype, k.row(g, t), hd, 0, row.data());
+      float best = -INFINITY;
+      for (int h = g * group; h < (g + 1) * group; ++h) {
+        float s = 0;
+        for (int i = 0; i < r; ++i) {
+          const int d = dims[static_cast<size_t>(i)];
+          s += q[h * hd + d] * row[static_cast<size_t>(d)];
+        }
+        best = std::max(best, s);
+      }
+      scores[static_cast<size_t>(t)] = best;
+    }
+    top_k_indices(scores.data(), n_tokens, K, idx + static_cast<int64_t>(g) * K, order);
+  }
+}
+
+void gather_v_rows(const HostKvLayout& v, const int32_t* idx, int K, int g_begin, int g_end, float* v_out) {
+  for (int g = g_begin; g < g_end; ++g)
+    for (int j = 0; j < K; ++j)
+      cpu::dequantize_row(v.dtype, v.row(g, idx[g * K + j]), v.head_dim, 0,
+                          v_out + (static_cast<int64_t>(g) * K + j) * v.head_dim);
+}
+
+void partial_attention(const float* logits, const float* v_sel, int n_heads, int n_kv_heads, int K, int head_dim,
+                       int h_begin, int h_end, float* out, float* lse, std::vector<float>& p) {
+  const int group = n_heads / n_kv_heads;
+  p.resize(static_cast<size_t>(K));
+  for (int h = h_begin; h < h_end; ++h) {
+    float* oh = out + static_cast<int64_t>(h) * head_dim;
+    std::fill(oh, oh + head_dim, 0.0f);
+    if (K == 0) {
+      lse[h] = -INFINITY;
+      continue;
+    }
+    std::copy(logits + static_cast<int64_t>(h) * K, logits + static_cast<int64_t>(h + 1) * K, p.begin());
+    lse[h] = cpu::softmax_inplace(p.data(), K);
+    const int g = h / group;
+    cpu::axpy_rows(DType::F32, v_sel + static_cast<int64_t>(g) * K * head_dim, head_dim, K, p.data(), head_dim, oh);
+  }
+}
+
+void prefix_attention(const HostKvLayout& k, const HostKvLayout& v, const float* q, int n_heads, float scale,
+                      int64_t n_tokens, int h_begin, int h_end, float* out, float* lse, std::vector<float>& scratch) {
+  const int group = n_heads / k.n_kv_heads;
+  const int hd = k.head_dim;
+  scratch.resize(static_cast<size_t>(std::max<int64_t>(n_tokens, 1)));
+  for (int h = h_begin; h < h_end; ++h) {
+    float* oh = out + static_cast<int64_t>(h) * hd;
+    std::fill(oh, oh + hd, 0.0f);
+    if (n_tokens == 0) {
+      lse[h] = -INFINITY;
+      continue;
+    }
+    const int g = h / group;
+    for_each_run(k, g, 0, n_tokens, [&](int64_t t0, int64_t count, const void* rows) {
+      cpu::dot_rows(k.dtype, rows, hd, count, q + static_cast<int64_t>(h) * hd, hd, scale, scratch.data() + t0);
+    });
+    lse[h] = cpu::softmax_inplace(scratch.data(), n_tokens);
+    for_each_run(v, g, 0, n_tokens, [&](int64_t t0, int64_t count, const void* rows) {
+      cpu::axpy_rows(v.dtype, rows, hd, count, scratch.data() + t0, hd, oh);
+    });
+  }
+}
+
+}  // namespace hg

@@ -1,0 +1,413 @@
+#include "attention/hybrid_attention.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "attention/host_ops.h"
+#include "hybridgen/error.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/norm.h"
+#include "kernels/cpu/rope.h"
+
+namespace hg {
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::vector<float> to_f32(const TensorView& t) {
+  if (!t.present()) return {};
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  cpu::dequantize_row(t.dtype, t.data, t.numel(), 0, out.data());
+  return out;
+}
+
+}  // namespace
+
+HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy, const mem::PlacementOptions& placement)
+    : device_(c.device),
+      model_(c.model),
+      spec_(c.model.spec),
+      policy_(policy),
+      topology_(mem::Topology::discover()),
+      placement_(mem::resolve_placement(topology_, placement)),
+      scale_(1.0f / std::sqrt(static_cast<float>(c.model.spec.head_dim))),
+      n_seqs_(c.n_seqs) {
+  validate_policy(policy_, c.ctx);
+  if (policy_.query != QuerySource::Exact && policy_.window < 1)
+    throw Error("--query speculative|refine needs --window >= 1: the current token must be on the device");
+  kv_ = std::make_unique<HybridKv>(device_, spec_, policy_, c.kv_dtype, c.ctx, c.n_seqs, topology_, placement_);
+  std::vector<int> pin;
+  try {
+    pin = mem::node_cpus(topology_, placement_.worker_node);
+  } catch (const Error&) {
+    pin.clear();  // no usable CPU list (containers): leave the workers unpinned
+  }
+  stage_ = std::make_unique<HostStage>(policy_.host_threads, spec_.n_layers + 1, pin);
+  for (const auto& l : model_.weights.layers)
+    host_layers_.push_back({l.wq, to_f32(l.bq), to_f32(l.attn_norm), to_f32(l.attn_norm_bias)});
+  inv_freq_.resize(static_cast<size_t>(spec_.head_dim / 2));
+  cpu::rope_inv_freq(spec_.head_dim, spec_.rope_theta, spec_.rope_scaling.llama3, spec_.rope_scaling.factor,
+                     spec_.rope_scaling.low_freq_factor, spec_.rope_scaling.high_freq_factor,
+                     spec_.rope_scaling.original_max_position, inv_freq_.data());
+  places_.resize(static_cast<size_t>(c.n_seqs));
+  results_.assign(2, std::vector<SeqResult>());
+  x_host_.resize(2);
+  scratch_.resize(static_cast<size_t>(policy_.host_threads));
+  if (policy_.select == Selection::Pre && policy_.predictor == Predictor::H2O)
+    h2o_acc_.assign(static_cast<size_t>(c.n_seqs) * spec_.n_layers,
+                    std::vector<float>(static_cast<size_t>(spec_.n_kv_heads) * c.ctx, 0.0f));
+  stats_.resize(static_cast<size_t>(spec_.n_layers));
+  layer_start_.resize(static_cast<size_t>(spec_.n_layers));
+}
+
+HybridAttention::~HybridAttention() {
+  for (auto& b : dev_bufs_)
+    for (float* p : {b.logits, b.v, b.out, b.lse})
+      if (p) device_.free(p);
+}
+
+std::string HybridAttention::describe() const { return describe_policy(policy_) + "; " + placement_.describe(); }
+
+void HybridAttention::reset(int seq) {
+  kv_->reset(seq);
+  if (!h2o_acc_.empty())
+    for (int l = 0; l < spec_.n_layers; ++l)
+      std::fill(h2o_acc_[static_cast<size_t>(seq * spec_.n_layers + l)].begin(),
+                h2o_acc_[static_cast<size_t>(seq * spec_.n_layers + l)].end(), 0.0f);
+}
+
+int HybridAttention::effective_k(int64_t n_host) const {
+  if (policy_.select == Selection::All || policy_.K < 0 || policy_.K >= n_host) return static_cast<int>(n_host);
+  return policy_.K;
+}
+
+void HybridAttention::begin_step(const std::vector<TokenRow>& rows, bool prefill) {
+  prefill_ = prefill;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i + 1 < rows.size() && rows[i + 1].seq == rows[i].seq) continue;  // last row of a sequence
+    const int seq = rows[i].seq;
+    if (!h2o_acc_.empty()) {
+      // Tokens entering the host store start with the largest accumulated score so far: they
+      // were in the window (attended on the device) and H2O would still keep them for now.
+      const int64_t before = kv_->host(seq).n_tokens();
+      kv_->make_room(seq, rows[i].pos + 1, places_[static_cast<size_t>(seq)]);
+      const int64_t after = kv_->host(seq).n_tokens();
+      for (int l = 0; l < spec_.n_layers && after > before; ++l) {
+        auto& acc = h2o_acc_[static_cast<size_t>(seq * spec_.n_layers + l)];
+        for (int g = 0; g < spec_.n_kv_heads; ++g) {
+          float* a = acc.data() + static_cast<size_t>(g) * (acc.size() / spec_.n_kv_heads);
+          const float top = before > 0 ? *std::max_element(a, a + before) : 1.0f;
+          std::fill(a + before, a + after, top);
+        }
+      }
+    } else {
+      kv_->make_room(seq, rows[i].pos + 1, places_[static_cast<size_t>(seq)]);
+    }
+  }
+  const size_t n = rows.size();
+  for (auto& r : results_) r.resize(n);
+  if (dev_bufs_.size() < n) dev_bufs_.resize(n);
+}
+
+void HybridAttention::compute_query(int layer, const float* x, int pos, float* q_out, ThreadPool& pool) {
+  // q̃ = RoPE(Wq · norm(x) + bq)  [n_heads, head_dim]
+  const HostLayer& hl = host_layers_[static_cast<size_t>(layer)];
+  float h[16384];
+  if (spec_.d_model > 16384) throw Error("host query: d_model > 16384");
+  if (!hl.norm_b.empty())
+    cpu::layernorm_rows(x, hl.norm_w.data(), hl.norm_b.data(), spec_.norm_eps, spec_.d_model, h, 0, 1);
+  else
+    cpu::rmsnorm_rows(x, hl.norm_w.data(), spec_.norm_eps, spec_.d_model, h, 0, 1);
+  cpu::matmul(pool, hl.wq.dtype, hl.wq.data, spec_.q_dim(), spec_.d_model, h, 1, q_out, spec_.q_dim());
+  if (!hl.bq.empty())
+    for (int i = 0; i < spec_.q_dim(); ++i) q_out[i] += hl.bq[static_cast<size_t>(i)];
+  if (!spec_.is_opt())
+    cpu::rope_rows(q_out, &pos, spec_.n_heads, spec_.head_dim, spec_.head_dim, inv_freq_.data(),
+                   spec_.rope_layout == RopeLayout::Interleaved, 0, 1);
+}
+
+void HybridAttention::select_and_score(ThreadPool& pool, int layer, int seq, SeqResult& r) {
+  const HostStore& host = kv_->host(seq);
+  const HostKvLayout kl = host.k_layout(layer), vl = host.v_layout(layer);
+  const int n_kv = spec_.n_kv_heads, n_heads = spec_.n_heads, hd = spec_.head_dim;
+  r.n_host = host.n_tokens();
+  r.K = effective_k(r.n_host);
+  const int K = r.K;
+  r.idx.resize(static_cast<size_t>(n_kv) * K);
+  r.logits.resize(static_cast<size_t>(n_heads) * K);
+  const bool all = K == r.n_host;
+  const bool post = policy_.select == Selection::Post || all;
+  pool.parallel_for(n_kv, [&](int64_t gb, int64_t ge, int t) {
+    Scratch& s = scratch_[static_cast<size_t>(t)];
+    const int g0 = static_cast<int>(gb), g1 = static_cast<int>(ge);
+    const int group = n_heads / n_kv;
+    if (post) {
+      // Post-QKᵀ: logits of every host token, then top-K per kv-head
+      s.all_logits.resize(static_cast<size_t>(n_heads) * r.n_host);
+      host_logits(kl, r.q.data(), n_heads, scale_, g0, g1, 0, r.n_host, s.all_logits.data(), r.n_host);
+      if (all) {
+        for (int g = g0; g < g1; ++g)
+          for (int j = 0; j < K; ++j) r.idx[static_cast<size_t>(g * K + j)] = j;
+      } else {
+        select_top_k(s.all_logits.data(), r.n_host, n_heads, n_kv, r.n_host, K, g0, g1, r.idx.data(), s.scores, s.order);
+      }
+      for (int h = g0 * group; h < g1 * group; ++h)
+        for (int j = 0; j < K; ++j)
+          r.logits[static_cast<size_t>(h * K + j)] =
+              s.all_logits[static_cast<size_t>(h * r.n_host + r.idx[static_cast<size_t>((h / group) * K + j)])];
+    } else {
+      // Pre-QKᵀ: predict K tokens, then logits of those only
+      if (policy_.predictor == Predictor::Recent) {
+        for (int g = g0; g < g1; ++g)
+          for (int j = 0; j < K; ++j) r.idx[static_cast<size_t>(g * K + j)] = static_cast<int32_t>(r.n_host - K + j);
+      } else if (policy_.predictor == Predictor::H2O) {
+        const auto& acc = h2o_acc_[static_cast<size_t>(seq * spec_.n_layers + layer)];
+        predict_h2o(acc.data(), static_cast<int64_t>(acc.size() / n_kv), n_kv, r.n_host, K, g0, g1, r.idx.data(),
+                    s.scores, s.order);
+      } else {
+        predict_partial(kl, r.q.data(), n_heads, policy_.partial_dims, r.n_host, K, g0, g1, r.idx.data(), s.scores,
+                        s.order, s.dims);
+      }
+      host_logits_selected(kl, r.q.data(), n_heads, scale_, r.idx.data(), K, g0, g1, r.logits.data());
+    }
+    if (!h2o_acc_.empty() && K > 0) {
+      // H2O: accumulate each selected token's attention mass (softmax over the selection, summed
+      // over the group's heads)
+      auto& acc = h2o_acc_[static_cast<size_t>(seq * spec_.n_layers + layer)];
+      const size_t ld = acc.size() / static_cast<size_t>(n_kv);
+      s.p.resize(static_cast<size_t>(K));
+      for (int h = g0 * group; h < g1 * group; ++h) {
+        const float* lh = r.logits.data() + static_cast<size_t>(h) * K;
+        const float m = *std::max_element(lh, lh + K);
+        float sum = 0;
+        for (int j = 0; j < K; ++j) sum += (s.p[static_cast<size_t>(j)] = std::exp(lh[j] - m));
+        const int g = h / group;
+        for (int j = 0; j < K; ++j) acc[g * ld + static_cast<size_t>(r.idx[static_cast<size_t>(g * K + j)])] += s.p[static_cast<size_t>(j)] / sum;
+      }
+    }
+    if (policy_.merge == MergeMode::Logits) {
+      r.v.resize(static_cast<size_t>(n_kv) * K * hd);
+      gather_v_rows(vl, r.idx.data(), K, g0, g1, r.v.data());
+    }
+  });
+  if (policy_.merge == MergeMode::Lse) {
+    r.out.resize(static_cast<size_t>(n_heads) * hd);
+    r.lse.resize(static_cast<size_t>(n_heads));
+    if (all) {
+      pool.parallel_for(n_heads, [&](int64_t hb, int64_t he, int t) {
+        prefix_attention(kl, vl, r.q.data(), n_heads, scale_, r.n_host, static_cast<int>(hb), static_cast<int>(he),
+                         r.out.data(), r.lse.data(), scratch_[static_cast<size_t>(t)].scores);
+      });
+    } else {
+      r.v.resize(static_cast<size_t>(n_kv) * K * hd);
+      pool.parallel_for(n_kv, [&](int64_t gb, int64_t ge, int) {
+        gather_v_rows(vl, r.idx.data(), K, static_cast<int>(gb), static_cast<int>(ge), r.v.data());
+      });
+      pool.parallel_for(n_heads, [&](int64_t hb, int64_t he, int t) {
+        partial_attention(r.logits.data(), r.v.data(), n_heads, n_kv, K, hd, static_cast<int>(hb), static_cast<int>(he),
+                          r.out.data(), r.lse.data(), scratch_[static_cast<size_t>(t)].p);
+      });
+    }
+  }
+}
+
+void HybridAttention::decode_job(ThreadPool& pool, int layer, const float* x_host, const float* q_host,
+                                 const std::vector<TokenRow>& rows) {
+  auto& results = results_[static_cast<size_t>(layer % 2)];
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SeqResult& r = results[i];
+    r.q.resize(static_cast<size_t>(spec_.q_dim()));
+    if (q_host)
+      std::copy(q_host + i * spec_.q_dim(), q_host + (i + 1) * spec_.q_dim(), r.q.begin());
+    else
+      compute_query(layer, x_host + i * spec_.d_model, rows[i].pos, r.q.data(), pool);
+    select_and_score(pool, layer, rows[i].seq, r);
+  }
+}
+
+void HybridAttention::submit_decode_job(int layer, const float* x_host, const float* q_host,
+                                        const std::vector<TokenRow>& rows) {
+  stage_->submit(layer, [this, layer, x_host, q_host, &rows](ThreadPool& pool) { decode_job(pool, layer, x_host, q_host, rows); });
+}
+
+void HybridAttention::layer_input(int layer, const float* x, const std::vector<TokenRow>& rows) {
+  const double now = now_seconds();
+  layer_start_[static_cast<size_t>(layer)] = now;
+  if (layer > 0 && !prefill_) stats_[static_cast<size_t>(layer - 1)].t_layer += now - layer_start_[static_cast<size_t>(layer - 1)];
+  if (prefill_ || policy_.query == QuerySource::Exact) return;
+  // Speculation: the host predicts layer+1 from this layer's input while the device runs this
+  // layer. Layer 0's own input is x itself, so its host part is exact and starts now too.
+  const int n = static_cast<int>(rows.size());
+  auto& xh = x_host_[static_cast<size_t>(layer % 2)];
+  xh.resize(static_cast<size_t>(n) * spec_.d_model);
+  device_.copy_to_host(xh.data(), x, sizeof(float) * xh.size());
+  if (layer == 0) submit_decode_job(0, xh.data(), nullptr, rows);
+  if (layer + 1 < spec_.n_layers) submit_decode_job(layer + 1, xh.data(), nullptr, rows);
+}
+
+void HybridAttention::refine(int layer, const float* q_host, const std::vector<TokenRow>& rows) {
+  // Selected with q̃; now recompute the selected tokens' logits with the true q (cost K·head_dim).
+  auto& results = results_[static_cast<size_t>(layer % 2)];
+  stage_->run(spec_.n_layers, [&](ThreadPool& pool) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      SeqResult& r = results[i];
+      std::copy(q_host + i * spec_.q_dim(), q_host + (i + 1) * spec_.q_dim(), r.q.begin());
+      const HostStore& host = kv_->host(rows[i].seq);
+      const HostKvLayout kl = host.k_layout(layer);
+      pool.parallel_for(spec_.n_kv_heads, [&](int64_t gb, int64_t ge, int) {
+        host_logits_selected(kl, r.q.data(), spec_.n_heads, scale_, r.idx.data(), r.K, static_cast<int>(gb),
+                             static_cast<int>(ge), r.logits.data());
+      });
+      if (policy_.merge == MergeMode::Lse)
+        pool.parallel_for(spec_.n_heads, [&](int64_t hb, int64_t he, int t) {
+          partial_attention(r.logits.data(), r.v.data(), spec_.n_heads, spec_.n_kv_heads, r.K, spec_.head_dim,
+                            static_cast<int>(hb), static_cast<int>(he), r.out.data(), r.lse.data(),
+                            scratch_[static_cast<size_t>(t)].p);
+        });
+    }
+  });
+}
+
+void HybridAttention::prefill_host_part(int layer, const std::vector<TokenRow>& rows) {
+  // Exact causal attention over the host tokens each row sees, as a partial result + LSE.
+  const int n = static_cast<int>(rows.size());
+  SeqResult& r = results_[static_cast<size_t>(layer % 2)][0];
+  r.out.resize(static_cast<size_t>(n) * spec_.q_dim());
+  r.lse.resize(static_cast<size_t>(n) * spec_.n_heads);
+  const int seq = rows[0].seq;
+  const HostStore& host = kv_->host(seq);
+  const HostKvLayout kl = host.k_layout(layer), vl = host.v_layout(layer);
+  const int sinks = kv_->span(seq).sink_slots;
+  stage_->run(spec_.n_layers, [&](ThreadPool& pool) {
+    pool.parallel_for(static_cast<int64_t>(n) * spec_.n_heads, [&](int64_t b, int64_t e, int t) {
+      for (int64_t item = b; item < e; ++item) {
+        const int i = static_cast<int>(item / spec_.n_heads), h = static_cast<int>(item % spec_.n_heads);
+        const int64_t visible = policy_.keep_evicted ? std::clamp<int64_t>(rows[static_cast<size_t>(i)].pos + 1 - sinks, 0, host.n_tokens()) : 0;
+        prefix_attention(kl, vl, q_host_.data() + static_cast<size_t>(i) * spec_.q_dim(), spec_.n_heads, scale_, visible, h,
+                         h + 1, r.out.data() + static_cast<size_t>(i) * spec_.q_dim(),
+                         r.lse.data() + static_cast<size_t>(i) * spec_.n_heads, scratch_[static_cast<size_t>(t)].scores);
+      }
+    });
+  });
+}
+
+HybridAttention::DeviceSeqBuffers& HybridAttention::device_buffers(int row, size_t floats) {
+  DeviceSeqBuffers& b = dev_bufs_[static_cast<size_t>(row)];
+  if (b.capacity < floats) {
+    // Grows with the host token count (amortized: doubles), never per step once warm.
+    const size_t cap = std::max(floats, b.capacity * 2);
+    for (float** p : {&b.logits, &b.v, &b.out, &b.lse}) {
+      if (*p) device_.free(*p);
+      *p = static_cast<float*>(device_.alloc(sizeof(float) * cap));
+    }
+    b.capacity = cap;
+  }
+  return b;
+}
+
+void HybridAttention::ship_and_merge(int layer, const float* q, const std::vector<TokenRow>& rows, float* out,
+                                     bool prefill) {
+  LayerStats& st = stats_[static_cast<size_t>(layer)];
+  auto& results = results_[static_cast<size_t>(layer % 2)];
+  const int n = static_cast<int>(rows.size());
+  const int rows_per_call = prefill ? n : 1;
+  for (int i = 0; i < n; i += rows_per_call) {
+    const TokenRow& row = rows[static_cast<size_t>(i)];
+    SeqResult& r = results[static_cast<size_t>(prefill ? 0 : i)];
+    HostPart part;
+    const double t0 = now_seconds();
+    if (prefill || policy_.merge == MergeMode::Lse) {
+      const size_t outs = static_cast<size_t>(rows_per_call) * spec_.q_dim();
+      DeviceSeqBuffers& b = device_buffers(i, outs);
+      device_.copy_to_device(b.out, r.out.data(), sizeof(float) * outs);
+      device_.copy_to_device(b.lse, r.lse.data(), sizeof(float) * rows_per_call * spec_.n_heads);
+      part.kind = HostPart::Kind::Partial;
+      part.out = b.out;
+      part.lse = b.lse;
+      st.bytes_h2d += static_cast<int64_t>(sizeof(float) * (outs + static_cast<size_t>(rows_per_call) * spec_.n_heads));
+    } else if (r.K > 0) {
+      const size_t nv = static_cast<size_t>(spec_.n_kv_heads) * r.K * spec_.head_dim;
+      const size_t nl = static_cast<size_t>(spec_.n_heads) * r.K;
+      DeviceSeqBuffers& b = device_buffers(i, std::max(nv, nl));
+      device_.copy_to_device(b.logits, r.logits.data(), sizeof(float) * nl);
+      device_.copy_to_device(b.v, r.v.data(), sizeof(float) * nv);
+      part.kind = HostPart::Kind::Logits;
+      part.K = r.K;
+      part.logits = b.logits;
+      part.v = b.v;
+      st.bytes_h2d += static_cast<int64_t>(sizeof(float) * (nl + nv));
+    }
+    st.t_tx += now_seconds() - t0;
+    if (!prefill) {
+      st.selected += static_cast<int64_t>(r.K) * spec_.n_kv_heads;
+      st.host_tokens += r.n_host * spec_.n_kv_heads;
+    }
+    device_.hybrid_attention(q + static_cast<int64_t>(i) * spec_.q_dim(), rows_per_call, spec_.n_heads,
+                             kv_->window(row.seq, layer), kv_->span(row.seq), row.pos, part, scale_,
+                             out + static_cast<int64_t>(i) * spec_.q_dim());
+  }
+}
+
+void HybridAttention::attend(int layer, const float* q, const float* k, const float* v,
+                             const std::vector<TokenRow>& rows, float* out) {
+  const int n = static_cast<int>(rows.size());
+  const int kv_dim = spec_.kv_dim();
+  LayerStats& st = stats_[static_cast<size_t>(layer)];
+  // k, v of the new rows go where make_room placed them (host-bound rows need a host copy)
+  bool any_host = false;
+  for (int i = 0; i < n; ++i)
+    any_host |= places_[static_cast<size_t>(rows[static_cast<size_t>(i)].seq)][0].place == TokenPlace::Host || prefill_;
+  if (any_host) {
+    k_host_.resize(static_cast<size_t>(n) * kv_dim);
+    v_host_.resize(static_cast<size_t>(n) * kv_dim);
+    device_.copy_to_host(k_host_.data(), k, sizeof(float) * k_host_.size());
+    device_.copy_to_host(v_host_.data(), v, sizeof(float) * v_host_.size());
+  }
+  for (int i = 0; i < n;) {
+    int j = i + 1;
+    while (j < n && rows[static_cast<size_t>(j)].seq == rows[static_cast<size_t>(i)].seq) ++j;
+    const int seq = rows[static_cast<size_t>(i)].seq;
+    kv_->store(seq, layer, j - i, places_[static_cast<size_t>(seq)], k + static_cast<int64_t>(i) * kv_dim,
+               v + static_cast<int64_t>(i) * kv_dim, any_host ? k_host_.data() + static_cast<size_t>(i) * kv_dim : nullptr,
+               any_host ? v_host_.data() + static_cast<size_t>(i) * kv_dim : nullptr);
+    i = j;
+  }
+
+  const bool needs_q = prefill_ || policy_.query != QuerySource::Speculative;
+  if (needs_q) {
+    q_host_.resize(static_cast<size_t>(n) * spec_.q_dim());
+    device_.copy_to_host(q_host_.data(), q, sizeof(float) * q_host_.size());
+  }
+  const double t_wait0 = now_seconds();
+  if (prefill_) {
+    prefill_host_part(layer, rows);
+  } else {
+    if (policy_.query == QuerySource::Exact) submit_decode_job(layer, nullptr, q_host_.data(), rows);
+    st.t_host += stage_->wait(layer);
+    if (policy_.query == QuerySource::Refine) refine(layer, q_host_.data(), rows);
+  }
+  st.t_wait += now_seconds() - t_wait0;
+  ship_and_merge(layer, q, rows, out, prefill_);
+  if (!prefill_) st.steps += 1;
+}
+
+void HybridAttention::end_step(const std::vector<TokenRow>& rows) {
+  if (!prefill_) {
+    const size_t last = static_cast<size_t>(spec_.n_layers - 1);
+    stats_[last].t_layer += now_seconds() - layer_start_[last];
+  }
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (i + 1 == rows.size() || rows[i + 1].seq != rows[i].seq) kv_->commit(rows[i].seq, rows[i].pos + 1);
+}
+
+std::unique_ptr<LayerAttention> make_hybrid_attention(const AttentionContext& c, const Policy& policy,
+                                                      const mem::PlacementOptions& placement) {
+  return std::make_unique<HybridAttention>(c, policy, placement);
+}
+
+}  // namespace hg

@@ -1,0 +1,98 @@
+// HybridAttention: the decode pipeline of DESIGN.md. The device keeps sinks + a window of recent
+// tokens; host workers compute the next layer's logits over the host tokens (from the current
+// layer's input, with their own copies of Wq and the norm), select the important ones, and ship
+// their logits and V rows (or a partial result + LSE) for the device to merge.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "attention/host_stage.h"
+#include "attention/layer_attention.h"
+#include "kv/hybrid_kv.h"
+#include "mem/placement.h"
+#include "mem/topology.h"
+
+namespace hg {
+
+class HybridAttention final : public LayerAttention {
+ public:
+  HybridAttention(const AttentionContext& c, const Policy& policy, const mem::PlacementOptions& placement);
+  ~HybridAttention() override;
+
+  int length(int seq) const override { return kv_->length(seq); }
+  void reset(int seq) override;
+  void begin_step(const std::vector<TokenRow>& rows, bool prefill) override;
+  void layer_input(int layer, const float* x, const std::vector<TokenRow>& rows) override;
+  void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
+              float* out) override;
+  void end_step(const std::vector<TokenRow>& rows) override;
+  std::vector<LayerStats>* layer_stats() override { return &stats_; }
+  std::string describe() const override;
+
+  HybridKv& kv() { return *kv_; }
+  const mem::Placement& placement() const { return placement_; }
+
+ private:
+  // What the host computed for one sequence and layer.
+  struct SeqResult {
+    int K = 0;                   // selected tokens per kv-head
+    int64_t n_host = 0;          // host tokens available
+    std::vector<int32_t> idx;    // [n_kv_heads][K]
+    std::vector<float> logits;   // [n_heads][K]
+    std::vector<float> v;        // [n_kv_heads][K][head_dim]
+    std::vector<float> out;      // [rows][n_heads][head_dim] (LSE merge)
+    std::vector<float> lse;      // [rows][n_heads]
+    std::vector<float> q;        // [n_heads][head_dim] the query the host used
+  };
+  struct Scratch {               // per host thread
+    std::vector<float> scores, all_logits, p;
+    std::vector<int32_t> order, dims;
+  };
+  struct HostLayer {             // the host's own copies for q̃ = RoPE(Wq · norm(x) + bq)
+    TensorView wq;
+    std::vector<float> bq, norm_w, norm_b;
+  };
+  struct DeviceSeqBuffers {      // where the host part lands on the device
+    float* logits = nullptr;
+    float* v = nullptr;
+    float* out = nullptr;
+    float* lse = nullptr;
+    size_t capacity = 0;         // floats each buffer holds
+  };
+
+  int effective_k(int64_t n_host) const;
+  void submit_decode_job(int layer, const float* x_host, const float* q_host, const std::vector<TokenRow>& rows);
+  void decode_job(ThreadPool& pool, int layer, const float* x_host, const float* q_host, const std::vector<TokenRow>& rows);
+  void select_and_score(ThreadPool& pool, int layer, int seq, SeqResult& r);
+  void refine(int layer, const float* q_host, const std::vector<TokenRow>& rows);
+  void prefill_host_part(int layer, const std::vector<TokenRow>& rows);
+  void ship_and_merge(int layer, const float* q, const std::vector<TokenRow>& rows, float* out, bool prefill);
+  void compute_query(int layer, const float* x, int pos, float* q_out, ThreadPool& pool);
+  DeviceSeqBuffers& device_buffers(int seq, size_t floats);
+
+  Device& device_;
+  const Model& model_;
+  const ModelSpec& spec_;
+  Policy policy_;
+  mem::Topology topology_;
+  mem::Placement placement_;
+  std::unique_ptr<HybridKv> kv_;
+  std::unique_ptr<HostStage> stage_;
+  std::vector<HostLayer> host_layers_;
+  std::vector<float> inv_freq_;
+  float scale_;
+  int n_seqs_;
+
+  bool prefill_ = false;
+  std::vector<std::vector<TokenLocation>> places_;   // per sequence, this step's new positions
+  std::vector<std::vector<SeqResult>> results_;      // [layer % 2][row]
+  std::vector<Scratch> scratch_;                     // per host thread
+  std::vector<std::vector<float>> x_host_;           // [layer % 2]: [rows][d_model]
+  std::vector<float> q_host_, k_host_, v_host_;      // [rows][q_dim], [rows][kv_dim] x2
+  std::vector<std::vector<float>> h2o_acc_;          // [seq * n_layers + layer]: [n_kv_heads][ctx]
+  std::vector<DeviceSeqBuffers> dev_bufs_;           // per row
+  std::vector<LayerStats> stats_;
+  std::vector<double> layer_start_;                  // steady-clock seconds
+};
+
+}  // namespace hg

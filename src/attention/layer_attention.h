@@ -1,0 +1,69 @@
+// The attention stage of a transformer layer, behind one interface so the engine only
+// orchestrates: FullAttention (every token on the device) and HybridAttention (window on the
+// device, older tokens on the host, both computing at once) implement it.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device/device.h"
+#include "hybridgen/model.h"
+#include "hybridgen/policy.h"
+#include "mem/placement.h"
+
+namespace hg {
+
+// One row of a forward pass: a token of sequence `seq` at position `pos`. Rows of one sequence
+// are contiguous and in position order.
+struct TokenRow {
+  int seq;
+  int pos;
+  int32_t token;
+};
+
+// Per-layer timing and traffic of the attention stage, summed over steps.
+struct LayerStats {
+  double t_layer = 0;  // wall time of the layer on the device thread (s)
+  double t_host = 0;   // host stage time for this layer (s)
+  double t_tx = 0;     // host -> device transfer time (s)
+  double t_wait = 0;   // device waiting for the host (s)
+  int64_t steps = 0;
+  int64_t selected = 0;      // host tokens taking part, summed over kv-heads, sequences, steps
+  int64_t host_tokens = 0;   // host tokens available, summed likewise
+  int64_t bytes_h2d = 0;     // bytes shipped host -> device
+
+  // device time of the layer: its wall time less the waits for the host and the transfers
+  double t_dev() const { return t_layer - t_wait - t_tx; }
+};
+
+class LayerAttention {
+ public:
+  virtual ~LayerAttention() = default;
+  virtual int length(int seq) const = 0;
+  virtual void reset(int seq) = 0;
+  // Places the rows' new positions (eviction happens here, before any layer runs).
+  virtual void begin_step(const std::vector<TokenRow>& rows, bool prefill) = 0;
+  // The device is about to run `layer` with input x [n, d_model] (device memory).
+  virtual void layer_input(int layer, const float* x, const std::vector<TokenRow>& rows) = 0;
+  // q: [n, q_dim] after RoPE; k, v: [n, kv_dim]. Stores k and v, writes out [n, q_dim].
+  virtual void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
+                      float* out) = 0;
+  virtual void end_step(const std::vector<TokenRow>& rows) = 0;
+
+  virtual std::vector<LayerStats>* layer_stats() { return nullptr; }
+  virtual std::string describe() const = 0;
+};
+
+struct AttentionContext {
+  Device& device;
+  const Model& model;
+  DType kv_dtype;
+  int ctx;
+  int n_seqs;
+};
+
+std::unique_ptr<LayerAttention> make_full_attention(const AttentionContext& c);
+std::unique_ptr<LayerAttention> make_hybrid_attention(const AttentionContext& c, const Policy& policy,
+                                                      const mem::PlacementOptions& placement);
+
+}  // namespace hg

@@ -1,0 +1,121 @@
+// hybridgen generate: prefill a prompt, then sample tokens and stream them as text.
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/stats_print.h"
+#include "engine/sampler.h"
+#include "hybridgen/error.h"
+
+namespace hg::cli {
+
+namespace {
+
+struct GenerateOptions {
+  ModelOptions model;
+  RuntimeOptions runtime;
+  SamplerOptions sampler;
+  std::string prompt, prompt_file, ids, ids_file;
+  int n_predict = 64;
+  bool chat = false;
+  std::string chat_template = "auto";
+  std::string system;
+  bool ignore_eos = false;
+  bool stats = false;
+  std::string stats_json;
+};
+
+std::vector<int32_t> prompt_ids(const GenerateOptions& o, const Tokenizer* tok) {
+  const int sources = !o.prompt.empty() + !o.prompt_file.empty() + !o.ids.empty() + !o.ids_file.empty();
+  if (sources > 1) throw Error("give only one of -p, -f, --ids, --ids-file");
+  if (!o.ids.empty()) return parse_ids(o.ids, "--ids");
+  if (!o.ids_file.empty()) return parse_ids(read_text_file(o.ids_file), o.ids_file);
+  std::string text = !o.prompt_file.empty() ? read_text_file(o.prompt_file) : o.prompt;
+  if (sources == 0) text = "The meaning of life is";
+  if (!tok) throw Error("this model has no tokenizer: give --tokenizer FILE, or token ids with --ids / --ids-file");
+  if (o.chat) {
+    text = format_chat(*tok, o.chat_template == "auto" ? ChatTemplate::Auto : parse_chat_template_name(o.chat_template),
+                       text, o.system);
+  }
+  return tok->encode(text, /*add_special=*/true);
+}
+
+void run_generate(const GenerateOptions& o) {
+  setup_logging(o.runtime.verbose);
+  if (o.n_predict < 0) throw Error("-n must be >= 0, got " + std::to_string(o.n_predict));
+  auto model = load_model(o.model);
+  auto tok = load_tokenizer(o.model, *model);
+  std::vector<int32_t> history = prompt_ids(o, tok.get());
+  if (history.empty()) throw Error("the prompt is empty after tokenization");
+
+  const int needed = static_cast<int>(history.size()) + o.n_predict;
+  EngineOptions eo = engine_options(o.runtime, model->spec, std::min(needed, model->spec.max_ctx), 1);
+  if (static_cast<int>(history.size()) > eo.ctx)
+    throw Error("prompt of " + std::to_string(history.size()) + " tokens is longer than the context (" +
+                std::to_string(eo.ctx) + " tokens)");
+  Engine engine(*model, eo);
+  Sampler sampler(o.sampler, engine.vocab_size());
+  std::vector<float> logits(static_cast<size_t>(engine.vocab_size()));
+
+  std::vector<int32_t> stop;
+  if (tok && !o.ignore_eos) stop = tok->stop_ids();
+  std::unique_ptr<StreamDecoder> stream = tok ? std::make_unique<StreamDecoder>(*tok) : nullptr;
+  std::vector<int32_t> generated;
+  generated.reserve(static_cast<size_t>(o.n_predict));
+
+  engine.prefill(0, history, logits.data());
+  const int seq = 0;
+  for (int i = 0; i < o.n_predict; ++i) {
+    const int32_t next = sampler.sample(logits.data(), history);
+    if (std::find(stop.begin(), stop.end(), next) != stop.end()) break;
+    history.push_back(next);
+    generated.push_back(next);
+    if (stream) {
+      std::fputs(stream->push(next).c_str(), stdout);
+      std::fflush(stdout);
+    }
+    if (i + 1 == o.n_predict || engine.position(seq) >= eo.ctx) break;
+    engine.decode(std::span<const int>(&seq, 1), std::span<const int32_t>(&next, 1), logits.data());
+  }
+  if (stream) {
+    std::fputs(stream->flush().c_str(), stdout);
+    std::fputs("\n", stdout);
+  } else {
+    std::printf("%s\n", nlohmann::json(generated).dump().c_str());
+  }
+  std::fflush(stdout);
+  if (o.stats) print_run_stats(stderr, engine);
+  if (!o.stats_json.empty()) write_stats_json(o.stats_json, engine);
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto o = std::make_shared<GenerateOptions>();
+  auto* cmd = app.add_subcommand("generate", "generate text from a prompt, streaming it as it is produced");
+  add_model_options(*cmd, o->model);
+  add_runtime_options(*cmd, o->runtime);
+  cmd->add_option("-p,--prompt", o->prompt, "prompt text");
+  cmd->add_option("-f,--file", o->prompt_file, "read the prompt from a file");
+  cmd->add_option("--ids", o->ids, "prompt as a JSON array of token ids");
+  cmd->add_option("--ids-file", o->ids_file, "file holding a JSON array of token ids");
+  cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str();
+  cmd->add_option("--temp", o->sampler.temperature, "temperature (0: greedy)")->capture_default_str();
+  cmd->add_option("--top-k", o->sampler.top_k, "top-k (0: off)")->capture_default_str();
+  cmd->add_option("--top-p", o->sampler.top_p, "top-p (1: off)")->capture_default_str();
+  cmd->add_option("--min-p", o->sampler.min_p, "min-p (0: off)")->capture_default_str();
+  cmd->add_option("--repeat-penalty", o->sampler.repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
+  cmd->add_option("--repeat-last-n", o->sampler.repeat_last_n, "tokens the penalty looks back (-1: all)")->capture_default_str();
+  cmd->add_option("-s,--seed", o->sampler.seed, "sampling seed")->capture_default_str();
+  cmd->add_flag("--chat", o->chat, "wrap the prompt in the model's chat template");
+  cmd->add_option("--chat-template", o->chat_template, "auto|chatml|llama3|llama2")->capture_default_str();
+  cmd->add_option("--system", o->system, "system prompt for --chat");
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-sequence tokens");
+  cmd->add_flag("--stats", o->stats, "print prefill and decode speed (to stderr)");
+  cmd->add_option("--stats-json", o->stats_json, "write run statistics as JSON to this file");
+  cmd->callback([o] { run_generate(*o); });
+}
+
+}  // namespace hg::cli

@@ -1,0 +1,87 @@
+// hybridgen info: what a model is and what it needs: spec, parameters, weight dtypes, KV bytes
+// per token and the memory plan for a context and batch.
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "hybridgen/error.h"
+#include "kv/kv_cache.h"
+
+namespace hg::cli {
+
+namespace {
+
+struct InfoOptions {
+  ModelOptions model;
+  int ctx = 0;
+  int batch = 1;
+  std::string kv_dtype = "bf16";
+  bool json = false;
+};
+
+void run_info(const InfoOptions& o) {
+  setup_logging(0);
+  auto model = load_model(o.model);
+  const ModelSpec& s = model->spec;
+  const int ctx = o.ctx > 0 ? o.ctx : s.max_ctx;
+  if (o.batch < 1) throw Error("--batch must be at least 1");
+  const DType kv_dtype = parse_kv_dtype(o.kv_dtype);
+  const size_t kv_per_token = KvCache::bytes_per_token(s, kv_dtype);
+  const double kv_total = static_cast<double>(kv_per_token) * ctx * o.batch;
+  const double weights = static_cast<double>(model->weight_bytes());
+
+  std::map<std::string, int64_t> dtype_params;
+  auto count = [&](const TensorView& t) {
+    if (t.present()) dtype_params[std::string(dtype_name(t.dtype))] += t.numel();
+  };
+  const ModelWeights& w = model->weights;
+  for (const TensorView* t : {&w.tok_embed, &w.pos_embed, &w.project_in, &w.project_out, &w.final_norm, &w.final_norm_bias})
+    count(*t);
+  if (w.lm_head.data != w.tok_embed.data) count(w.lm_head);
+  for (const auto& l : w.layers)
+    for (const TensorView* t : {&l.attn_norm, &l.attn_norm_bias, &l.wq, &l.wk, &l.wv, &l.bq, &l.bk, &l.bv, &l.wo, &l.bo,
+                                &l.ffn_norm, &l.ffn_norm_bias, &l.w_gate, &l.w_up, &l.b_up, &l.w_down, &l.b_down})
+      count(*t);
+
+  nlohmann::json j = {
+      {"source", model->source.string()}, {"format", model->format}, {"name", s.name},
+      {"arch", std::string(arch_name(s.arch))}, {"n_layers", s.n_layers}, {"d_model", s.d_model},
+      {"n_heads", s.n_heads}, {"n_kv_heads", s.n_kv_heads}, {"head_dim", s.head_dim}, {"d_ff", s.d_ff},
+      {"vocab_size", s.vocab_size}, {"max_ctx", s.max_ctx}, {"rope_theta", s.rope_theta},
+      {"tied_embeddings", s.tied_embeddings}, {"n_params", model->n_params()}, {"weight_bytes", weights},
+      {"params_by_dtype", dtype_params}, {"kv_dtype", o.kv_dtype}, {"kv_bytes_per_token", kv_per_token},
+      {"ctx", ctx}, {"batch", o.batch}, {"kv_bytes", kv_total}, {"total_bytes", weights + kv_total}};
+  if (o.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf("model:        %s (%s, %s)\n", model->source.string().c_str(), model->format.c_str(), s.name.c_str());
+  std::printf("architecture: %s, %d layers, d_model %d, %d heads (%d kv, head_dim %d), d_ff %d, vocab %d\n",
+              std::string(arch_name(s.arch)).c_str(), s.n_layers, s.d_model, s.n_heads, s.n_kv_heads, s.head_dim,
+              s.d_ff, s.vocab_size);
+  std::printf("context:      %d max positions, rope_theta %g%s\n", s.max_ctx, s.rope_theta,
+              s.rope_scaling.llama3 ? " (llama3 scaling)" : "");
+  std::printf("parameters:   %.1f M (%s of weights)\n", static_cast<double>(model->n_params()) / 1e6,
+              format_bytes(weights).c_str());
+  for (const auto& [dt, n] : dtype_params) std::printf("  %-6s %12lld params\n", dt.c_str(), static_cast<long long>(n));
+  std::printf("KV cache:     %s per token (%s)\n", format_bytes(static_cast<double>(kv_per_token)).c_str(), o.kv_dtype.c_str());
+  std::printf("memory plan:  ctx %d x batch %d: KV %s + weights %s = %s\n", ctx, o.batch, format_bytes(kv_total).c_str(),
+              format_bytes(weights).c_str(), format_bytes(weights + kv_total).c_str());
+}
+
+}  // namespace
+
+void add_info_command(CLI::App& app) {
+  auto o = std::make_shared<InfoOptions>();
+  auto* cmd = app.add_subcommand("info", "model spec, parameter count, KV bytes per token and memory plan");
+  add_model_options(*cmd, o->model);
+  cmd->add_option("-c,--ctx", o->ctx, "context length for the memory plan (0: the model's max)");
+  cmd->add_option("-b,--batch", o->batch, "sequences for the memory plan")->capture_default_str();
+  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: bf16|f16|f32")->capture_default_str();
+  cmd->add_flag("--json", o->json, "print as JSON");
+  cmd->callback([o] { run_info(*o); });
+}
+
+}  // namespace hg::cli

@@ -1,0 +1,48 @@
+// Options and helpers shared by the subcommands: which model, which device, how many threads,
+// and how token input is read.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hybridgen/engine.h"
+#include "hybridgen/model.h"
+#include "hybridgen/tokenizer.h"
+
+namespace hg::cli {
+
+struct ModelOptions {
+  std::string model;            // -m: directory, .gguf or alias
+  std::string synthetic;        // --synthetic configs/models/X.yaml
+  std::string synthetic_dtype = "bf16";
+  uint64_t synthetic_seed = 1;
+  std::string tokenizer;        // --tokenizer FILE overrides the model's own
+};
+
+struct RuntimeOptions {
+  int threads = 0;
+  int ctx = 0;
+  std::string kv_dtype = "bf16";
+  std::string device = "auto";
+  int gpu = 0;
+  int verbose = 0;
+};
+
+void add_model_options(CLI::App& cmd, ModelOptions& o);
+void add_runtime_options(CLI::App& cmd, RuntimeOptions& o);
+
+std::unique_ptr<Model> load_model(const ModelOptions& o);
+// The tokenizer from --tokenizer or the model's own; nullptr when neither exists.
+std::unique_ptr<Tokenizer> load_tokenizer(const ModelOptions& o, const Model& model);
+EngineOptions engine_options(const RuntimeOptions& r, const ModelSpec& spec, int needed_ctx, int batch);
+
+// Parses a JSON array of token ids ("[1, 2, 3]"); `what` names the source in errors.
+std::vector<int32_t> parse_ids(const std::string& json, const std::string& what);
+std::string read_text_file(const std::string& path);
+std::string format_bytes(double bytes);
+void setup_logging(int verbose);
+
+}  // namespace hg::cli

@@ -1,0 +1,323 @@
+// CudaDevice plumbing: GPU selection, streams, events, memory, staging, weight upload, timing.
+// The ops are in cuda_device_ops.cpp.
+//
+// Weights as stored on the GPU (see upload_weight):
+//   - F32 / F16 / BF16 matrices keep their dtype: F32 stays exact (fp32 SGEMM, no TF32), which
+//     is what the CPU-vs-GPU logits tests lean on; 16-bit weights run bf16/f16 tensor-core GEMMs.
+//   - GGUF block types (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) are dequantized on the host, row by row
+//     (cpu::dequantize_row), and stored as bf16: one GEMM path for all of them, at 2 bytes/weight.
+//   - vectors (norm weights, biases) become fp32.
+// Uploads stream through two pinned 32 MiB buffers on the copy stream, so filling one buffer
+// (memcpy from the mapped file, or dequantization) overlaps the DMA of the other.
+#include "device/cuda_device.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "hybridgen/error.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace hg {
+
+namespace {
+
+std::string gib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+std::string describe_gpu(int index) {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, index) != cudaSuccess) return std::to_string(index) + ": (unreadable)";
+  return std::to_string(index) + ": " + p.name + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
+         gib(p.totalGlobalMem) + ")";
+}
+
+}  // namespace
+
+CudaDevice::CudaDevice(int gpu) : gpu_(gpu) {
+  HG_CUDA_CHECK(cudaSetDevice(gpu_));
+  HG_CUDA_CHECK(cudaGetDeviceProperties(&prop_, gpu_));
+  // Non-blocking streams: no implicit ordering with the legacy default stream.
+  HG_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+  HG_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
+  HG_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
+  for (auto& slot : stage_) HG_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
+  for (int b = 0; b < 2; ++b) {
+    HG_CUDA_CHECK(cudaEventCreateWithFlags(&upload_done_[static_cast<size_t>(b)], cudaEventDisableTiming));
+    HG_CUDA_CHECK(cudaMallocHost(&upload_host_[static_cast<size_t>(b)], kUploadChunk));
+  }
+  HG_CUBLAS_CHECK(cublasCreate(&blas_));
+  HG_CUBLAS_CHECK(cublasSetStream(blas_, compute_));
+  // Our own workspace: cuBLAS then allocates nothing per call (and stays graph-capturable).
+  const size_t ws_bytes = size_t{32} << 20;
+  HG_CUDA_CHECK(cudaMalloc(&blas_workspace_, ws_bytes));
+  HG_CUBLAS_CHECK(cublasSetWorkspace(blas_, blas_workspace_, ws_bytes));
+  // fp32 GEMMs stay fp32: no TF32 (exactness against the CPU device matters more there).
+  HG_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
+}
+
+CudaDevice::~CudaDevice() {
+  // Errors are ignored here: a destructor must not throw, and the process may be unwinding from
+  // a CUDA error already.
+  cudaSetDevice(gpu_);
+  cudaStreamSynchronize(compute_);
+  cudaStreamSynchronize(copy_);
+  for (void* p : weights_) cudaFree(p);
+  for (auto& t : rope_tables_) cudaFree(t.inv_freq);
+  cudaFree(gemm_input_.ptr);
+  cudaFree(attention_ws_.ptr);
+  for (auto& slot : stage_) {
+    cudaFreeHost(slot.host);
+    cudaFree(slot.dev);
+    cudaEventDestroy(slot.done);
+  }
+  for (int b = 0; b < 2; ++b) {
+    cudaFreeHost(upload_host_[static_cast<size_t>(b)]);
+    cudaEventDestroy(upload_done_[static_cast<size_t>(b)]);
+  }
+  for (cudaEvent_t e : timing_) cudaEventDestroy(e);
+  cudaEventDestroy(uploaded_);
+  if (blas_) cublasDestroy(blas_);
+  cudaFree(blas_workspace_);
+  cudaStreamDestroy(compute_);
+  cudaStreamDestroy(copy_);
+}
+
+std::string CudaDevice::name() const {
+  return "cuda:" + std::to_string(gpu_) + " (" + prop_.name + ", sm_" + std::to_string(prop_.major) +
+         std::to_string(prop_.minor) + ", " + gib(prop_.totalGlobalMem) + ")";
+}
+
+void CudaDevice::make_current() const {
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess || current != gpu_) HG_CUDA_CHECK(cudaSetDevice(gpu_));
+}
+
+// ---- memory ----
+
+void* CudaDevice::alloc(size_t bytes) {
+  make_current();
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 256));
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error state of the allocation failure
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw Error("cuda:" + std::to_string(gpu_) + ": cannot allocate " + std::to_string(bytes) + " bytes (" +
+                cudaGetErrorString(e) + "; " + gib(free_b) + " free of " + gib(total_b) + ")");
+  }
+  return p;
+}
+
+void CudaDevice::free(void* ptr) {
+  if (!ptr) return;
+  make_current();
+  HG_CUDA_CHECK(cudaFree(ptr));  // implicitly waits for work that may still use it
+}
+
+void CudaDevice::copy_to_device(void* dst, const void* src_host, size_t bytes) {
+  if (bytes == 0) return;
+  make_current();
+  // From pageable memory the call returns once the source is staged, so the caller may reuse
+  // it at once; from pinned memory the copy is truly asynchronous, so wait for it.
+  HG_CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, compute_));
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, src_host) == cudaSuccess && attr.type == cudaMemoryTypeHost)
+    HG_CUDA_CHECK(cudaStreamSynchronize(compute_));
+  cudaGetLastError();  // older drivers report unregistered pointers as an error
+}
+
+void CudaDevice::copy_to_host(void* dst_host, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  make_current();
+  HG_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, compute_));
+  HG_CUDA_CHECK(cudaStreamSynchronize(compute_));
+}
+
+void CudaDevice::synchronize() {
+  make_current();
+  HG_CUDA_CHECK(cudaStreamSynchronize(copy_));
+  HG_CUDA_CHECK(cudaStreamSynchronize(compute_));
+}
+
+void* CudaDevice::grow(Scratch& s, size_t bytes) {
+  if (bytes <= s.bytes) return s.ptr;
+  HG_CUDA_CHECK(cudaStreamSynchronize(compute_));  // the old buffer may be in use
+  if (s.ptr) HG_CUDA_CHECK(cudaFree(s.ptr));
+  s.ptr = nullptr;
+  s.bytes = 0;
+  const size_t want = bytes + bytes / 4;  // headroom: contexts grow a token at a time
+  s.ptr = alloc(want);
+  s.bytes = want;
+  return s.ptr;
+}
+
+const int32_t* CudaDevice::stage_ints(const int32_t* host, int n) {
+  StageSlot& slot = stage_[static_cast<size_t>(stage_next_)];
+  stage_next_ = (stage_next_ + 1) % kStageSlots;
+  const size_t bytes = sizeof(int32_t) * static_cast<size_t>(std::max(n, 1));
+  HG_CUDA_CHECK(cudaEventSynchronize(slot.done));  // the slot's previous copy has run
+  if (bytes > slot.bytes) {
+    HG_CUDA_CHECK(cudaStreamSynchronize(compute_));
+    if (slot.host) HG_CUDA_CHECK(cudaFreeHost(slot.host));
+    if (slot.dev) HG_CUDA_CHECK(cudaFree(slot.dev));
+    slot.host = nullptr;
+    slot.dev = nullptr;
+    slot.bytes = 0;
+    const size_t cap = std::max<size_t>(bytes, 16384);
+    HG_CUDA_CHECK(cudaMallocHost(&slot.host, cap));
+    slot.dev = alloc(cap);
+    slot.bytes = cap;
+  }
+  std::memcpy(slot.host, host, sizeof(int32_t) * static_cast<size_t>(n));
+  HG_CUDA_CHECK(cudaMemcpyAsync(slot.dev, slot.host, sizeof(int32_t) * static_cast<size_t>(n),
+                                cudaMemcpyHostToDevice, compute_));
+  HG_CUDA_CHECK(cudaEventRecord(slot.done, compute_));
+  return static_cast<const int32_t*>(slot.dev);
+}
+
+const float* CudaDevice::rope_table(const RopeParams& p) {
+  const auto same = [&](const RopeParams& o) {
+    return o.rotary_dim == p.rotary_dim && o.theta == p.theta && o.scaling.llama3 == p.scaling.llama3 &&
+           o.scaling.factor == p.scaling.factor && o.scaling.low_freq_factor == p.scaling.low_freq_factor &&
+           o.scaling.high_freq_factor == p.scaling.high_freq_factor &&
+           o.scaling.original_max_position == p.scaling.original_max_position;
+  };
+  for (const auto& t : rope_tables_)
+    if (same(t.params)) return t.inv_freq;
+  if (p.rotary_dim <= 0 || p.rotary_dim % 2 != 0 || p.rotary_dim > p.head_dim)
+    throw Error("rope: rotary_dim " + std::to_string(p.rotary_dim) + " must be even and at most head_dim " +
+                std::to_string(p.head_dim));
+  // The same host function as the CPU device, so both rotate by identical fp32 frequencies.
+  std::vector<float> inv(static_cast<size_t>(p.rotary_dim / 2));
+  cpu::rope_inv_freq(p.rotary_dim, p.theta, p.scaling.llama3, p.scaling.factor, p.scaling.low_freq_factor,
+                     p.scaling.high_freq_factor, p.scaling.original_max_position, inv.data());
+  RopeTable t;
+  t.params = p;
+  t.inv_freq = static_cast<float*>(alloc(sizeof(float) * inv.size()));
+  HG_CUDA_CHECK(cudaMemcpyAsync(t.inv_freq, inv.data(), sizeof(float) * inv.size(), cudaMemcpyHostToDevice, compute_));
+  HG_CUDA_CHECK(cudaStreamSynchronize(compute_));  // `inv` dies here; once per model
+  rope_tables_.push_back(t);
+  return t.inv_freq;
+}
+
+// ---- weights ----
+
+void* CudaDevice::upload_matrix(const TensorView& t, int64_t rows, int64_t cols, DType* stored) {
+  const bool quantized = dtype_is_quantized(t.dtype);
+  *stored = quantized ? DType::BF16 : t.dtype;
+  const size_t row_bytes = quantized ? sizeof(uint16_t) * static_cast<size_t>(cols) : dtype_row_bytes(t.dtype, cols);
+  const size_t total = row_bytes * static_cast<size_t>(rows);
+  if (!quantized && t.nbytes < total)
+    throw Error("tensor '" + t.name + "': " + std::to_string(t.nbytes) + " bytes, expected " + std::to_string(total));
+  if (row_bytes > kUploadChunk)
+    throw Error("tensor '" + t.name + "': rows of " + std::to_string(row_bytes) + " bytes exceed the upload chunk");
+  auto* dst = static_cast<uint8_t*>(alloc(total));
+  const int64_t rows_per_chunk = static_cast<int64_t>(kUploadChunk / row_bytes);
+  std::vector<float> row_f32(quantized ? static_cast<size_t>(cols) : 0);
+  int buf = 0;
+  for (int64_t r0 = 0; r0 < rows; r0 += rows_per_chunk, buf ^= 1) {
+    const int64_t nr = std::min(rows_per_chunk, rows - r0);
+    auto* host = static_cast<uint8_t*>(upload_host_[static_cast<size_t>(buf)]);
+    HG_CUDA_CHECK(cudaEventSynchronize(upload_done_[static_cast<size_t>(buf)]));  // buffer free again
+    if (quantized) {
+      auto* out = reinterpret_cast<uint16_t*>(host);
+      for (int64_t r = 0; r < nr; ++r) {
+        cpu::dequantize_row(t.dtype, t.data, cols, r0 + r, row_f32.data());
+        for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = cpu::fp32_to_bf16(row_f32[static_cast<size_t>(c)]);
+      }
+    } else {
+      std::memcpy(host, static_cast<const uint8_t*>(t.data) + static_cast<size_t>(r0) * row_bytes,
+                  static_cast<size_t>(nr) * row_bytes);
+    }
+    HG_CUDA_CHECK(cudaMemcpyAsync(dst + static_cast<size_t>(r0) * row_bytes, host, static_cast<size_t>(nr) * row_bytes,
+                                  cudaMemcpyHostToDevice, copy_));
+    HG_CUDA_CHECK(cudaEventRecord(upload_done_[static_cast<size_t>(buf)], copy_));
+  }
+  weight_bytes_ += total;
+  return dst;
+}
+
+DeviceTensor CudaDevice::upload_weight(const TensorView& t) {
+  DeviceTensor d;
+  if (!t.present()) return d;
+  make_current();
+  d.cols = t.cols();
+  d.rows = t.shape.size() >= 2 ? t.numel() / t.cols() : 1;
+  if (t.shape.size() >= 2) {
+    d.data = upload_matrix(t, d.rows, d.cols, &d.dtype);
+  } else {
+    std::vector<float> host(static_cast<size_t>(d.cols));
+    cpu::dequantize_row(t.dtype, t.data, d.cols, 0, host.data());
+    d.dtype = DType::F32;
+    void* dst = alloc(sizeof(float) * host.size());
+    HG_CUDA_CHECK(cudaMemcpyAsync(dst, host.data(), sizeof(float) * host.size(), cudaMemcpyHostToDevice, copy_));
+    HG_CUDA_CHECK(cudaStreamSynchronize(copy_));  // `host` dies here; vectors are small
+    weight_bytes_ += sizeof(float) * host.size();
+    d.data = dst;
+  }
+  weights_.push_back(const_cast<void*>(d.data));
+  // Every op issued after this on the compute stream sees the weight.
+  HG_CUDA_CHECK(cudaEventRecord(uploaded_, copy_));
+  HG_CUDA_CHECK(cudaStreamWaitEvent(compute_, uploaded_, 0));
+  return d;
+}
+
+// ---- timing ----
+
+int CudaDevice::timing_mark(bool copy_stream) {
+  make_current();
+  if (timing_.empty()) {
+    timing_.resize(kTimingEvents);
+    for (auto& e : timing_) HG_CUDA_CHECK(cudaEventCreate(&e));
+  }
+  const int handle = timing_next_;
+  timing_next_ = (timing_next_ + 1) % kTimingEvents;
+  HG_CUDA_CHECK(cudaEventRecord(timing_[static_cast<size_t>(handle)], copy_stream ? copy_ : compute_));
+  return handle;
+}
+
+double CudaDevice::timing_elapsed_ms(int begin, int end) {
+  if (begin < 0 || end < 0 || begin >= static_cast<int>(timing_.size()) || end >= static_cast<int>(timing_.size()))
+    return -1.0;
+  make_current();
+  HG_CUDA_CHECK(cudaEventSynchronize(timing_[static_cast<size_t>(end)]));
+  HG_CUDA_CHECK(cudaEventSynchronize(timing_[static_cast<size_t>(begin)]));
+  float ms = 0.0f;
+  HG_CUDA_CHECK(cudaEventElapsedTime(&ms, timing_[static_cast<size_t>(begin)], timing_[static_cast<size_t>(end)]));
+  return ms;
+}
+
+// ---- entry points (device.h) ----
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // no driver or no GPU: not an error for the caller, just none
+    return 0;
+  }
+  return count;
+}
+
+std::unique_ptr<Device> make_cuda_device(int gpu) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    throw Error(std::string("--device cuda: no CUDA GPU found (") +
+                (e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports 0 devices") + ")");
+  }
+  if (gpu < 0 || gpu >= count) {
+    std::string list;
+    for (int i = 0; i < count; ++i) list += (i ? "; " : "") + describe_gpu(i);
+    throw Error("--gpu " + std::to_string(gpu) + ": no such GPU; this machine has " + std::to_string(count) + ": " + list);
+  }
+  return std::make_unique<CudaDevice>(gpu);
+}
+
+}  // namespace hg

@@ -1,0 +1,107 @@
+// CudaDevice: the Device ops on one NVIDIA GPU (kernels/cuda/ for the ops, cuBLAS for the dense
+// projections). Included only by src/device/cuda_*.cpp and CUDA tests; the engine sees Device.
+//
+// Streams: `compute` runs every op in issue order; `copy` carries weight uploads (and, later,
+// host-to-device KV traffic), joined to `compute` by events. Host arrays an op takes (ids,
+// positions) go through a ring of pinned staging slots, copied asynchronously on `compute`.
+// Memory is cudaMalloc only (never managed memory); scratch buffers grow to the largest call and
+// are then reused, so a warmed-up decode step allocates nothing.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "device/device.h"
+
+namespace hg {
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(int gpu);
+  ~CudaDevice() override;
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
+
+  std::string name() const override;
+  int threads() const override { return 0; }
+
+  void* alloc(size_t bytes) override;
+  void free(void* ptr) override;
+  void copy_to_device(void* dst, const void* src_host, size_t bytes) override;
+  void copy_to_host(void* dst_host, const void* src, size_t bytes) override;
+  void synchronize() override;
+  DeviceTensor upload_weight(const TensorView& t) override;
+
+  void embed(const DeviceTensor& table, const int32_t* ids_host, int n, float* out) override;
+  void matmul(const DeviceTensor& w, const DeviceTensor& bias, const float* x, int n, float* y) override;
+  void rmsnorm(const float* x, const DeviceTensor& weight, float eps, int n, int dim, float* y) override;
+  void layernorm(const float* x, const DeviceTensor& weight, const DeviceTensor& bias, float eps, int n, int dim,
+                 float* y) override;
+  void rope(float* x, const int32_t* pos_host, int n, int n_heads, const RopeParams& p) override;
+  void silu_mul(float* gate, const float* up, int64_t count) override;
+  void relu(float* x, int64_t count) override;
+  void add(float* y, const float* x, int64_t count) override;
+  void add_bias(float* y, const DeviceTensor& b, int n, int dim) override;
+  void kv_store(const KvView& kv, const float* k, const float* v, int n, int pos0) override;
+  void attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) override;
+
+  int timing_mark(bool copy_stream) override;
+  double timing_elapsed_ms(int begin, int end) override;
+
+  int gpu() const { return gpu_; }
+  cudaStream_t compute_stream() const { return compute_; }
+  cudaStream_t copy_stream() const { return copy_; }
+  size_t weight_bytes() const { return weight_bytes_; }  // device memory held by uploaded weights
+
+ private:
+  // A device buffer that grows to the largest request (never shrinks).
+  struct Scratch {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  // One pinned slot of the staging ring for small host arrays; `done` fires when its copy ran.
+  struct StageSlot {
+    void* host = nullptr;
+    void* dev = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t done = nullptr;
+  };
+  struct RopeTable {
+    RopeParams params;
+    float* inv_freq = nullptr;  // device [rotary_dim / 2]
+  };
+  static constexpr int kStageSlots = 16;
+  static constexpr int kTimingEvents = 512;
+  static constexpr size_t kUploadChunk = size_t{32} << 20;
+
+  void make_current() const;
+  void* grow(Scratch& s, size_t bytes);
+  // Copies n int32 from the host to a device buffer valid for the ops issued next on `compute`.
+  const int32_t* stage_ints(const int32_t* host, int n);
+  const float* rope_table(const RopeParams& p);
+  void* upload_matrix(const TensorView& t, int64_t rows, int64_t cols, DType* stored);
+
+  int gpu_ = 0;
+  cudaDeviceProp prop_{};
+  cudaStream_t compute_ = nullptr;
+  cudaStream_t copy_ = nullptr;
+  cudaEvent_t uploaded_ = nullptr;  // end of the latest upload on `copy`
+  cublasHandle_t blas_ = nullptr;
+  void* blas_workspace_ = nullptr;
+  std::array<StageSlot, kStageSlots> stage_{};
+  int stage_next_ = 0;
+  std::array<void*, 2> upload_host_{};  // pinned double buffer of weight uploads
+  std::array<cudaEvent_t, 2> upload_done_{};
+  std::vector<void*> weights_;  // buffers behind uploaded DeviceTensors
+  size_t weight_bytes_ = 0;
+  Scratch gemm_input_;    // activations converted to the weight dtype
+  Scratch attention_ws_;  // split-K partials of decode attention
+  std::vector<RopeTable> rope_tables_;
+  std::vector<cudaEvent_t> timing_;
+  int timing_next_ = 0;
+};
+
+}  // namespace hg

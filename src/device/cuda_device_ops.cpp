@@ -1,0 +1,158 @@
+// CudaDevice ops: argument checks on the host, then one launcher from kernels/cuda/ (or cuBLAS)
+// on the compute stream. Nothing here waits for the GPU.
+//
+// Dense projections: y[n, rows] = x[n, cols] · Wᵀ is, in cuBLAS's column-major terms,
+// C(rows × n) = op(A)ᵀ · B with A = W (cols × rows, lda = cols) and B = x (cols × n, ldb = cols).
+// fp32 weights run with fp32 inputs and compute (no TF32); f16/bf16 weights need inputs of the
+// same type (cublasGemmEx takes no mixed A/B types), so x is first rounded into a scratch buffer;
+// accumulation and output stay fp32 either way.
+#include <cmath>
+
+#include "device/cuda_device.h"
+#include "hybridgen/error.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/kernels.h"
+
+namespace hg {
+
+namespace {
+
+// Rows up to which attention takes the split-K decode kernel rather than the tiled one.
+constexpr int kDecodeMaxRows = 8;
+
+cudaDataType_t cuda_type(DType t, const char* what) {
+  switch (t) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::F16: return CUDA_R_16F;
+    case DType::BF16: return CUDA_R_16BF;
+    default: throw Error(std::string(what) + ": dtype " + std::string(dtype_name(t)) + " is not held on the GPU");
+  }
+}
+
+void check_vector(const DeviceTensor& t, int64_t dim, const char* what) {
+  if (!t.present() || t.dtype != DType::F32 || t.cols != dim)
+    throw Error(std::string(what) + ": expected an fp32 vector of " + std::to_string(dim) + " elements, got " +
+                (t.present() ? std::to_string(t.cols) + " " + std::string(dtype_name(t.dtype)) : "none"));
+}
+
+void check_kv(const KvView& kv, int64_t end, const char* what) {
+  if (kv.dtype != DType::F32 && kv.dtype != DType::F16 && kv.dtype != DType::BF16)
+    throw Error(std::string(what) + ": kv cache dtype " + std::string(dtype_name(kv.dtype)) +
+                " is not supported (f32, f16, bf16)");
+  if (end > kv.capacity)
+    throw Error(std::string(what) + ": kv cache overflow: position " + std::to_string(end) + " > capacity " +
+                std::to_string(kv.capacity));
+}
+
+}  // namespace
+
+void CudaDevice::embed(const DeviceTensor& table, const int32_t* ids_host, int n, float* out) {
+  if (n <= 0) return;
+  for (int i = 0; i < n; ++i) {
+    if (ids_host[i] < 0 || ids_host[i] >= table.rows)
+      throw Error("token id " + std::to_string(ids_host[i]) + " is outside the vocabulary [0, " +
+                  std::to_string(table.rows) + ")");
+  }
+  make_current();
+  cuda_type(table.dtype, "embed");
+  cuda::embed(table.dtype, table.data, table.cols, stage_ints(ids_host, n), n, out, compute_);
+}
+
+void CudaDevice::matmul(const DeviceTensor& w, const DeviceTensor& bias, const float* x, int n, float* y) {
+  if (!w.present()) throw Error("matmul: weight not uploaded");
+  if (n <= 0) return;
+  make_current();
+  const cudaDataType_t type = cuda_type(w.dtype, "matmul");
+  const void* input = x;
+  if (w.dtype != DType::F32) {
+    const int64_t count = static_cast<int64_t>(n) * w.cols;
+    void* converted = grow(gemm_input_, sizeof(uint16_t) * static_cast<size_t>(count));
+    cuda::convert_from_f32(x, count, w.dtype, converted, compute_);
+    input = converted;
+  }
+  const float one = 1.0f, zero = 0.0f;
+  HG_CUBLAS_CHECK(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), n, static_cast<int>(w.cols),
+                               &one, w.data, type, static_cast<int>(w.cols), input, type, static_cast<int>(w.cols),
+                               &zero, y, CUDA_R_32F, static_cast<int>(w.rows), CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT));
+  if (bias.present()) add_bias(y, bias, n, static_cast<int>(w.rows));
+}
+
+void CudaDevice::rmsnorm(const float* x, const DeviceTensor& weight, float eps, int n, int dim, float* y) {
+  check_vector(weight, dim, "rmsnorm");
+  make_current();
+  cuda::rmsnorm(x, weight.f32(), eps, n, dim, y, compute_);
+}
+
+void CudaDevice::layernorm(const float* x, const DeviceTensor& weight, const DeviceTensor& bias, float eps, int n,
+                           int dim, float* y) {
+  check_vector(weight, dim, "layernorm weight");
+  check_vector(bias, dim, "layernorm bias");
+  make_current();
+  cuda::layernorm(x, weight.f32(), bias.f32(), eps, n, dim, y, compute_);
+}
+
+void CudaDevice::rope(float* x, const int32_t* pos_host, int n, int n_heads, const RopeParams& p) {
+  if (n <= 0) return;
+  make_current();
+  const float* inv_freq = rope_table(p);
+  cuda::rope(x, stage_ints(pos_host, n), n, n_heads, p.head_dim, p.rotary_dim, inv_freq,
+             p.layout == RopeLayout::Interleaved, compute_);
+}
+
+void CudaDevice::silu_mul(float* gate, const float* up, int64_t count) {
+  make_current();
+  cuda::silu_mul(gate, up, count, compute_);
+}
+
+void CudaDevice::relu(float* x, int64_t count) {
+  make_current();
+  cuda::relu(x, count, compute_);
+}
+
+void CudaDevice::add(float* y, const float* x, int64_t count) {
+  make_current();
+  cuda::add(y, x, count, compute_);
+}
+
+void CudaDevice::add_bias(float* y, const DeviceTensor& b, int n, int dim) {
+  check_vector(b, dim, "add_bias");
+  make_current();
+  cuda::add_bias(y, b.f32(), n, dim, compute_);
+}
+
+void CudaDevice::kv_store(const KvView& kv, const float* k, const float* v, int n, int pos0) {
+  check_kv(kv, static_cast<int64_t>(pos0) + n, "kv_store");
+  if (pos0 < 0) throw Error("kv_store: negative position " + std::to_string(pos0));
+  make_current();
+  cuda::kv_store(kv.dtype, kv.k, kv.v, kv.capacity, kv.n_kv_heads, kv.head_dim, k, v, n, pos0, compute_);
+}
+
+void CudaDevice::attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) {
+  if (n <= 0) return;
+  check_kv(kv, static_cast<int64_t>(past) + n, "attention");
+  make_current();
+  cuda::AttentionArgs a;
+  a.q = q;
+  a.out = out;
+  a.k_cache = kv.k;
+  a.v_cache = kv.v;
+  a.kv_dtype = kv.dtype;
+  a.capacity = kv.capacity;
+  a.n = n;
+  a.n_heads = n_heads;
+  a.n_kv_heads = kv.n_kv_heads;
+  a.head_dim = kv.head_dim;
+  a.past = past;
+  a.scale = scale;
+  if (n > kDecodeMaxRows) {
+    cuda::attention_prefill(a, compute_);
+    return;
+  }
+  const int splits = cuda::attention_decode_splits(a, prop_.multiProcessorCount);
+  const size_t ws_floats = cuda::attention_decode_workspace_floats(a, splits);
+  float* ws = ws_floats ? static_cast<float*>(grow(attention_ws_, sizeof(float) * ws_floats)) : nullptr;
+  cuda::attention_decode(a, splits, ws, compute_);
+}
+
+}  // namespace hg

@@ -1,0 +1,13 @@
+#include "device/device.h"
+
+#include "hybridgen/error.h"
+
+namespace hg {
+
+// Backends implement the hybrid ops as they gain them; until then a clear error, not a crash.
+void Device::hybrid_attention(const float*, int, int, const KvView&, const WindowSpan&, int, const HostPart&, float,
+                              float*) {
+  throw Error("device '" + name() + "' does not implement hybrid attention yet (use --policy full on it)");
+}
+
+}  // namespace hg

@@ -1,0 +1,115 @@
+// The accelerator as the engine sees it: memory, weight upload, and coarse ops on fp32
+// activations. CpuDevice runs the ops on a CPU thread pool, CudaDevice on a GPU. Every pointer
+// an op takes is device memory (from alloc) unless its name ends in _host.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "hybridgen/dtype.h"
+#include "hybridgen/model.h"
+#include "kernels/window_span.h"
+
+namespace hg {
+
+// A weight as the device holds it. Matrices stay in their stored dtype ([rows, cols], row-major);
+// vectors (norm weights, biases) are converted to fp32 at upload.
+struct DeviceTensor {
+  DType dtype = DType::F32;
+  int64_t rows = 0;  // 1 for vectors
+  int64_t cols = 0;
+  const void* data = nullptr;
+
+  bool present() const { return data != nullptr; }
+  const float* f32() const { return static_cast<const float*>(data); }
+};
+
+struct RopeParams {
+  int head_dim = 0;
+  int rotary_dim = 0;  // == head_dim for all supported models
+  float theta = 10000.0f;
+  RopeLayout layout = RopeLayout::RotateHalf;
+  RopeScaling scaling;
+};
+
+// One layer's KV cache of one sequence, as the device stores it:
+// k, v: [n_kv_heads][capacity][head_dim] in `dtype`, slot `s` holds the token at position s.
+struct KvView {
+  DType dtype = DType::F32;
+  void* k = nullptr;
+  void* v = nullptr;
+  int64_t capacity = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string name() const = 0;
+  // Threads the device's own work runs on (CPU device), or 0.
+  virtual int threads() const = 0;
+
+  // ---- memory ----
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void free(void* ptr) = 0;
+  virtual void copy_to_device(void* dst, const void* src_host, size_t bytes) = 0;
+  virtual void copy_to_host(void* dst_host, const void* src, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+  // Makes a weight resident on the device; the view's storage must outlive the device tensor
+  // (CpuDevice keeps matrices zero-copy in the mapped file).
+  virtual DeviceTensor upload_weight(const TensorView& t) = 0;
+
+  // ---- ops (x, y: [n, dim] fp32, row-major) ----
+  // out[i, :] = table[ids_host[i], :] dequantized
+  virtual void embed(const DeviceTensor& table, const int32_t* ids_host, int n, float* out) = 0;
+  // y[n, w.rows] = x[n, w.cols] · wᵀ (+ bias when present)
+  virtual void matmul(const DeviceTensor& w, const DeviceTensor& bias, const float* x, int n,
+                      float* y) = 0;
+  virtual void rmsnorm(const float* x, const DeviceTensor& weight, float eps, int n, int dim,
+                       float* y) = 0;
+  virtual void layernorm(const float* x, const DeviceTensor& weight, const DeviceTensor& bias,
+                         float eps, int n, int dim, float* y) = 0;
+  // In place on x: [n, n_heads, head_dim], row i at position pos_host[i].
+  virtual void rope(float* x, const int32_t* pos_host, int n, int n_heads, const RopeParams& p) = 0;
+  // gate = silu(gate) * up, elementwise over count elements
+  virtual void silu_mul(float* gate, const float* up, int64_t count) = 0;
+  virtual void relu(float* x, int64_t count) = 0;
+  // y += x
+  virtual void add(float* y, const float* x, int64_t count) = 0;
+  // y[i, :] += b  (b: [dim])
+  virtual void add_bias(float* y, const DeviceTensor& b, int n, int dim) = 0;
+
+  // k, v: [n, n_kv_heads * head_dim] fp32 for positions pos0 .. pos0+n-1, written into the cache.
+  virtual void kv_store(const KvView& kv, const float* k, const float* v, int n, int pos0) = 0;
+  // Causal attention of n query rows at positions past .. past+n-1 over cache slots
+  // [0, past + i] (row i). q: [n, n_heads, head_dim]; out: [n, n_heads, head_dim].
+  // GQA: query head h reads kv head h / (n_heads / n_kv_heads).
+  virtual void attention(const float* q, int n, int n_heads, const KvView& kv, int past,
+                         float scale, float* out) = 0;
+
+  // ---- timing (T_dev / T_tx for the scheduler) ----
+  // Records a timestamp behind the work queued so far on the compute stream (copy_stream false)
+  // or the copy stream (true); returns its handle, or -1 on a device without timers (CPU).
+  // Handles are recycled after a few hundred marks: read a duration soon after marking it.
+  virtual int timing_mark(bool /*copy_stream*/) { return -1; }
+  // Milliseconds from mark `begin` to mark `end` (waits for both); -1 when unsupported.
+  virtual double timing_elapsed_ms(int /*begin*/, int /*end*/) { return -1.0; }
+
+  // Hybrid policies: n query rows at positions pos0 .. pos0+n-1 attend over the window's tokens
+  // (sinks + ring, causal) merged with the host's part: its selected tokens' logits and V rows
+  // (one softmax over the union, in token order) or its partial result and log-sum-exp.
+  // `window` is [n_kv_heads][sink_slots + ring_slots][head_dim]; host pointers are device memory.
+  virtual void hybrid_attention(const float* q, int n, int n_heads, const KvView& window, const WindowSpan& span,
+                                int pos0, const HostPart& host, float scale, float* out);
+};
+
+std::unique_ptr<Device> make_cpu_device(int n_threads);
+// The CUDA device on GPU `gpu`; throws hg::Error when the build has no CUDA backend, no GPU is
+// present, or `gpu` does not exist (naming the GPUs that do).
+std::unique_ptr<Device> make_cuda_device(int gpu);
+// Number of usable CUDA GPUs (0 when the build has no CUDA backend or the driver finds none).
+int cuda_device_count();
+
+}  // namespace hg

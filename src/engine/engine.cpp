@@ -1,0 +1,137 @@
+// Engine: weights uploaded once, scratch allocated once, then prefill and decode steps run the
+// forward pass (forward.cpp) over rows of tokens that may belong to different sequences.
+#include "hybridgen/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "device/device.h"
+#include "engine/forward.h"
+#include "hybridgen/error.h"
+#include "attention/layer_attention.h"
+#include "mem/placement.h"
+
+namespace hg {
+
+DType parse_kv_dtype(const std::string& name) {
+  if (name == "f32") return DType::F32;
+  if (name == "f16") return DType::F16;
+  if (name == "bf16") return DType::BF16;
+  throw Error("--kv-dtype: '" + name + "' is not one of f32, f16, bf16");
+}
+
+struct Engine::Impl {
+  const Model& model;
+  EngineOptions options;
+  std::unique_ptr<Device> device;
+  std::unique_ptr<DeviceWeights> weights;
+  std::unique_ptr<LayerAttention> attn;
+  std::unique_ptr<Scratch> scratch;
+  RunStats stats;
+
+  Impl(const Model& m, const EngineOptions& o) : model(m), options(o) {}
+};
+
+namespace {
+std::unique_ptr<Device> make_device(const EngineOptions& o) {
+  int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.device == "cpu") return make_cpu_device(threads);
+  if (o.device == "cuda") return make_cuda_device(o.gpu);
+  if (o.device == "auto") return cuda_device_count() > 0 ? make_cuda_device(o.gpu) : make_cpu_device(threads);
+  throw Error("--device: '" + o.device + "' is not one of auto, cpu, cuda");
+}
+}  // namespace
+
+Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::make_unique<Impl>(model, options)) {
+  auto& o = impl_->options;
+  const ModelSpec& spec = model.spec;
+  if (o.ctx <= 0) o.ctx = spec.max_ctx;
+  if (o.batch < 1) throw Error("--batch must be at least 1, got " + std::to_string(o.batch));
+  if (o.ubatch < 1) o.ubatch = 256;
+  impl_->device = make_device(o);
+  impl_->weights = upload_weights(*impl_->device, model);
+  const AttentionContext ac{*impl_->device, model, o.kv_dtype, o.ctx, o.batch};
+  if (o.policy.hybrid) {
+    mem::PlacementOptions po;
+    po.policy = mem::parse_placement_policy(o.kv_placement);
+    po.k_node = o.k_node;
+    po.v_node = o.v_node;
+    po.k_dram_budget = o.k_dram_budget;
+    impl_->attn = make_hybrid_attention(ac, o.policy, po);
+  } else {
+    impl_->attn = make_full_attention(ac);
+  }
+  impl_->scratch = std::make_unique<Scratch>(*impl_->device, spec, std::max(o.ubatch, o.batch));
+}
+
+Engine::~Engine() = default;
+
+const ModelSpec& Engine::spec() const { return impl_->model.spec; }
+const EngineOptions& Engine::options() const { return impl_->options; }
+Device& Engine::device() { return *impl_->device; }
+int Engine::vocab_size() const { return impl_->model.spec.vocab_size; }
+RunStats& Engine::stats() { return impl_->stats; }
+int Engine::position(int seq) const { return impl_->attn->length(seq); }
+void Engine::reset(int seq) { impl_->attn->reset(seq); }
+LayerAttention& Engine::attention() { return *impl_->attn; }
+std::string Engine::describe_attention() const { return impl_->attn->describe(); }
+std::vector<LayerStats> Engine::layer_stats() const {
+  auto* s = impl_->attn->layer_stats();
+  return s ? *s : std::vector<LayerStats>{};
+}
+void Engine::reset_all() {
+  for (int s = 0; s < impl_->options.batch; ++s) reset(s);
+}
+
+void Engine::prefill(int seq, std::span<const int32_t> tokens, float* logits_last, float* logits_all) {
+  auto& im = *impl_;
+  if (seq < 0 || seq >= im.options.batch)
+    throw Error("sequence " + std::to_string(seq) + " is outside the batch of " + std::to_string(im.options.batch));
+  const int start = im.attn->length(seq);
+  if (start + static_cast<int64_t>(tokens.size()) > im.options.ctx)
+    throw Error("prompt of " + std::to_string(start + tokens.size()) + " tokens is longer than the context (" +
+                std::to_string(im.options.ctx) + " tokens; raise --ctx, the model allows " +
+                std::to_string(im.model.spec.max_ctx) + ")");
+  const auto t0 = std::chrono::steady_clock::now();
+  const int vocab = im.model.spec.vocab_size;
+  std::vector<TokenRow> rows;
+  for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(im.options.ubatch)) {
+    const size_t end = std::min(tokens.size(), begin + static_cast<size_t>(im.options.ubatch));
+    rows.clear();
+    for (size_t i = begin; i < end; ++i) rows.push_back({seq, start + static_cast<int>(i), tokens[i]});
+    const bool last_chunk = end == tokens.size();
+    float* out_all = logits_all ? logits_all + begin * static_cast<size_t>(vocab) : nullptr;
+    im.attn->begin_step(rows, /*prefill=*/true);
+    forward(*im.device, im.model.spec, *im.weights, *im.attn, *im.scratch, rows, out_all,
+            last_chunk ? logits_last : nullptr);
+    im.attn->end_step(rows);
+  }
+  im.stats.prefill_tokens += static_cast<int64_t>(tokens.size());
+  im.stats.prefill_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void Engine::decode(std::span<const int> seqs, std::span<const int32_t> tokens, float* logits) {
+  auto& im = *impl_;
+  if (seqs.size() != tokens.size()) throw Error("decode: one token per sequence");
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<TokenRow> rows;
+  rows.reserve(seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const int pos = im.attn->length(seqs[i]);
+    if (pos >= im.options.ctx)
+      throw Error("sequence " + std::to_string(seqs[i]) + " reached the context limit of " +
+                  std::to_string(im.options.ctx) + " tokens");
+    rows.push_back({seqs[i], pos, tokens[i]});
+  }
+  im.attn->begin_step(rows, /*prefill=*/false);
+  forward(*im.device, im.model.spec, *im.weights, *im.attn, *im.scratch, rows, logits, nullptr);
+  im.attn->end_step(rows);
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  im.stats.decode_seconds += dt;
+  im.stats.decode_steps += 1;
+  im.stats.decode_tokens += static_cast<int64_t>(seqs.size());
+  im.stats.step_ms.push_back(dt * 1e3);
+}
+
+}  // namespace hg

@@ -1,0 +1,216 @@
+#include "kv/hybrid_kv.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "hybridgen/error.h"
+#include "kernels/cpu/half.h"
+
+namespace hg {
+
+HybridKv::HybridKv(Device& device, const ModelSpec& spec, const Policy& policy, DType dtype, int ctx, int n_seqs,
+                   const mem::Topology& topology, const mem::Placement& placement)
+    : device_(device),
+      spec_(spec),
+      policy_(policy),
+      dtype_(dtype),
+      ctx_(ctx),
+      sink_slots_(std::min(policy.n_sinks, ctx)),
+      ring_slots_(std::min(policy.window, ctx)) {
+  const size_t slots = static_cast<size_t>(sink_slots_ + ring_slots_);
+  const size_t bytes = static_cast<size_t>(spec.kv_dim()) * std::max<size_t>(slots, 1) * dtype_block_bytes(dtype);
+  seqs_.resize(static_cast<size_t>(n_seqs));
+  for (auto& s : seqs_) {
+    for (int l = 0; l < spec.n_layers; ++l) {
+      KvView v;
+      v.dtype = dtype;
+      v.capacity = static_cast<int64_t>(slots);
+      v.n_kv_heads = spec.n_kv_heads;
+      v.head_dim = spec.head_dim;
+      v.k = device.alloc(bytes);
+      v.v = device.alloc(bytes);
+      s.window.push_back(v);
+    }
+    const int host_capacity = policy.keep_evicted ? std::max(1, ctx - sink_slots_) : 1;
+    s.host = std::make_unique<HostStore>(spec, dtype, host_capacity, topology, placement);
+    s.map.resize(static_cast<size_t>(ctx));
+  }
+}
+
+HybridKv::~HybridKv() {
+  for (auto& s : seqs_)
+    for (auto& v : s.window) {
+      device_.free(v.k);
+      device_.free(v.v);
+    }
+}
+
+void HybridKv::reset(int seq) {
+  Seq& s = seqs_[static_cast<size_t>(seq)];
+  s.length = s.n_sinks = s.ring_head = s.ring_count = s.ring_pos0 = 0;
+  s.host->clear();
+  std::fill(s.map.begin(), s.map.end(), TokenLocation{});
+}
+
+WindowSpan HybridKv::span(int seq) const {
+  const Seq& s = seqs_[static_cast<size_t>(seq)];
+  WindowSpan w;
+  w.n_sinks = s.n_sinks;
+  w.sink_slots = sink_slots_;
+  w.ring_slots = ring_slots_;
+  w.ring_head = s.ring_head;
+  w.ring_count = s.ring_count;
+  w.ring_pos0 = s.ring_pos0;
+  return w;
+}
+
+// Moves the n oldest window tokens (all layers) to the host, or drops them.
+void HybridKv::evict(Seq& s, int n) {
+  if (n <= 0) return;
+  const size_t row = static_cast<size_t>(spec_.head_dim) * dtype_block_bytes(dtype_);
+  int64_t host_first = 0;
+  if (policy_.keep_evicted) {
+    host_first = s.host->append_tokens(n);
+    for (int l = 0; l < spec_.n_layers; ++l) {
+      const KvView& w = s.window[static_cast<size_t>(l)];
+      for (int g = 0; g < spec_.n_kv_heads; ++g) {
+        // Copy runs that are contiguous on both sides: split at the ring's wrap and at host
+        // token-block boundaries.
+        for (int j = 0; j < n;) {
+          const int ring_off = (s.ring_head + j) % ring_slots_;
+          const int64_t t = host_first + j;
+          const int block_left = s.host->k_layout(l).block_tokens - static_cast<int>(t % s.host->k_layout(l).block_tokens);
+          const int run = std::min({n - j, ring_slots_ - ring_off, block_left});
+          const size_t src = (static_cast<size_t>(g) * w.capacity + sink_slots_ + ring_off) * row;
+          device_.copy_to_host(s.host->k_row(l, g, t), static_cast<const std::byte*>(w.k) + src, row * run);
+          device_.copy_to_host(s.host->v_row(l, g, t), static_cast<const std::byte*>(w.v) + src, row * run);
+          j += run;
+        }
+      }
+    }
+    evicted_bytes_ += 2ull * n * row * spec_.n_kv_heads * spec_.n_layers;
+  }
+  for (int j = 0; j < n; ++j) {
+    TokenLocation& loc = s.map[static_cast<size_t>(s.ring_pos0 + j)];
+    loc = policy_.keep_evicted ? TokenLocation{TokenPlace::Host, static_cast<int32_t>(host_first + j)}
+                               : TokenLocation{TokenPlace::Dropped, -1};
+  }
+  s.ring_head = (s.ring_head + n) % ring_slots_;
+  s.ring_count -= n;
+  s.ring_pos0 += n;
+}
+
+void HybridKv::make_room(int seq, int end, std::vector<TokenLocation>& places) {
+  Seq& s = seqs_[static_cast<size_t>(seq)];
+  if (end > ctx_)
+    throw Error("sequence " + std::to_string(seq) + ": " + std::to_string(end) + " tokens exceed the context of " +
+                std::to_string(ctx_));
+  places.clear();
+  const int start = s.length;
+  // After this step the window holds positions [keep_from, end): the last ring_slots ones.
+  int keep_from = std::max(sink_slots_, end - ring_slots_);
+  if (s.ring_count > 0 && s.ring_pos0 < keep_from) {
+    int n = std::min(s.ring_count, keep_from - s.ring_pos0);
+    // A decode step into a full window evicts a whole block, not one token per step.
+    if (end - start == 1) n = std::min(s.ring_count, std::max(n, policy_.evict_block));
+    evict(s, n);
+  }
+  if (s.ring_count == 0) s.ring_pos0 = std::max(start, keep_from);
+  keep_from = std::max(keep_from, s.ring_pos0);
+
+  int new_host = 0;
+  for (int p = start; p < end; ++p) {
+    TokenLocation loc;
+    if (p < sink_slots_) {
+      loc = {TokenPlace::Sink, p};
+      s.n_sinks = p + 1;
+    } else if (ring_slots_ > 0 && p >= keep_from) {
+      loc = {TokenPlace::Window, sink_slots_ + (s.ring_head + (p - s.ring_pos0)) % ring_slots_};
+      ++s.ring_count;
+    } else if (policy_.keep_evicted) {
+      // Host tokens are positions [sink_slots, ...) in order: index = offset past the sinks.
+      loc = {TokenPlace::Host, p - sink_slots_};
+      ++new_host;
+    }
+    s.map[static_cast<size_t>(p)] = loc;
+    places.push_back(loc);
+  }
+  if (new_host > 0) s.host->append_tokens(new_host);
+}
+
+void HybridKv::store(int seq, int layer, int n, const std::vector<TokenLocation>& places, const float* k_dev,
+                     const float* v_dev, const float* k_host, const float* v_host) {
+  Seq& s = seqs_[static_cast<size_t>(seq)];
+  const KvView& w = s.window[static_cast<size_t>(layer)];
+  const int kv_dim = spec_.kv_dim();
+  for (int i = 0; i < n;) {
+    const TokenLocation& loc = places[static_cast<size_t>(i)];
+    if (loc.place == TokenPlace::Sink || loc.place == TokenPlace::Window) {
+      // contiguous device slots in one kv_store call
+      int run = 1;
+      while (i + run < n && places[static_cast<size_t>(i + run)].place == loc.place &&
+             places[static_cast<size_t>(i + run)].index == loc.index + run)
+        ++run;
+      device_.kv_store(w, k_dev + static_cast<int64_t>(i) * kv_dim, v_dev + static_cast<int64_t>(i) * kv_dim, run, loc.index);
+      i += run;
+    } else if (loc.place == TokenPlace::Host) {
+      const int64_t t = loc.index;
+      HostStore& h = *s.host;
+      for (int g = 0; g < spec_.n_kv_heads; ++g) {
+        const float* kr = k_host + static_cast<int64_t>(i) * kv_dim + g * spec_.head_dim;
+        const float* vr = v_host + static_cast<int64_t>(i) * kv_dim + g * spec_.head_dim;
+        void* kd = h.k_row(layer, g, t);
+        void* vd = h.v_row(layer, g, t);
+        switch (dtype_) {
+          case DType::F32:
+            std::memcpy(kd, kr, sizeof(float) * spec_.head_dim);
+            std::memcpy(vd, vr, sizeof(float) * spec_.head_dim);
+            break;
+          case DType::BF16:
+            for (int d = 0; d < spec_.head_dim; ++d) {
+              static_cast<uint16_t*>(kd)[d] = cpu::fp32_to_bf16(kr[d]);
+              static_cast<uint16_t*>(vd)[d] = cpu::fp32_to_bf16(vr[d]);
+            }
+            break;
+          default:
+            for (int d = 0; d < spec_.head_dim; ++d) {
+              static_cast<uint16_t*>(kd)[d] = cpu::fp32_to_f16(kr[d]);
+              static_cast<uint16_t*>(vd)[d] = cpu::fp32_to_f16(vr[d]);
+            }
+        }
+      }
+      ++i;
+    } else {
+      ++i;
+    }
+  }
+}
+
+void HybridKv::commit(int seq, int end) { seqs_[static_cast<size_t>(seq)].length = end; }
+
+void HybridKv::check_invariants(int seq) const {
+  const Seq& s = seqs_[static_cast<size_t>(seq)];
+  std::vector<int> seen_slots(static_cast<size_t>(sink_slots_ + ring_slots_), -1);
+  int64_t host_expected = 0;
+  for (int p = 0; p < s.length; ++p) {
+    const TokenLocation& loc = s.map[static_cast<size_t>(p)];
+    auto fail = [&](const std::string& why) {
+      throw Error("token map, sequence " + std::to_string(seq) + ", position " + std::to_string(p) + ": " + why);
+    };
+    if (p < sink_slots_ && (loc.place != TokenPlace::Sink || loc.index != p)) fail("a sink left the device");
+    if (loc.place == TokenPlace::Sink || loc.place == TokenPlace::Window) {
+      if (loc.index < 0 || loc.index >= static_cast<int>(seen_slots.size())) fail("slot out of range");
+      if (seen_slots[static_cast<size_t>(loc.index)] >= 0) fail("slot shared with position " + std::to_string(seen_slots[static_cast<size_t>(loc.index)]));
+      seen_slots[static_cast<size_t>(loc.index)] = p;
+      if (loc.place == TokenPlace::Window && (p < s.ring_pos0 || p >= s.ring_pos0 + s.ring_count)) fail("window token outside the ring range");
+    } else if (loc.place == TokenPlace::Host) {
+      if (loc.index != host_expected) fail("host tokens out of position order");
+      ++host_expected;
+    } else if (policy_.keep_evicted) {
+      fail("dropped, but the policy keeps evicted tokens");
+    }
+  }
+  if (host_expected != (policy_.keep_evicted ? s.host->n_tokens() : 0)) throw Error("token map: host count mismatch");
+}
+
+}  // namespace hg

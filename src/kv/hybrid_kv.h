@@ -1,0 +1,79 @@
+// The split KV cache of the hybrid policies, per sequence:
+//   positions [0, n_sinks)             sinks, on the device, never evicted
+//   positions [n_sinks, ring_pos0)     host stores (or dropped when the policy prunes)
+//   positions [ring_pos0, length)      the device window: a ring of `window` slots
+// per layer the device holds K and V as [n_kv_heads][sink_slots + window][head_dim]. The token
+// map records every position's place; eviction moves the oldest block of the window (least
+// recently generated) to the host stores. Prefill writes each token where it will live.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "device/device.h"
+#include "hybridgen/policy.h"
+#include "kv/host_store.h"
+
+namespace hg {
+
+enum class TokenPlace : uint8_t { Sink, Window, Host, Dropped };
+
+struct TokenLocation {
+  TokenPlace place = TokenPlace::Dropped;
+  int32_t index = -1;  // Sink/Window: device slot; Host: host token index
+};
+
+class HybridKv {
+ public:
+  HybridKv(Device& device, const ModelSpec& spec, const Policy& policy, DType dtype, int ctx, int n_seqs,
+           const mem::Topology& topology, const mem::Placement& placement);
+  ~HybridKv();
+  HybridKv(const HybridKv&) = delete;
+  HybridKv& operator=(const HybridKv&) = delete;
+
+  int length(int seq) const { return seqs_[static_cast<size_t>(seq)].length; }
+  void reset(int seq);
+  const KvView& window(int seq, int layer) const { return seqs_[static_cast<size_t>(seq)].window[static_cast<size_t>(layer)]; }
+  WindowSpan span(int seq) const;
+  HostStore& host(int seq) { return *seqs_[static_cast<size_t>(seq)].host; }
+  const HostStore& host(int seq) const { return *seqs_[static_cast<size_t>(seq)].host; }
+  // Host tokens hold positions [n_sinks, n_sinks + host.n_tokens()) when the policy keeps them.
+  const TokenLocation& location(int seq, int pos) const { return seqs_[static_cast<size_t>(seq)].map[static_cast<size_t>(pos)]; }
+
+  // Before a step that appends positions [length, end): evicts window tokens that will not stay
+  // (moving them to the host or dropping them) and returns, per new token, its place.
+  // Layer-independent: it moves every layer's K and V at once.
+  void make_room(int seq, int end, std::vector<TokenLocation>& places);
+  // Writes layer `layer`'s k, v ([n, kv_dim] fp32 on the device) of the step's n new positions to
+  // the places make_room chose. `k_host`, `v_host`: the same rows on the host (host-bound rows).
+  void store(int seq, int layer, int n, const std::vector<TokenLocation>& places, const float* k_dev,
+             const float* v_dev, const float* k_host, const float* v_host);
+  // Marks positions [length, end) as stored (after every layer's store).
+  void commit(int seq, int end);
+
+  // Every position exactly once, in order; sinks on the device. Throws with the first violation.
+  void check_invariants(int seq) const;
+  // Bytes moved device -> host by eviction so far.
+  uint64_t evicted_bytes() const { return evicted_bytes_; }
+
+ private:
+  struct Seq {
+    std::vector<KvView> window;  // per layer
+    std::unique_ptr<HostStore> host;
+    std::vector<TokenLocation> map;  // per position
+    int length = 0;
+    int n_sinks = 0;
+    int ring_head = 0, ring_count = 0, ring_pos0 = 0;
+  };
+  void evict(Seq& s, int n);
+
+  Device& device_;
+  const ModelSpec& spec_;
+  Policy policy_;
+  DType dtype_;
+  int ctx_;
+  int sink_slots_, ring_slots_;
+  std::vector<Seq> seqs_;
+  uint64_t evicted_bytes_ = 0;
+};
+
+}  // namespace hg

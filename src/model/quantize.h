@@ -1,0 +1,19 @@
+// Reference quantizers for the GGUF block types we write (synthetic weights): Q8_0, Q4_0, Q4_1,
+// with ggml's block layouts, and their dequantizers (used by tests as an oracle).
+//   Q8_0: f16 d, int8 q[32];            x = d * q
+//   Q4_0: f16 d, u8 nibbles[16];        x = d * (q - 8)
+//   Q4_1: f16 d, f16 m, u8 nibbles[16]; x = d * q + m
+// Nibble layout: byte j holds element j in its low nibble and element j + 16 in its high nibble.
+#pragma once
+#include <cstdint>
+
+#include "hybridgen/dtype.h"
+
+namespace hg {
+
+// Writes n elements of x (n a multiple of dtype_block_elems(t)) as type t into out
+// (dtype_row_bytes(t, n) bytes). Plain types convert; Q4_K/Q6_K are not supported (throws).
+void quantize_row(DType t, const float* x, int64_t n, void* out);
+void dequantize_row_ref(DType t, const void* in, int64_t n, float* out);
+
+}  // namespace hg

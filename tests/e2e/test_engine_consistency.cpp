@@ -1,0 +1,136 @@
+// The engine agrees with itself: prefill-then-decode gives the logits of a single full prefill,
+// a batch of sequences of different lengths gives each sequence's logits alone, and chunked
+// prefill (ubatch) changes nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "hybridgen/engine.h"
+#include "hybridgen/model.h"
+#include "test_util.h"
+
+namespace hg::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path tiny_model(const std::string& variant) {
+  static fs::path root = [] {
+    fs::path dir = temp_dir("tiny_consistency");
+    RunResult r = run(python() + " '" + (source_dir() / "tools/make_tiny_model.py").string() + "' --all '" +
+                      dir.string() + "'");
+    if (r.exit_code != 0) throw std::runtime_error("make_tiny_model.py failed: " + r.err);
+    return dir;
+  }();
+  return root / variant;
+}
+
+std::vector<int32_t> random_ids(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(0, 255);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = d(rng);
+  return ids;
+}
+
+double max_diff(const float* a, const float* b, size_t n) {
+  double m = 0.0;
+  for (size_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(std::fabs(a[i] - b[i])));
+  return m;
+}
+
+class Consistency : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Consistency, PrefillThenDecodeEqualsFullPrefill) {
+  auto model = load_model(tiny_model(GetParam()).string());
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_dtype = DType::F32;
+  o.ctx = 128;
+  o.ubatch = 16;  // several prefill chunks
+  Engine engine(*model, o);
+  const int vocab = engine.vocab_size();
+  const auto ids = random_ids(100, 3);
+
+  std::vector<float> full(ids.size() * static_cast<size_t>(vocab));
+  engine.prefill(0, ids, nullptr, full.data());
+
+  engine.reset(0);
+  const size_t split = 37;
+  std::vector<float> step(static_cast<size_t>(vocab));
+  engine.prefill(0, std::span(ids.data(), split), step.data());
+  EXPECT_LE(max_diff(step.data(), full.data() + (split - 1) * vocab, static_cast<size_t>(vocab)), 1e-4);
+  const int seq = 0;
+  for (size_t i = split; i < ids.size(); ++i) {
+    engine.decode(std::span(&seq, 1), std::span(ids.data() + i, 1), step.data());
+    ASSERT_LE(max_diff(step.data(), full.data() + i * vocab, static_cast<size_t>(vocab)), 1e-4) << "position " << i;
+  }
+  EXPECT_EQ(engine.position(0), static_cast<int>(ids.size()));
+}
+
+TEST_P(Consistency, BatchOfDifferentLengthsEqualsEachAlone) {
+  auto model = load_model(tiny_model(GetParam()).string());
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_dtype = DType::F32;
+  o.ctx = 96;
+  o.batch = 3;
+  Engine batched(*model, o);
+  o.batch = 1;
+  Engine single(*model, o);
+  const int vocab = batched.vocab_size();
+  const int lengths[3] = {5, 23, 11};
+  std::vector<std::vector<int32_t>> seqs;
+  for (int s = 0; s < 3; ++s) seqs.push_back(random_ids(lengths[s] + 20, 10u + static_cast<uint32_t>(s)));
+
+  std::vector<float> last(static_cast<size_t>(vocab));
+  for (int s = 0; s < 3; ++s) batched.prefill(s, std::span(seqs[s].data(), static_cast<size_t>(lengths[s])), last.data());
+  std::vector<float> batch_logits(3 * static_cast<size_t>(vocab));
+  std::vector<std::vector<float>> per_step(3);
+  const int ids[3] = {0, 1, 2};
+  for (int step = 0; step < 20; ++step) {
+    int32_t toks[3];
+    for (int s = 0; s < 3; ++s) toks[s] = seqs[s][static_cast<size_t>(lengths[s] + step)];
+    batched.decode(std::span(ids, 3), std::span(toks, 3), batch_logits.data());
+    for (int s = 0; s < 3; ++s)
+      per_step[s].insert(per_step[s].end(), batch_logits.begin() + s * vocab, batch_logits.begin() + (s + 1) * vocab);
+  }
+  for (int s = 0; s < 3; ++s) {
+    single.reset(0);
+    std::vector<float> full(seqs[s].size() * static_cast<size_t>(vocab));
+    single.prefill(0, seqs[s], nullptr, full.data());
+    EXPECT_LE(max_diff(per_step[s].data(), full.data() + static_cast<size_t>(lengths[s]) * vocab, per_step[s].size()), 1e-4)
+        << "sequence " << s;
+  }
+}
+
+TEST_P(Consistency, Bf16CacheStaysClose) {
+  auto model = load_model(tiny_model(GetParam()).string());
+  EngineOptions o;
+  o.threads = 2;
+  o.ctx = 64;
+  o.kv_dtype = DType::F32;
+  Engine f32(*model, o);
+  o.kv_dtype = DType::BF16;
+  Engine bf16(*model, o);
+  const auto ids = random_ids(60, 5);
+  const int vocab = f32.vocab_size();
+  std::vector<float> a(ids.size() * static_cast<size_t>(vocab)), b(a.size());
+  f32.prefill(0, ids, nullptr, a.data());
+  bf16.prefill(0, ids, nullptr, b.data());
+  double max_abs = 0.0;
+  for (float x : a) max_abs = std::max(max_abs, static_cast<double>(std::fabs(x)));
+  EXPECT_LE(max_diff(a.data(), b.data(), a.size()), 0.05 * max_abs);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, Consistency, ::testing::Values("llama-gqa", "qwen2", "opt", "opt-postln-proj"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (auto& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace hg::test

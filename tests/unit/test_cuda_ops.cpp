@@ -1,0 +1,376 @@
+// CudaDevice ops against their CPU twins (kernels/cpu/) over awkward shapes: 1, 7, 33, sizes
+// that are not multiples of 32 or of the vector widths, large positions, every weight dtype.
+// Attention has its own file (test_cuda_attention.cpp), whole models test_cuda_engine.cpp.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "device/device.h"
+#include "hybridgen/error.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/norm.h"
+#include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/rope.h"
+#include "test_cuda_common.h"
+
+namespace hg::test {
+namespace {
+
+using cpu::fp32_to_bf16;
+using cpu::fp32_to_f16;
+
+std::unique_ptr<Device> gpu() { return make_cuda_device(0); }
+
+// A TensorView over host bytes (what a loader would hand upload_weight).
+TensorView view(DType t, std::vector<int64_t> shape, const std::vector<uint8_t>& bytes) {
+  TensorView v;
+  v.name = "test";
+  v.dtype = t;
+  v.shape = std::move(shape);
+  v.data = bytes.data();
+  v.nbytes = bytes.size();
+  return v;
+}
+
+std::vector<uint8_t> f32_bytes(const std::vector<float>& f) {
+  std::vector<uint8_t> b(f.size() * sizeof(float));
+  std::memcpy(b.data(), f.data(), b.size());
+  return b;
+}
+
+// Random weights with sane f16 scales for the block types (as in test_matmul.cpp).
+std::vector<uint8_t> random_weights(DType wt, int64_t rows, int64_t cols, std::mt19937& rng) {
+  using namespace cpu;
+  std::vector<uint8_t> w(dtype_row_bytes(wt, cols) * static_cast<size_t>(rows));
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f), scale(0.002f, 0.05f);
+  const int64_t n = rows * cols;
+  switch (wt) {
+    case DType::F32:
+      for (int64_t i = 0; i < n; ++i) reinterpret_cast<float*>(w.data())[i] = u(rng);
+      break;
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(w.data())[i] = fp32_to_f16(u(rng));
+      break;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(w.data())[i] = fp32_to_bf16(u(rng));
+      break;
+    case DType::Q8_0:
+      for (int64_t b = 0; b < n / 32; ++b) reinterpret_cast<BlockQ8_0*>(w.data())[b].d = fp32_to_f16(scale(rng));
+      break;
+    case DType::Q4_0:
+      for (int64_t b = 0; b < n / 32; ++b) reinterpret_cast<BlockQ4_0*>(w.data())[b].d = fp32_to_f16(scale(rng) * 8);
+      break;
+    case DType::Q4_1:
+      for (int64_t b = 0; b < n / 32; ++b) {
+        auto& blk = reinterpret_cast<BlockQ4_1*>(w.data())[b];
+        blk.d = fp32_to_f16(scale(rng) * 8);
+        blk.m = fp32_to_f16(u(rng) * 0.5f);
+      }
+      break;
+    case DType::Q4_K:
+      for (int64_t b = 0; b < n / 256; ++b) {
+        auto& blk = reinterpret_cast<BlockQ4_K*>(w.data())[b];
+        blk.d = fp32_to_f16(scale(rng) * 0.2f);
+        blk.dmin = fp32_to_f16(scale(rng) * 0.2f);
+      }
+      break;
+    case DType::Q6_K:
+      for (int64_t b = 0; b < n / 256; ++b) reinterpret_cast<BlockQ6_K*>(w.data())[b].d = fp32_to_f16(scale(rng) * 0.02f);
+      break;
+  }
+  return w;
+}
+
+// The weights as the GPU holds them, in fp32: quantized types are bf16-rounded at upload.
+std::vector<float> held_weights(DType wt, const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) cpu::dequantize_row(wt, w.data(), cols, r, out.data() + r * cols);
+  if (dtype_is_quantized(wt))
+    for (auto& v : out) v = cpu::bf16_to_fp32(fp32_to_bf16(v));
+  return out;
+}
+
+float round_like(DType held, float x) {
+  if (held == DType::F16) return cpu::f16_to_fp32(fp32_to_f16(x));
+  if (held == DType::BF16 || dtype_is_quantized(held)) return cpu::bf16_to_fp32(fp32_to_bf16(x));
+  return x;
+}
+
+TEST(CudaDevice, ClearErrorsForMissingOrWrongGpu) {
+  const int count = cuda_device_count();
+  if (count == 0) {
+    try {
+      make_cuda_device(0);
+      FAIL() << "make_cuda_device succeeded without a GPU";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_TRUE(msg.find("no CUDA GPU found") != std::string::npos || msg.find("no CUDA backend") != std::string::npos)
+          << msg;
+    }
+    return;
+  }
+  try {
+    make_cuda_device(count + 3);
+    FAIL() << "make_cuda_device accepted a GPU index that does not exist";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("no such GPU"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("0: "), std::string::npos) << "the message should list the GPUs: " << msg;
+  }
+  auto d = gpu();
+  EXPECT_EQ(d->name().rfind("cuda:0", 0), 0u) << d->name();
+}
+
+TEST(CudaDevice, CopiesRoundTripAndTimingMarks) {
+  HG_REQUIRE_CUDA_GPU();
+  auto d = gpu();
+  std::mt19937 rng(1);
+  for (size_t n : {size_t{1}, size_t{7}, size_t{33}, size_t{1000003}}) {
+    const auto host = uniform_floats(n, rng);
+    auto buf = to_device(*d, host);
+    EXPECT_EQ(to_host<float>(*d, *buf, n), host) << n;
+  }
+  const int a = d->timing_mark(false);
+  auto big = to_device(*d, std::vector<float>(1 << 20, 1.0f));
+  d->add(big->f32(), big->f32(), 1 << 20);
+  const int b = d->timing_mark(false);
+  ASSERT_GE(a, 0);
+  EXPECT_GE(d->timing_elapsed_ms(a, b), 0.0);
+  const int c = d->timing_mark(true), e = d->timing_mark(true);
+  EXPECT_GE(d->timing_elapsed_ms(c, e), 0.0);
+}
+
+TEST(CudaOps, Elementwise) {
+  HG_REQUIRE_CUDA_GPU();
+  auto d = gpu();
+  std::mt19937 rng(2);
+  for (int64_t count : {int64_t{1}, int64_t{7}, int64_t{33}, int64_t{100003}}) {
+    const auto a = uniform_floats(static_cast<size_t>(count), rng, -8.0f, 8.0f);
+    const auto b = uniform_floats(static_cast<size_t>(count), rng);
+    auto da = to_device(*d, a), db = to_device(*d, b);
+    std::vector<float> want = a;
+    cpu::silu_mul_range(want.data(), b.data(), 0, count);
+    d->silu_mul(da->f32(), db->f32(), count);
+    auto got = to_host<float>(*d, *da, static_cast<size_t>(count));
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6 * (1 + std::fabs(want[i]))) << i;
+
+    da = to_device(*d, a);
+    want = a;
+    cpu::relu_range(want.data(), 0, count);
+    d->relu(da->f32(), count);
+    EXPECT_EQ(to_host<float>(*d, *da, static_cast<size_t>(count)), want);
+
+    da = to_device(*d, a);
+    want = a;
+    cpu::add_range(want.data(), b.data(), 0, count);
+    d->add(da->f32(), db->f32(), count);
+    EXPECT_EQ(to_host<float>(*d, *da, static_cast<size_t>(count)), want);
+  }
+  for (int dim : {1, 7, 33, 130}) {
+    for (int n : {1, 7, 33}) {
+      const auto y = uniform_floats(static_cast<size_t>(n) * dim, rng);
+      const auto bias = uniform_floats(static_cast<size_t>(dim), rng);
+      const auto bias_bytes = f32_bytes(bias);
+      const DeviceTensor b = d->upload_weight(view(DType::F32, {dim}, bias_bytes));
+      auto dy = to_device(*d, y);
+      std::vector<float> want = y;
+      cpu::add_bias_rows(want.data(), bias.data(), dim, 0, n);
+      d->add_bias(dy->f32(), b, n, dim);
+      EXPECT_EQ(to_host<float>(*d, *dy, want.size()), want) << n << "x" << dim;
+    }
+  }
+}
+
+TEST(CudaOps, RmsNormAndLayerNorm) {
+  HG_REQUIRE_CUDA_GPU();
+  auto d = gpu();
+  std::mt19937 rng(3);
+  for (int dim : {1, 7, 33, 64, 576, 4097}) {
+    const auto w = uniform_floats(static_cast<size_t>(dim), rng, 0.5f, 1.5f);
+    const auto bias = uniform_floats(static_cast<size_t>(dim), rng);
+    // Vectors may arrive as bf16 (real checkpoints): upload converts them to fp32.
+    std::vector<uint8_t> w_bf16(static_cast<size_t>(dim) * 2);
+    std::vector<float> w_held(static_cast<size_t>(dim));
+    for (int i = 0; i < dim; ++i) {
+      const uint16_t h = fp32_to_bf16(w[static_cast<size_t>(i)]);
+      std::memcpy(w_bf16.data() + 2 * i, &h, 2);
+      w_held[static_cast<size_t>(i)] = cpu::bf16_to_fp32(h);
+    }
+    const auto bias_bytes = f32_bytes(bias);
+    const DeviceTensor dw = d->upload_weight(view(DType::BF16, {dim}, w_bf16));
+    const DeviceTensor db = d->upload_weight(view(DType::F32, {dim}, bias_bytes));
+    for (int n : {1, 7, 33}) {
+      const auto x = uniform_floats(static_cast<size_t>(n) * dim, rng, -3.0f, 3.0f);
+      auto dx = to_device(*d, x);
+      DeviceBuffer dy(*d, sizeof(float) * x.size());
+      std::vector<float> want(x.size());
+      cpu::rmsnorm_rows(x.data(), w_held.data(), 1e-5f, dim, want.data(), 0, n);
+      d->rmsnorm(dx->f32(), dw, 1e-5f, n, dim, dy.f32());
+      auto got = to_host<float>(*d, dy, x.size());
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-5 * (1 + std::fabs(want[i]))) << i;
+
+      cpu::layernorm_rows(x.data(), w_held.data(), bias.data(), 1e-5f, dim, want.data(), 0, n);
+      d->layernorm(dx->f32(), dw, db, 1e-5f, n, dim, dx->f32());  // in place, as post-LN OPT does
+      got = to_host<float>(*d, *dx, x.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 5e-5 * (1 + std::fabs(want[i]))) << "layernorm " << n << "x" << dim << " @" << i;
+    }
+  }
+}
+
+TEST(CudaOps, RopeBothLayoutsAndLlama3Scaling) {
+  HG_REQUIRE_CUDA_GPU();
+  auto d = gpu();
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<int32_t> position(0, 131071);
+  for (int head_dim : {16, 64, 128}) {
+    for (RopeLayout layout : {RopeLayout::RotateHalf, RopeLayout::Interleaved}) {
+      for (bool llama3 : {false, true}) {
+        RopeParams p;
+        p.head_dim = head_dim;
+        p.rotary_dim = head_dim;
+        p.theta = llama3 ? 500000.0f : 10000.0f;
+        p.layout = layout;
+        p.scaling.llama3 = llama3;
+        p.scaling.factor = 8.0f;
+        p.scaling.original_max_position = 8192;
+        std::vector<float> inv(static_cast<size_t>(head_dim / 2));
+        cpu::rope_inv_freq(p.rotary_dim, p.theta, llama3, p.scaling.factor, p.scaling.low_freq_factor,
+                           p.scaling.high_freq_factor, p.scaling.original_max_position, inv.data());
+        for (int n_heads : {1, 9}) {
+          for (int n : {1, 7, 33}) {
+            std::vector<int32_t> pos(static_cast<size_t>(n));
+            for (auto& v : pos) v = position(rng);
+            pos[0] = 0;
+            const auto x = uniform_floats(static_cast<size_t>(n) * n_heads * head_dim, rng);
+            auto dx = to_device(*d, x);
+            std::vector<float> want = x;
+            cpu::rope_rows(want.data(), pos.data(), n_heads, head_dim, head_dim, inv.data(),
+                           layout == RopeLayout::Interleaved, 0, n);
+            d->rope(dx->f32(), pos.data(), n, n_heads, p);
+            pos.assign(pos.size(), -1);  // the op must have taken its own copy of the positions
+            const auto got = to_host<float>(*d, *dx, x.size());
+            EXPECT_LE(max_abs_diff(got, want), 2e-6) << "head_dim " << head_dim << " n_heads " << n_heads << " n " << n;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaOps, EmbedEveryTableDtype) {
+  HG_REQUIRE_CUDA_GPU();
+  auto d = gpu();
+  std::mt19937 rng(5);
+  const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K};
+  for (DType t : types) {
+    const int64_t rows = 37;
+    for (int64_t cols : {int64_t{33}, int64_t{256}, int64_t{576}}) {
+      if (dtype_is_quantized(t) && cols % dtype_block_elems(t) != 0) continue;
+      const auto w = random_weights(t, rows, cols, rng);
+      const DeviceTensor table = d->upload_weight(view(t, {rows, cols}, w));
+      const auto held = held_weights(t, w, rows, cols);
+      for (int n : {1, 7, 33}) {
+        std::vector<int32_t> ids(static_cast<size_t>(n));
+        std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(rows - 1));
+        for (auto& v : ids) v = id(rng);
+        ids[0] = static_cast<int32_t>(rows - 1);
+        DeviceBuffer out(*d, sizeof(float) * static_cast<size_t>(n * cols));
+        d->embed(table, ids.data(), n, out.f32());
+        const auto got = to_host<float>(*d, out, static_cast<size_t>(n * cols));
+        for (int i = 0; i < n; ++i)
+          for (int64_t c = 0; c < cols; ++c)
+            ASSERT_EQ(got[static_cast<size_t>(i * cols + c)], held[static_cast<size_t>(ids[static_cast<size_t>(i)] * cols + c)])
+                << dtype_name(t) << " row " << i << " col " << c;
+      }
+      const int32_t bad = static_cast<int32_t>(rows);
+      DeviceBuffer out(*d, sizeof(float) * static_cast<size_t>(cols));
+      EXPECT_THROW(d->embed(table, &bad, 1, out.f32()), Error);
+    }
+  }
+}
+
+TEST(CudaOps, MatmulEveryWeightDtype) {
+  HG_REQUIRE_CUDA_GPU();
+  auto d = gpu();
+  std::mt19937 rng(6);
+  const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K};
+  struct Shape {
+    int64_t rows, cols;
+    int n;
+  };
+  const Shape shapes[] = {{1, 32, 1}, {7, 64, 3}, {33, 96, 7}, {129, 256, 33}, {300, 512, 100}, {1000, 768, 1}};
+  for (DType t : types) {
+    for (const Shape& s : shapes) {
+      if (dtype_is_quantized(t) && s.cols % dtype_block_elems(t) != 0) continue;
+      const auto w = random_weights(t, s.rows, s.cols, rng);
+      const auto bias = uniform_floats(static_cast<size_t>(s.rows), rng);
+      const auto bias_bytes = f32_bytes(bias);
+      const DeviceTensor dw = d->upload_weight(view(t, {s.rows, s.cols}, w));
+      const DeviceTensor db = d->upload_weight(view(DType::F32, {s.rows}, bias_bytes));
+      const auto x = uniform_floats(static_cast<size_t>(s.n * s.cols), rng);
+      auto dx = to_device(*d, x);
+      DeviceBuffer dy(*d, sizeof(float) * static_cast<size_t>(s.n * s.rows));
+      d->matmul(dw, db, dx->f32(), s.n, dy.f32());
+      const auto got = to_host<float>(*d, dy, static_cast<size_t>(s.n * s.rows));
+      // Oracle: the held weights times x rounded to the GEMM input type, in double.
+      const auto held = held_weights(t, w, s.rows, s.cols);
+      const DType gemm_type = t == DType::F32 ? DType::F32 : (t == DType::F16 ? DType::F16 : DType::BF16);
+      for (int i = 0; i < s.n; ++i) {
+        for (int64_t r = 0; r < s.rows; ++r) {
+          double want = bias[static_cast<size_t>(r)], mag = std::fabs(bias[static_cast<size_t>(r)]);
+          for (int64_t c = 0; c < s.cols; ++c) {
+            const double p = static_cast<double>(held[static_cast<size_t>(r * s.cols + c)]) *
+                             round_like(gemm_type, x[static_cast<size_t>(i * s.cols + c)]);
+            want += p;
+            mag += std::fabs(p);
+          }
+          ASSERT_NEAR(got[static_cast<size_t>(i * s.rows + r)], want, 1e-5 * mag + 1e-6)
+              << dtype_name(t) << " " << s.rows << "x" << s.cols << " n " << s.n << " at " << i << "," << r;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaOps, KvStoreMatchesTwinBitForBit) {
+  HG_REQUIRE_CUDA_GPU();
+  auto d = gpu();
+  std::mt19937 rng(7);
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    for (int n_kv_heads : {1, 3}) {
+      for (int head_dim : {16, 128}) {
+        const int64_t capacity = 77;
+        const size_t elems = static_cast<size_t>(n_kv_heads) * capacity * head_dim;
+        const size_t bytes = elems * dtype_block_bytes(t);
+        std::vector<uint8_t> want_k(bytes, 0), want_v(bytes, 0);
+        DeviceBuffer k_cache(*d, bytes), v_cache(*d, bytes);
+        d->copy_to_device(k_cache.get(), want_k.data(), bytes);
+        d->copy_to_device(v_cache.get(), want_v.data(), bytes);
+        KvView kv{t, k_cache.get(), v_cache.get(), capacity, n_kv_heads, head_dim};
+        int pos = 0;
+        for (int n : {1, 7, 33, 1, 35}) {
+          const auto k = uniform_floats(static_cast<size_t>(n) * n_kv_heads * head_dim, rng, -100.0f, 100.0f);
+          const auto v = uniform_floats(k.size(), rng);
+          auto dk = to_device(*d, k), dv = to_device(*d, v);
+          d->kv_store(kv, dk->f32(), dv->f32(), n, pos);
+          cpu::kv_store_rows(t, want_k.data(), want_v.data(), capacity, n_kv_heads, head_dim, k.data(), v.data(), n, pos);
+          pos += n;
+        }
+        EXPECT_EQ(to_host<uint8_t>(*d, k_cache, bytes), want_k) << dtype_name(t);
+        EXPECT_EQ(to_host<uint8_t>(*d, v_cache, bytes), want_v) << dtype_name(t);
+        const auto k = uniform_floats(static_cast<size_t>(n_kv_heads) * head_dim, rng);
+        auto dk = to_device(*d, k);
+        EXPECT_THROW(d->kv_store(kv, dk->f32(), dk->f32(), 1, static_cast<int>(capacity)), Error);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hg::test

@@ -1,0 +1,98 @@
+// Golden ids from the reference tokenizers (shared/data/golden/tokenizer/*.jsonl) and
+// decode(encode(x)) == x on the real-text corpora.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "hybridgen/tokenizer.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using hg::test::shared_dir;
+
+namespace {
+
+fs::path tokenizer_file(const std::string& name) {
+  fs::path dir = shared_dir() / "data/tokenizers" / name;
+  return name == "gpt2" ? dir / "vocab.json" : dir / "tokenizer.json";
+}
+
+struct GoldenRow {
+  std::string src, text;
+  std::vector<int32_t> ids;
+};
+
+std::vector<GoldenRow> read_golden(const std::string& name) {
+  std::ifstream in(shared_dir() / "data/golden/tokenizer" / (name + ".jsonl"));
+  std::vector<GoldenRow> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line);
+    rows.push_back({j["src"], j["text"], j["ids"].get<std::vector<int32_t>>()});
+  }
+  return rows;
+}
+
+class Golden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Golden, EveryRowMatches) {
+  const std::string name = GetParam();
+  if (!fs::exists(tokenizer_file(name))) GTEST_SKIP() << "shared data absent: " << tokenizer_file(name);
+  auto tok = hg::load_tokenizer(tokenizer_file(name));
+  auto rows = read_golden(name);
+  ASSERT_GT(rows.size(), 20u);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const auto& r = rows[k];
+    EXPECT_EQ(tok->encode(r.text, false), r.ids) << name << " row " << k << " (" << r.src << "): '"
+                                                  << r.text.substr(0, 80) << "'";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tokenizers, Golden, ::testing::Values("gpt2", "llama2", "llama3", "qwen3"));
+
+std::vector<std::string> corpus_texts() {
+  std::vector<std::string> texts;
+  for (const char* sub : {"data/text/moby-dick", "data/text/sotu"}) {
+    fs::path dir = shared_dir() / sub;
+    if (!fs::exists(dir)) continue;
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".txt") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) texts.push_back(hg::test::read_file(f));
+  }
+  return texts;
+}
+
+class RoundTrip : public ::testing::TestWithParam<std::string> {};
+
+// Byte-level tokenizers are lossless: every byte sequence must come back unchanged.
+TEST_P(RoundTrip, AllCorpusTexts) {
+  const std::string name = GetParam();
+  if (!fs::exists(tokenizer_file(name))) GTEST_SKIP() << "shared data absent";
+  auto tok = hg::load_tokenizer(tokenizer_file(name));
+  auto texts = corpus_texts();
+  ASSERT_GT(texts.size(), 300u) << "expected all Moby-Dick chapters and State-of-the-Union texts";
+  // Two halves in parallel: CI has two cores and the whole corpus is 14 MB.
+  auto check = [&](size_t begin, size_t end) {
+    size_t bad = texts.size();
+    for (size_t k = begin; k < end && bad == texts.size(); ++k)
+      if (tok->decode(tok->encode(texts[k], false)) != texts[k]) bad = k;
+    return bad;
+  };
+  auto other = std::async(std::launch::async, check, 0, texts.size() / 2);
+  size_t bad1 = check(texts.size() / 2, texts.size());
+  size_t bad0 = other.get();
+  EXPECT_EQ(bad0, texts.size()) << "text " << bad0 << " does not round-trip";
+  EXPECT_EQ(bad1, texts.size()) << "text " << bad1 << " does not round-trip";
+}
+
+INSTANTIATE_TEST_SUITE_P(ByteLevel, RoundTrip, ::testing::Values("gpt2", "llama3", "qwen3"));
+
+}  // namespace
