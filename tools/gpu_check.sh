@@ -42,7 +42,9 @@ if [ "${1:-}" = "--prepare-carry" ]; then
   # Shared libraries outside glibc / the CUDA toolkit / the driver (those are on the GPU image).
   for t in $TARGETS; do ldd "$BUILD/bin/$t"; done | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
-      libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libcuda.so*|libcudart.so*|libcublas*.so*) ;;
+      # glibc, the GCC runtime (the image has a newer one) and CUDA stay the image's own.
+      libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
+      libcuda.so*|libcudart.so*|libcublas*.so*) ;;
       *) cp -L "$lib" "$CARRY/lib/" ;;
     esac
   done

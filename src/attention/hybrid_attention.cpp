@@ -140,6 +140,7 @@ void HybridAttention::select_and_score(ThreadPool& pool, int layer, int seq, Seq
   const int K = r.K;
   r.idx.resize(static_cast<size_t>(n_kv) * K);
   r.logits.resize(static_cast<size_t>(n_heads) * K);
+  r.v.resize(static_cast<size_t>(n_kv) * K * hd);
   const bool all = K == r.n_host;
   const bool post = policy_.select == Selection::Post || all;
   pool.parallel_for(n_kv, [&](int64_t gb, int64_t ge, int t) {
@@ -190,10 +191,7 @@ void HybridAttention::select_and_score(ThreadPool& pool, int layer, int seq, Seq
         for (int j = 0; j < K; ++j) acc[g * ld + static_cast<size_t>(r.idx[static_cast<size_t>(g * K + j)])] += s.p[static_cast<size_t>(j)] / sum;
       }
     }
-    if (policy_.merge == MergeMode::Logits) {
-      r.v.resize(static_cast<size_t>(n_kv) * K * hd);
-      gather_v_rows(vl, r.idx.data(), K, g0, g1, r.v.data());
-    }
+    if (policy_.merge == MergeMode::Logits) gather_v_rows(vl, r.idx.data(), K, g0, g1, r.v.data());
   });
   if (policy_.merge == MergeMode::Lse) {
     r.out.resize(static_cast<size_t>(n_heads) * hd);
@@ -204,7 +202,6 @@ void HybridAttention::select_and_score(ThreadPool& pool, int layer, int seq, Seq
                          r.out.data(), r.lse.data(), scratch_[static_cast<size_t>(t)].scores);
       });
     } else {
-      r.v.resize(static_cast<size_t>(n_kv) * K * hd);
       pool.parallel_for(n_kv, [&](int64_t gb, int64_t ge, int) {
         gather_v_rows(vl, r.idx.data(), K, static_cast<int>(gb), static_cast<int>(ge), r.v.data());
       });
@@ -342,8 +339,8 @@ void HybridAttention::ship_and_merge(int layer, const float* q, const std::vecto
       part.v = b.v;
       st.bytes_h2d += static_cast<int64_t>(sizeof(float) * (nl + nv));
     }
-    st.t_tx += now_seconds() - t0;
     if (!prefill) {
+      st.t_tx += now_seconds() - t0;
       st.selected += static_cast<int64_t>(r.K) * spec_.n_kv_heads;
       st.host_tokens += r.n_host * spec_.n_kv_heads;
     }
@@ -391,7 +388,7 @@ void HybridAttention::attend(int layer, const float* q, const float* k, const fl
     st.t_host += stage_->wait(layer);
     if (policy_.query == QuerySource::Refine) refine(layer, q_host_.data(), rows);
   }
-  st.t_wait += now_seconds() - t_wait0;
+  if (!prefill_) st.t_wait += now_seconds() - t_wait0;
   ship_and_merge(layer, q, rows, out, prefill_);
   if (!prefill_) st.steps += 1;
 }

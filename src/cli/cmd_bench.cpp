@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "attention/layer_attention.h"
 #include "device/device.h"
 #include "hybridgen/error.h"
 
@@ -21,7 +22,8 @@ namespace {
 struct BenchOptions {
   ModelOptions model;
   RuntimeOptions runtime;
-  std::string prompts = "512", gens = "128", batches = "1", threads = "2";
+  PolicyOptions policy;
+  std::string prompts = "512", gens = "128", batches = "1", threads = "2", depths = "0";
   int reps = 3;
   std::string output = "md";
   double peak_gbps = 0.0;
@@ -61,7 +63,7 @@ struct Row {
 };
 
 void print_rows(const std::vector<Row>& rows, const std::string& format) {
-  static const char* cols[] = {"model", "size", "params", "backend", "threads", "batch", "kv", "test", "t/s", "GB/s", "peak%"};
+  static const char* cols[] = {"model", "size", "params", "backend", "policy", "threads", "batch", "kv", "test", "t/s", "GB/s", "peak%", "T_dev/host/tx ms"};
   auto cell = [](const nlohmann::json& j, const std::string& c) -> std::string {
     char buf[64];
     if (c == "size") return format_bytes(j["size_bytes"].get<double>());
@@ -79,6 +81,13 @@ void print_rows(const std::vector<Row>& rows, const std::string& format) {
       std::snprintf(buf, sizeof buf, c == "GB/s" ? "%.2f" : "%.0f%%", j[key].get<double>() * (c == "GB/s" ? 1.0 : 100.0));
       return buf;
     }
+    if (c == "T_dev/host/tx ms") {
+      if (!j.contains("t_dev_ms")) return "";
+      std::snprintf(buf, sizeof buf, "%.2f / %.2f / %.2f", j["t_dev_ms"].get<double>(), j["t_host_ms"].get<double>(),
+                    j["t_tx_ms"].get<double>());
+      return buf;
+    }
+    if (!j.contains(c)) return "";
     return j[c].is_string() ? j[c].get<std::string>() : j[c].dump();
   };
   if (format == "json") {
@@ -135,23 +144,36 @@ void run_bench(const BenchOptions& o) {
   int max_p = 0, max_n = 0;
   for (int p : prompts) max_p = std::max(max_p, p);
   for (int n : gens) max_n = std::max(max_n, n);
+  const auto depths = parse_list(o.depths, "-d", 0);
+  int max_d = 0;
+  for (int d : depths) max_d = std::max(max_d, d);
   const std::string model_name = spec.name.empty() ? model->source.filename().string() : spec.name;
   const double weight_bytes = streamed_weight_bytes(*model);
 
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> token(0, spec.vocab_size - 1);
   std::vector<Row> rows;
+  std::vector<std::string> policies;
+  {
+    std::stringstream ss(o.policy.preset);
+    std::string item;
+    while (std::getline(ss, item, ',')) policies.push_back(item);
+  }
+  for (const std::string& policy : policies)
   for (int t : threads) {
     for (int b : batches) {
       RuntimeOptions rt = o.runtime;
       rt.threads = t;
-      const int ctx = std::max(max_p, max_n) + 1;
-      Engine engine(*model, engine_options(rt, spec, ctx, b));
+      const int ctx = o.runtime.ctx > 0 ? o.runtime.ctx : std::max(max_p, max_d) + max_n + 1;
+      EngineOptions eo = engine_options(rt, spec, ctx, b);
+      apply_policy_options(o.policy, policy, eo);
+      Engine engine(*model, eo);
       std::vector<float> logits(static_cast<size_t>(b) * spec.vocab_size);
       auto base_row = [&](const std::string& test) {
         return nlohmann::json{{"model", model_name}, {"size_bytes", static_cast<double>(model->weight_bytes())},
                               {"n_params", static_cast<double>(model->n_params())}, {"backend", engine.device().name()},
-                              {"threads", t}, {"batch", b}, {"kv", rt.kv_dtype}, {"test", test}};
+                              {"threads", t}, {"batch", b}, {"kv", rt.kv_dtype}, {"policy", policy},
+                              {"attention", engine.describe_attention()}, {"test", test}};
       };
       for (int p : prompts) {
         if (p == 0) continue;
@@ -172,14 +194,21 @@ void run_bench(const BenchOptions& o) {
         j["samples_ts"] = tps;
         rows.push_back({j});
       }
+      for (int depth : depths)
       for (int n : gens) {
         if (n == 0) continue;
         std::vector<int> seqs(static_cast<size_t>(b));
         std::vector<int32_t> toks(static_cast<size_t>(b));
         for (int i = 0; i < b; ++i) seqs[static_cast<size_t>(i)] = i;
+        std::vector<int32_t> context(static_cast<size_t>(depth));
+        for (auto& id : context) id = token(rng);
         std::vector<double> tps;
+        std::vector<LayerStats> before;
         for (int r = 0; r < o.reps + 1; ++r) {
           engine.reset_all();
+          // Decode at a context depth: the prompt is not timed (llama-bench's -d).
+          for (int i = 0; i < b && depth > 0; ++i) engine.prefill(i, context, nullptr);
+          if (r == 1) before = engine.layer_stats();
           const auto t0 = std::chrono::steady_clock::now();
           for (int step = 0; step < n; ++step) {
             for (auto& id : toks) id = token(rng);
@@ -189,13 +218,31 @@ void run_bench(const BenchOptions& o) {
           if (r > 0) tps.push_back(static_cast<double>(n) * b / s);
         }
         auto [mean, sd] = mean_std(tps);
-        nlohmann::json j = base_row("tg" + std::to_string(n));
+        nlohmann::json j = base_row("tg" + std::to_string(n) + (depth > 0 ? " @ d" + std::to_string(depth) : ""));
+        j["depth"] = depth;
         j["avg_ts"] = mean;
         j["stddev_ts"] = sd;
         j["samples_ts"] = tps;
         // One step reads every weight once for the whole batch.
         j["weight_gbps"] = weight_bytes * (mean / b) / 1e9;
         if (o.peak_gbps > 0) j["peak_fraction"] = j["weight_gbps"].get<double>() / o.peak_gbps;
+        const auto after = engine.layer_stats();
+        if (!after.empty() && !before.empty()) {
+          // Per decode step, summed over layers, for the timed repetitions.
+          double dev = 0, host = 0, tx = 0, wait = 0, sel = 0, steps = static_cast<double>(o.reps) * n;
+          for (size_t l = 0; l < after.size(); ++l) {
+            dev += after[l].t_dev() - before[l].t_dev();
+            host += after[l].t_host - before[l].t_host;
+            tx += after[l].t_tx - before[l].t_tx;
+            wait += after[l].t_wait - before[l].t_wait;
+            sel += static_cast<double>(after[l].selected - before[l].selected);
+          }
+          j["t_dev_ms"] = dev / steps * 1e3;
+          j["t_host_ms"] = host / steps * 1e3;
+          j["t_tx_ms"] = tx / steps * 1e3;
+          j["t_wait_ms"] = wait / steps * 1e3;
+          j["selected_per_layer"] = sel / steps / static_cast<double>(after.size());
+        }
         rows.push_back({j});
       }
     }
@@ -210,10 +257,12 @@ void add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "llama-bench-style prefill (ppN) and decode (tgN) throughput");
   add_model_options(*cmd, o->model);
   add_runtime_options(*cmd, o->runtime);
+  add_policy_options(*cmd, o->policy, /*preset_list=*/true);
   cmd->remove_option(cmd->get_option("--threads"));
   cmd->add_option("-t,--threads", o->threads, "comma list of thread counts")->capture_default_str();
   cmd->add_option("-p,--n-prompt", o->prompts, "comma list of prompt lengths (0: skip prefill tests)")->capture_default_str();
   cmd->add_option("-n,--n-gen", o->gens, "comma list of generation lengths (0: skip decode tests)")->capture_default_str();
+  cmd->add_option("-d,--depth", o->depths, "comma list of context depths decode tests start at")->capture_default_str();
   cmd->add_option("-b,--batch", o->batches, "comma list of batch sizes (sequences decoded together)")->capture_default_str();
   cmd->add_option("-r,--repetitions", o->reps, "repetitions of each test")->capture_default_str();
   cmd->add_option("-o,--output", o->output, "md|csv|json|jsonl")->capture_default_str();

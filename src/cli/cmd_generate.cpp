@@ -16,6 +16,7 @@ namespace {
 struct GenerateOptions {
   ModelOptions model;
   RuntimeOptions runtime;
+  PolicyOptions policy;
   SamplerOptions sampler;
   std::string prompt, prompt_file, ids, ids_file;
   int n_predict = 64;
@@ -52,6 +53,7 @@ void run_generate(const GenerateOptions& o) {
 
   const int needed = static_cast<int>(history.size()) + o.n_predict;
   EngineOptions eo = engine_options(o.runtime, model->spec, std::min(needed, model->spec.max_ctx), 1);
+  apply_policy_options(o.policy, o.policy.preset, eo);
   if (static_cast<int>(history.size()) > eo.ctx)
     throw Error("prompt of " + std::to_string(history.size()) + " tokens is longer than the context (" +
                 std::to_string(eo.ctx) + " tokens)");
@@ -97,6 +99,7 @@ void add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "generate text from a prompt, streaming it as it is produced");
   add_model_options(*cmd, o->model);
   add_runtime_options(*cmd, o->runtime);
+  add_policy_options(*cmd, o->policy);
   cmd->add_option("-p,--prompt", o->prompt, "prompt text");
   cmd->add_option("-f,--file", o->prompt_file, "read the prompt from a file");
   cmd->add_option("--ids", o->ids, "prompt as a JSON array of token ids");

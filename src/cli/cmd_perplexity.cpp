@@ -1,5 +1,6 @@
 // hybridgen perplexity: split a token stream into non-overlapping windows of --ctx tokens and
 // score every token of a window after its first (llama.cpp-style, without the half-window skip).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,8 @@ namespace {
 struct PerplexityOptions {
   ModelOptions model;
   RuntimeOptions runtime;
+  PolicyOptions policy;
+  std::string ref;  // --ref full: also run the reference policy and compare
   std::string file, ids_file;
   int max_windows = 0;
   bool json = false;
@@ -29,6 +32,99 @@ double log_prob(const float* logits, int vocab, int32_t target) {
   double sum = 0.0;
   for (int i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max_v));
   return static_cast<double>(logits[target] - max_v) - std::log(sum);
+}
+
+// KL(p_ref || p_policy) of two logit rows.
+double kl_divergence(const float* ref, const float* pol, int vocab) {
+  float mr = ref[0], mp = pol[0];
+  for (int i = 1; i < vocab; ++i) {
+    mr = std::max(mr, ref[i]);
+    mp = std::max(mp, pol[i]);
+  }
+  double zr = 0.0, zp = 0.0;
+  for (int i = 0; i < vocab; ++i) {
+    zr += std::exp(static_cast<double>(ref[i] - mr));
+    zp += std::exp(static_cast<double>(pol[i] - mp));
+  }
+  const double lzr = std::log(zr), lzp = std::log(zp);
+  double kl = 0.0;
+  for (int i = 0; i < vocab; ++i) {
+    const double lr = ref[i] - mr - lzr, lp = pol[i] - mp - lzp;
+    kl += std::exp(lr) * (lr - lp);
+  }
+  return std::max(0.0, kl);
+}
+
+int argmax_row(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
+
+// Token by token through the decode path (so the policy applies to every position), optionally
+// beside a reference engine: perplexity of both, top-1 agreement and mean KL(ref || policy).
+void run_decode_path(const PerplexityOptions& o, const Model& model, const std::vector<int32_t>& ids, int ctx,
+                     const std::vector<std::pair<size_t, size_t>>& windows, NpyWriter* npy) {
+  RuntimeOptions rt = o.runtime;
+  rt.ctx = ctx;
+  EngineOptions eo = engine_options(rt, model.spec, ctx, 1);
+  apply_policy_options(o.policy, o.policy.preset, eo);
+  Engine engine(model, eo);
+  std::unique_ptr<Engine> ref;
+  if (!o.ref.empty()) {
+    EngineOptions ro = engine_options(rt, model.spec, ctx, 1);
+    ro.policy = policy_preset(o.ref);
+    ref = std::make_unique<Engine>(model, ro);
+  }
+  const int vocab = model.spec.vocab_size;
+  std::vector<float> logits(static_cast<size_t>(vocab)), ref_logits(static_cast<size_t>(vocab));
+  double nll = 0.0, ref_nll = 0.0, kl = 0.0;
+  int64_t scored = 0, agree = 0;
+  const int seq = 0;
+  for (size_t w = 0; w < windows.size(); ++w) {
+    const auto [b, e] = windows[w];
+    engine.reset(0);
+    if (ref) ref->reset(0);
+    for (size_t i = b; i + 1 < e; ++i) {
+      const int32_t tok = ids[i];
+      if (i == b) {
+        engine.prefill(0, std::span(&tok, 1), logits.data());
+        if (ref) ref->prefill(0, std::span(&tok, 1), ref_logits.data());
+      } else {
+        engine.decode(std::span(&seq, 1), std::span(&tok, 1), logits.data());
+        if (ref) ref->decode(std::span(&seq, 1), std::span(&tok, 1), ref_logits.data());
+      }
+      nll -= log_prob(logits.data(), vocab, ids[i + 1]);
+      if (ref) {
+        ref_nll -= log_prob(ref_logits.data(), vocab, ids[i + 1]);
+        agree += argmax_row(logits.data(), vocab) == argmax_row(ref_logits.data(), vocab);
+        kl += kl_divergence(ref_logits.data(), logits.data(), vocab);
+      }
+      if (npy) npy->write_rows(logits.data(), 1);
+      ++scored;
+    }
+    if (npy) {  // the window's last position: its logits predict past the window
+      const int32_t tok = ids[e - 1];
+      engine.decode(std::span(&seq, 1), std::span(&tok, 1), logits.data());
+      npy->write_rows(logits.data(), 1);
+    }
+    if (!o.json)
+      std::fprintf(stderr, "[%zu/%zu] ppl so far %.4f\n", w + 1, windows.size(), std::exp(nll / static_cast<double>(scored)));
+  }
+  const double n = static_cast<double>(scored);
+  nlohmann::json j = {{"ppl", std::exp(nll / n)}, {"n_tokens", scored}, {"nll_mean", nll / n}, {"ctx", ctx},
+                      {"windows", windows.size()}, {"policy", engine.describe_attention()}};
+  if (ref) {
+    j["ref_ppl"] = std::exp(ref_nll / n);
+    j["top1_agreement"] = static_cast<double>(agree) / n;
+    j["kl_mean"] = kl / n;
+    j["ref"] = o.ref;
+  }
+  if (o.json) {
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("perplexity: %.4f over %lld tokens (%zu windows of %d, token by token; %s)\n", std::exp(nll / n),
+                static_cast<long long>(scored), windows.size(), ctx, engine.describe_attention().c_str());
+    if (ref)
+      std::printf("reference %s: perplexity %.4f, top-1 agreement %.4f, mean KL(ref || policy) %.6f\n", o.ref.c_str(),
+                  j["ref_ppl"].get<double>(), j["top1_agreement"].get<double>(), j["kl_mean"].get<double>());
+  }
 }
 
 void run_perplexity(const PerplexityOptions& o) {
@@ -47,9 +143,7 @@ void run_perplexity(const PerplexityOptions& o) {
 
   const int vocab = model->spec.vocab_size;
   const int ctx = o.runtime.ctx > 0 ? o.runtime.ctx : std::min<int>(static_cast<int>(ids.size()), std::min(model->spec.max_ctx, 2048));
-  RuntimeOptions rt = o.runtime;
-  rt.ctx = ctx;
-  Engine engine(*model, engine_options(rt, model->spec, ctx, 1));
+  if (!o.ref.empty() && o.ref != "full") throw Error("--ref: only 'full' is a reference policy, got '" + o.ref + "'");
 
   // Windows: [w*ctx, min((w+1)*ctx, n)); a final partial window counts when it has 2+ tokens.
   std::vector<std::pair<size_t, size_t>> windows;
@@ -63,6 +157,14 @@ void run_perplexity(const PerplexityOptions& o) {
   std::unique_ptr<NpyWriter> npy;
   if (!o.save_logits.empty()) npy = std::make_unique<NpyWriter>(o.save_logits, static_cast<int64_t>(positions), vocab);
 
+  if (o.policy.preset != "full" || !o.ref.empty()) {
+    run_decode_path(o, *model, ids, ctx, windows, npy.get());
+    if (npy) npy->close();
+    return;
+  }
+  RuntimeOptions rt = o.runtime;
+  rt.ctx = ctx;
+  Engine engine(*model, engine_options(rt, model->spec, ctx, 1));
   std::vector<float> logits(static_cast<size_t>(ctx) * vocab);
   double nll = 0.0;
   int64_t scored = 0;
@@ -96,6 +198,8 @@ void add_perplexity_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("perplexity", "perplexity of a text over non-overlapping context windows");
   add_model_options(*cmd, o->model);
   add_runtime_options(*cmd, o->runtime);
+  add_policy_options(*cmd, o->policy);
+  cmd->add_option("--ref", o->ref, "also run this reference policy (full) token by token and report top-1 agreement and KL");
   cmd->add_option("-f,--file", o->file, "text file to evaluate");
   cmd->add_option("--ids-file", o->ids_file, "file holding a JSON array of token ids to evaluate");
   cmd->add_option("--max-windows", o->max_windows, "evaluate at most this many windows (0: all)");

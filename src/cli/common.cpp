@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "hybridgen/error.h"
+#include "mem/placement.h"
 
 namespace hg::cli {
 
@@ -28,6 +29,58 @@ void add_runtime_options(CLI::App& cmd, RuntimeOptions& o) {
   cmd.add_option("--device", o.device, "auto|cpu|cuda")->capture_default_str();
   cmd.add_option("--gpu", o.gpu, "CUDA device index")->capture_default_str();
   cmd.add_flag("-v,--verbose", o.verbose, "more log output");
+}
+
+void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list) {
+  cmd.add_option("--policy", o.preset,
+                 preset_list ? "comma list of policies: full, hybrid, hgca, cpu-attn, streaming"
+                             : "attention policy: full, hybrid, hgca, cpu-attn, streaming")
+      ->capture_default_str();
+  cmd.add_option("--policy-file", o.file, "YAML file of policy knobs (a `policy:` mapping or the whole file)");
+  cmd.add_option("--window", o.window, "recent tokens kept on the device");
+  cmd.add_option("--sinks", o.sinks, "first tokens kept on the device");
+  cmd.add_option("--k", o.k, "host tokens per kv-head that take part (-1: all)");
+  cmd.add_option("--select", o.select, "host token selection: all|post|pre");
+  cmd.add_option("--predictor", o.predictor, "Pre-QK selection predictor: recent|h2o|partial");
+  cmd.add_option("--partial-dims", o.partial_dims, "query dimensions of the partial predictor");
+  cmd.add_option("--merge", o.merge, "merge of host and device results: logits|lse");
+  cmd.add_option("--query", o.query, "host query source: exact|speculative|refine");
+  cmd.add_option("--host-threads", o.host_threads, "host attention worker threads");
+  cmd.add_option("--evict-block", o.evict_block, "tokens moved from the device window to the host at once");
+  cmd.add_option("--kv-placement", o.kv_placement, "host KV placement: semantic|interleave|local")->capture_default_str();
+  cmd.add_option("--k-node", o.k_node, "NUMA node of the host keys (auto: the workers' node)")->capture_default_str();
+  cmd.add_option("--v-node", o.v_node, "NUMA node of the host values (auto: a CPU-less node if any)")->capture_default_str();
+  cmd.add_option("--k-dram-budget", o.k_dram_budget, "bytes of keys allowed on the K node, e.g. 8G (0: no limit)")
+      ->capture_default_str();
+}
+
+Policy make_policy(const PolicyOptions& o, const std::string& preset) {
+  Policy p = policy_preset(preset);
+  if (!o.file.empty()) apply_policy_yaml(p, o.file);
+  if (p.name == "full" && (o.window || o.sinks || o.k || o.select || o.query || o.merge || o.predictor))
+    throw Error("--policy full keeps every token on the device: --window/--sinks/--k/--select/--query/--merge do not apply");
+  if (o.window) p.window = *o.window;
+  if (o.sinks) p.n_sinks = *o.sinks;
+  if (o.k) p.K = *o.k;
+  if (o.host_threads) p.host_threads = *o.host_threads;
+  if (o.partial_dims) p.partial_dims = *o.partial_dims;
+  if (o.evict_block) p.evict_block = *o.evict_block;
+  if (o.select) p.select = parse_selection(*o.select);
+  if (o.predictor) p.predictor = parse_predictor(*o.predictor);
+  if (o.merge) p.merge = parse_merge(*o.merge);
+  if (o.query) p.query = parse_query(*o.query);
+  if (o.k && *o.k < -1) throw Error("--k must be >= 0 (or -1 for all host tokens), got " + std::to_string(*o.k));
+  return p;
+}
+
+void apply_policy_options(const PolicyOptions& o, const std::string& preset, EngineOptions& e) {
+  e.policy = make_policy(o, preset);
+  validate_policy(e.policy, e.ctx);
+  e.kv_placement = o.kv_placement;
+  mem::parse_placement_policy(o.kv_placement);  // validates the name now, before any allocation
+  e.k_node = mem::parse_node_option("--k-node", o.k_node);
+  e.v_node = mem::parse_node_option("--v-node", o.v_node);
+  e.k_dram_budget = mem::parse_byte_size("--k-dram-budget", o.k_dram_budget);
 }
 
 namespace {

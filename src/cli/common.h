@@ -10,6 +10,7 @@
 
 #include "hybridgen/engine.h"
 #include "hybridgen/model.h"
+#include "hybridgen/policy.h"
 #include "hybridgen/tokenizer.h"
 
 namespace hg::cli {
@@ -20,6 +21,15 @@ struct ModelOptions {
   std::string synthetic_dtype = "bf16";
   uint64_t synthetic_seed = 1;
   std::string tokenizer;        // --tokenizer FILE overrides the model's own
+};
+
+// --policy and its knobs; a knob given on the command line overrides the preset and the YAML file.
+struct PolicyOptions {
+  std::string preset = "full";
+  std::string file;  // --policy-file YAML
+  std::optional<int> window, sinks, k, host_threads, partial_dims, evict_block;
+  std::optional<std::string> select, predictor, merge, query;
+  std::string kv_placement = "semantic", k_node = "auto", v_node = "auto", k_dram_budget = "0";
 };
 
 struct RuntimeOptions {
@@ -33,6 +43,11 @@ struct RuntimeOptions {
 
 void add_model_options(CLI::App& cmd, ModelOptions& o);
 void add_runtime_options(CLI::App& cmd, RuntimeOptions& o);
+void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list = false);
+// The policy the options describe (preset, then YAML, then command-line knobs).
+Policy make_policy(const PolicyOptions& o, const std::string& preset);
+// Copies the policy and placement knobs into engine options.
+void apply_policy_options(const PolicyOptions& o, const std::string& preset, EngineOptions& e);
 
 std::unique_ptr<Model> load_model(const ModelOptions& o);
 // The tokenizer from --tokenizer or the model's own; nullptr when neither exists.

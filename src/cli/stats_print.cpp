@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "attention/layer_attention.h"
 #include "device/device.h"
 #include "hybridgen/error.h"
 
@@ -22,7 +23,18 @@ nlohmann::json run_stats_json(Engine& engine) {
   double mean_ms = 0.0;
   for (double ms : s.step_ms) mean_ms += ms;
   if (!s.step_ms.empty()) mean_ms /= static_cast<double>(s.step_ms.size());
+  nlohmann::json layers = nlohmann::json::array();
+  for (const LayerStats& l : engine.layer_stats()) {
+    const double steps = l.steps > 0 ? static_cast<double>(l.steps) : 1.0;
+    layers.push_back({{"t_dev_ms", l.t_dev() / steps * 1e3}, {"t_host_ms", l.t_host / steps * 1e3},
+                      {"t_tx_ms", l.t_tx / steps * 1e3}, {"t_wait_ms", l.t_wait / steps * 1e3},
+                      {"selected_per_step", static_cast<double>(l.selected) / steps},
+                      {"host_tokens_per_step", static_cast<double>(l.host_tokens) / steps},
+                      {"bytes_h2d_per_step", static_cast<double>(l.bytes_h2d) / steps}, {"steps", l.steps}});
+  }
   return {{"device", engine.device().name()},
+          {"attention", engine.describe_attention()},
+          {"layers", layers},
           {"threads", engine.device().threads()},
           {"prefill_tokens", s.prefill_tokens},
           {"prefill_seconds", s.prefill_seconds},
@@ -44,6 +56,24 @@ void print_run_stats(std::FILE* out, Engine& engine) {
                j["decode_tokens"].get<long long>(), j["decode_seconds"].get<double>(),
                j["decode_tokens_per_s"].get<double>(), j["ms_per_token_mean"].get<double>(),
                j["ms_per_token_p50"].get<double>(), j["ms_per_token_p95"].get<double>());
+  std::fprintf(out, "attention: %s\n", j["attention"].get<std::string>().c_str());
+  const auto& layers = j["layers"];
+  if (layers.empty()) return;
+  // Per layer and decode step (means): the device stage, the host stage of the same layer,
+  // the host->device transfer, and how long the device waited for the host.
+  std::fprintf(out, "%5s %9s %9s %9s %9s %10s %10s %12s\n", "layer", "T_dev ms", "T_host ms", "T_tx ms", "wait ms",
+               "selected", "host tok", "bytes h2d");
+  double sum[4] = {0, 0, 0, 0};
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const auto& l = layers[i];
+    const double v[4] = {l["t_dev_ms"].get<double>(), l["t_host_ms"].get<double>(), l["t_tx_ms"].get<double>(),
+                         l["t_wait_ms"].get<double>()};
+    for (int k = 0; k < 4; ++k) sum[k] += v[k];
+    std::fprintf(out, "%5zu %9.3f %9.3f %9.3f %9.3f %10.1f %10.1f %12.0f\n", i, v[0], v[1], v[2], v[3],
+                 l["selected_per_step"].get<double>(), l["host_tokens_per_step"].get<double>(),
+                 l["bytes_h2d_per_step"].get<double>());
+  }
+  std::fprintf(out, "%5s %9.3f %9.3f %9.3f %9.3f\n", "sum", sum[0], sum[1], sum[2], sum[3]);
 }
 
 void write_stats_json(const std::string& path, Engine& engine) {

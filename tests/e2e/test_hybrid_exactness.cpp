@@ -1,0 +1,131 @@
+// The correctness anchor of DESIGN.md: with query `exact` and K = all host tokens, every policy
+// that keeps all tokens gives the logits of `full` attention, for prompts several times longer
+// than the window and many decode steps, batch 1 and a batch of different lengths. The token
+// map keeps every position in exactly one place throughout.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "attention/hybrid_attention.h"
+#include "hybridgen/engine.h"
+#include "hybridgen/model.h"
+#include "test_util.h"
+
+namespace hg::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path tiny_model(const std::string& variant) {
+  static fs::path root = [] {
+    fs::path dir = temp_dir("tiny_hybrid");
+    RunResult r = run(python() + " '" + (source_dir() / "tools/make_tiny_model.py").string() + "' --all '" +
+                      dir.string() + "'");
+    if (r.exit_code != 0) throw std::runtime_error("make_tiny_model.py failed: " + r.err);
+    return dir;
+  }();
+  return root / variant;
+}
+
+std::vector<int32_t> random_ids(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(0, 255);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = d(rng);
+  return ids;
+}
+
+Policy exact_policy(const std::string& preset, MergeMode merge) {
+  Policy p = policy_preset(preset);
+  if (preset != "cpu-attn") {
+    p.window = 16;
+    p.n_sinks = 2;
+    p.evict_block = 4;
+  }
+  p.K = -1;
+  p.select = Selection::All;
+  p.query = QuerySource::Exact;
+  p.merge = merge;
+  p.host_threads = 2;
+  return p;
+}
+
+struct Case {
+  std::string variant;
+  std::string preset;
+  MergeMode merge;
+};
+
+std::string case_name(const Case& c) {
+  std::string n = c.variant + "_" + c.preset + (c.merge == MergeMode::Lse ? "_lse" : "_logits");
+  for (auto& ch : n)
+    if (ch == '-') ch = '_';
+  return n;
+}
+
+class HybridExactness : public ::testing::TestWithParam<Case> {};
+
+// Runs prompts of the given lengths through prefill, then `steps` batched decode steps, and
+// returns every decode step's logits [steps][batch][vocab].
+std::vector<float> run_policy(const Model& model, const Policy& policy, const std::vector<std::vector<int32_t>>& seqs,
+                              const std::vector<int>& prompt_len, int steps, bool check_map) {
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_dtype = DType::F32;
+  o.ctx = 160;
+  o.batch = static_cast<int>(seqs.size());
+  o.ubatch = 24;  // prefill chunks smaller than the prompt, larger than the window
+  o.policy = policy;
+  Engine engine(model, o);
+  const int vocab = engine.vocab_size();
+  std::vector<float> last(static_cast<size_t>(vocab));
+  for (size_t s = 0; s < seqs.size(); ++s)
+    engine.prefill(static_cast<int>(s), std::span(seqs[s].data(), static_cast<size_t>(prompt_len[s])), last.data());
+  std::vector<int> ids(seqs.size());
+  for (size_t s = 0; s < seqs.size(); ++s) ids[s] = static_cast<int>(s);
+  std::vector<float> out, step(seqs.size() * static_cast<size_t>(vocab));
+  for (int t = 0; t < steps; ++t) {
+    std::vector<int32_t> toks;
+    for (size_t s = 0; s < seqs.size(); ++s) toks.push_back(seqs[s][static_cast<size_t>(prompt_len[s] + t)]);
+    engine.decode(ids, toks, step.data());
+    out.insert(out.end(), step.begin(), step.end());
+    if (check_map && policy.hybrid) {
+      auto& kv = dynamic_cast<HybridAttention&>(engine.attention()).kv();
+      for (size_t s = 0; s < seqs.size(); ++s) kv.check_invariants(static_cast<int>(s));
+    }
+  }
+  return out;
+}
+
+TEST_P(HybridExactness, EqualsFullAttention) {
+  const Case& c = GetParam();
+  auto model = load_model(tiny_model(c.variant).string());
+  const Policy policy = exact_policy(c.preset, c.merge);
+  const int steps = 64;
+  for (const std::vector<int>& lengths : {std::vector<int>{70}, std::vector<int>{5, 53, 31}}) {
+    std::vector<std::vector<int32_t>> seqs;
+    for (size_t s = 0; s < lengths.size(); ++s) seqs.push_back(random_ids(lengths[s] + steps, 100u + static_cast<uint32_t>(s)));
+    const auto ref = run_policy(*model, Policy{}, seqs, lengths, steps, false);
+    const auto got = run_policy(*model, policy, seqs, lengths, steps, true);
+    ASSERT_EQ(ref.size(), got.size());
+    double max_diff = 0.0;
+    for (size_t i = 0; i < ref.size(); ++i) max_diff = std::max(max_diff, static_cast<double>(std::fabs(ref[i] - got[i])));
+    EXPECT_LE(max_diff, 1e-4) << "batch of " << lengths.size();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, HybridExactness,
+                         ::testing::Values(Case{"llama-gqa", "hybrid", MergeMode::Logits},
+                                           Case{"llama-gqa", "hybrid", MergeMode::Lse},
+                                           Case{"llama-gqa", "cpu-attn", MergeMode::Lse},
+                                           Case{"llama-gqa", "cpu-attn", MergeMode::Logits},
+                                           Case{"qwen2", "hybrid", MergeMode::Logits},
+                                           Case{"qwen2", "hgca", MergeMode::Lse},
+                                           Case{"opt", "hybrid", MergeMode::Logits},
+                                           Case{"opt-postln", "hybrid", MergeMode::Lse},
+                                           Case{"llama3-rope", "hybrid", MergeMode::Logits}),
+                         [](const auto& info) { return case_name(info.param); });
+
+}  // namespace
+}  // namespace hg::test
