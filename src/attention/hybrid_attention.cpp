@@ -10,6 +10,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
+#include "mem/report.h"
 
 namespace hg {
 
@@ -72,6 +73,21 @@ HybridAttention::~HybridAttention() {
 }
 
 std::string HybridAttention::describe() const { return describe_policy(policy_) + "; " + placement_.describe(); }
+
+nlohmann::json HybridAttention::memory_report() const {
+  std::vector<const mem::Arena*> arenas;
+  for (int s = 0; s < n_seqs_; ++s) {
+    arenas.push_back(&kv_->host(s).k_arena());
+    arenas.push_back(&kv_->host(s).v_arena());
+  }
+  const auto report = mem::verify_placement(arenas, mem::NumaSupport::probe(placement_.worker_node));
+  nlohmann::json j = report.to_json();
+  j["placement"] = placement_.to_json();
+  j["matched"] = report.matched();
+  j["spilled_k_blocks"] = kv_->spilled_k_blocks();
+  j["evicted_bytes"] = kv_->evicted_bytes();
+  return j;
+}
 
 void HybridAttention::reset(int seq) {
   kv_->reset(seq);
@@ -262,9 +278,14 @@ void HybridAttention::refine(int layer, const float* q_host, const std::vector<T
       });
       if (policy_.merge == MergeMode::Lse)
         pool.parallel_for(spec_.n_heads, [&](int64_t hb, int64_t he, int t) {
-          partial_attention(r.logits.data(), r.v.data(), spec_.n_heads, spec_.n_kv_heads, r.K, spec_.head_dim,
-                            static_cast<int>(hb), static_cast<int>(he), r.out.data(), r.lse.data(),
-                            scratch_[static_cast<size_t>(t)].p);
+          if (r.K == r.n_host)  // every host token: no gathered rows, stream the store
+            prefix_attention(kl, host.v_layout(layer), r.q.data(), spec_.n_heads, scale_, r.n_host,
+                             static_cast<int>(hb), static_cast<int>(he), r.out.data(), r.lse.data(),
+                             scratch_[static_cast<size_t>(t)].scores);
+          else
+            partial_attention(r.logits.data(), r.v.data(), spec_.n_heads, spec_.n_kv_heads, r.K, spec_.head_dim,
+                              static_cast<int>(hb), static_cast<int>(he), r.out.data(), r.lse.data(),
+                              scratch_[static_cast<size_t>(t)].p);
         });
     }
   });

@@ -28,6 +28,7 @@ class HybridAttention final : public LayerAttention {
   void end_step(const std::vector<TokenRow>& rows) override;
   std::vector<LayerStats>* layer_stats() override { return &stats_; }
   std::string describe() const override;
+  nlohmann::json memory_report() const override;
 
   HybridKv& kv() { return *kv_; }
   const mem::Placement& placement() const { return placement_; }

@@ -3,6 +3,7 @@
 // device, older tokens on the host, both computing at once) implement it.
 #pragma once
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,8 @@ class LayerAttention {
   virtual void end_step(const std::vector<TokenRow>& rows) = 0;
 
   virtual std::vector<LayerStats>* layer_stats() { return nullptr; }
+  // Where the host KV stores live, checked page by page (JSON; null when there are none).
+  virtual nlohmann::json memory_report() const { return nullptr; }
   virtual std::string describe() const = 0;
 };
 

@@ -226,6 +226,11 @@ void run_bench(const BenchOptions& o) {
         // One step reads every weight once for the whole batch.
         j["weight_gbps"] = weight_bytes * (mean / b) / 1e9;
         if (o.peak_gbps > 0) j["peak_fraction"] = j["weight_gbps"].get<double>() / o.peak_gbps;
+        const auto memory = engine.attention().memory_report();
+        if (!memory.is_null()) {
+          j["memory"] = memory;
+          j["placement_matched"] = memory["matched"];
+        }
         const auto after = engine.layer_stats();
         if (!after.empty() && !before.empty()) {
           // Per decode step, summed over layers, for the timed repetitions.

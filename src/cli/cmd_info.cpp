@@ -8,6 +8,8 @@
 #include "cli/common.h"
 #include "hybridgen/error.h"
 #include "kv/kv_cache.h"
+#include "mem/placement.h"
+#include "mem/report.h"
 
 namespace hg::cli {
 
@@ -19,7 +21,26 @@ struct InfoOptions {
   int batch = 1;
   std::string kv_dtype = "bf16";
   bool json = false;
+  bool numa = false;
+  std::string kv_placement = "semantic", k_node = "auto", v_node = "auto", k_dram_budget = "0";
 };
+
+// The NUMA nodes, what this process may do with them, and where the host K and V stores of a
+// context of `ctx` tokens would live (bytes per node), before anything is allocated.
+nlohmann::json numa_plan(const InfoOptions& o, const ModelSpec& s, int ctx, DType kv_dtype, std::string* text) {
+  const mem::Topology topo = mem::Topology::discover();
+  mem::PlacementOptions po;
+  po.policy = mem::parse_placement_policy(o.kv_placement);
+  po.k_node = mem::parse_node_option("--k-node", o.k_node);
+  po.v_node = mem::parse_node_option("--v-node", o.v_node);
+  po.k_dram_budget = mem::parse_byte_size("--k-dram-budget", o.k_dram_budget);
+  const mem::Placement placement = mem::resolve_placement(topo, po);
+  const uint64_t per_token = static_cast<uint64_t>(KvCache::bytes_per_token(s, kv_dtype) / 2) * o.batch;
+  const mem::PlacementPlan plan = mem::plan_placement(per_token, per_token, ctx, topo, placement);
+  const mem::NumaSupport support = mem::NumaSupport::probe(placement.worker_node);
+  *text = mem::numa_report(topo, support, &placement, &plan, {});
+  return mem::numa_report_json(topo, support, &placement, &plan, {});
+}
 
 void run_info(const InfoOptions& o) {
   setup_logging(0);
@@ -53,6 +74,8 @@ void run_info(const InfoOptions& o) {
       {"tied_embeddings", s.tied_embeddings}, {"n_params", model->n_params()}, {"weight_bytes", weights},
       {"params_by_dtype", dtype_params}, {"kv_dtype", o.kv_dtype}, {"kv_bytes_per_token", kv_per_token},
       {"ctx", ctx}, {"batch", o.batch}, {"kv_bytes", kv_total}, {"total_bytes", weights + kv_total}};
+  std::string numa_text;
+  if (o.numa) j["numa"] = numa_plan(o, s, ctx, kv_dtype, &numa_text);
   if (o.json) {
     std::printf("%s\n", j.dump(2).c_str());
     return;
@@ -69,6 +92,7 @@ void run_info(const InfoOptions& o) {
   std::printf("KV cache:     %s per token (%s)\n", format_bytes(static_cast<double>(kv_per_token)).c_str(), o.kv_dtype.c_str());
   std::printf("memory plan:  ctx %d x batch %d: KV %s + weights %s = %s\n", ctx, o.batch, format_bytes(kv_total).c_str(),
               format_bytes(weights).c_str(), format_bytes(weights + kv_total).c_str());
+  if (o.numa) std::printf("\n%s\n", numa_text.c_str());
 }
 
 }  // namespace
@@ -81,6 +105,12 @@ void add_info_command(CLI::App& app) {
   cmd->add_option("-b,--batch", o->batch, "sequences for the memory plan")->capture_default_str();
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: bf16|f16|f32")->capture_default_str();
   cmd->add_flag("--json", o->json, "print as JSON");
+  cmd->add_flag("--numa", o->numa, "NUMA nodes and the host KV placement plan (bytes of K and V per node) for --ctx");
+  cmd->add_option("--kv-placement", o->kv_placement, "semantic|interleave|local")->capture_default_str();
+  cmd->add_option("--k-node", o->k_node, "NUMA node of the host keys (auto)")->capture_default_str();
+  cmd->add_option("--v-node", o->v_node, "NUMA node of the host values (auto)")->capture_default_str();
+  cmd->add_option("--k-dram-budget", o->k_dram_budget, "bytes of keys allowed on the K node (0: no limit)")
+      ->capture_default_str();
   cmd->callback([o] { run_info(*o); });
 }
 

@@ -34,6 +34,7 @@ nlohmann::json run_stats_json(Engine& engine) {
   }
   return {{"device", engine.device().name()},
           {"attention", engine.describe_attention()},
+          {"memory", engine.attention().memory_report()},
           {"layers", layers},
           {"threads", engine.device().threads()},
           {"prefill_tokens", s.prefill_tokens},
@@ -57,6 +58,10 @@ void print_run_stats(std::FILE* out, Engine& engine) {
                j["decode_tokens_per_s"].get<double>(), j["ms_per_token_mean"].get<double>(),
                j["ms_per_token_p50"].get<double>(), j["ms_per_token_p95"].get<double>());
   std::fprintf(out, "attention: %s\n", j["attention"].get<std::string>().c_str());
+  if (!j["memory"].is_null())
+    std::fprintf(out, "host KV placement: %s (pages sampled per arena; matched plan: %s; K blocks spilled: %llu)\n",
+                 j["memory"]["placement"].dump().c_str(), j["memory"]["matched"].get<bool>() ? "yes" : "NO",
+                 static_cast<unsigned long long>(j["memory"]["spilled_k_blocks"].get<uint64_t>()));
   const auto& layers = j["layers"];
   if (layers.empty()) return;
   // Per layer and decode step (means): the device stage, the host stage of the same layer,

@@ -16,7 +16,8 @@ HybridKv::HybridKv(Device& device, const ModelSpec& spec, const Policy& policy, 
       dtype_(dtype),
       ctx_(ctx),
       sink_slots_(std::min(policy.n_sinks, ctx)),
-      ring_slots_(std::min(policy.window, ctx)) {
+      ring_slots_(std::min(policy.window, ctx)),
+      placement_(placement) {
   const size_t slots = static_cast<size_t>(sink_slots_ + ring_slots_);
   const size_t bytes = static_cast<size_t>(spec.kv_dim()) * std::max<size_t>(slots, 1) * dtype_block_bytes(dtype);
   seqs_.resize(static_cast<size_t>(n_seqs));
@@ -89,6 +90,8 @@ void HybridKv::evict(Seq& s, int n) {
       }
     }
     evicted_bytes_ += 2ull * n * row * spec_.n_kv_heads * spec_.n_layers;
+    // Past the K budget, the oldest K blocks move to the V node (same addresses).
+    spilled_k_blocks_ += s.host->enforce_k_budget(placement_);
   }
   for (int j = 0; j < n; ++j) {
     TokenLocation& loc = s.map[static_cast<size_t>(s.ring_pos0 + j)];

@@ -54,6 +54,8 @@ class HybridKv {
   void check_invariants(int seq) const;
   // Bytes moved device -> host by eviction so far.
   uint64_t evicted_bytes() const { return evicted_bytes_; }
+  // K arena blocks spilled to the V node because of the K budget.
+  uint64_t spilled_k_blocks() const { return spilled_k_blocks_; }
 
  private:
   struct Seq {
@@ -74,6 +76,8 @@ class HybridKv {
   int sink_slots_, ring_slots_;
   std::vector<Seq> seqs_;
   uint64_t evicted_bytes_ = 0;
+  uint64_t spilled_k_blocks_ = 0;
+  mem::Placement placement_;
 };
 
 }  // namespace hg

@@ -1,0 +1,200 @@
+// The overlapped pipeline (speculative and refine queries, host workers running the next layer
+// while the device runs this one), pruning (streaming), policy errors, and exactness on the real
+// model. Built under ThreadSanitizer by `make test-tsan`.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "attention/hybrid_attention.h"
+#include "hybridgen/engine.h"
+#include "hybridgen/error.h"
+#include "hybridgen/model.h"
+#include "test_util.h"
+
+namespace hg::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path tiny_model(const std::string& variant) {
+  static fs::path root = [] {
+    fs::path dir = temp_dir("tiny_pipeline");
+    RunResult r = run(python() + " '" + (source_dir() / "tools/make_tiny_model.py").string() + "' --all '" +
+                      dir.string() + "'");
+    if (r.exit_code != 0) throw std::runtime_error("make_tiny_model.py failed: " + r.err);
+    return dir;
+  }();
+  return root / variant;
+}
+
+std::vector<int32_t> random_ids(int n, uint32_t seed, int vocab = 256) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(0, vocab - 1);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = d(rng);
+  return ids;
+}
+
+// Prefill `prompt` tokens (in small chunks) then decode the rest one by one; every position's
+// logits after the prompt.
+std::vector<float> decode_logits(const Model& model, const Policy& policy, const std::vector<int32_t>& ids, int prompt,
+                                 int ctx, int batch = 1) {
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_dtype = DType::F32;
+  o.ctx = ctx;
+  o.ubatch = 8;  // stays on the GEMV path: no OpenMP threads under TSan
+  o.batch = batch;
+  o.policy = policy;
+  Engine engine(model, o);
+  const int vocab = engine.vocab_size();
+  std::vector<float> step(static_cast<size_t>(vocab) * batch), out;
+  for (int s = 0; s < batch; ++s) engine.prefill(s, std::span(ids.data(), static_cast<size_t>(prompt)), step.data());
+  std::vector<int> seqs;
+  for (int s = 0; s < batch; ++s) seqs.push_back(s);
+  for (size_t i = static_cast<size_t>(prompt); i < ids.size(); ++i) {
+    std::vector<int32_t> toks(static_cast<size_t>(batch), ids[i]);
+    engine.decode(seqs, toks, step.data());
+    out.insert(out.end(), step.begin(), step.end());
+  }
+  return out;
+}
+
+double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, static_cast<double>(std::fabs(a[i] - b[i])));
+  return m;
+}
+
+Policy small_window(const std::string& preset) {
+  Policy p = policy_preset(preset);
+  p.window = 16;
+  p.n_sinks = 2;
+  p.evict_block = 4;
+  p.host_threads = 2;
+  return p;
+}
+
+TEST(HybridPipeline, RefineWithEveryHostTokenIsExact) {
+  // Selection with q̃, then exact logits for the selected tokens: with K >= host tokens the
+  // speculation only decides the order of work, never the result.
+  auto model = load_model(tiny_model("llama-gqa").string());
+  const auto ids = random_ids(90, 1);
+  Policy p = small_window("hybrid");
+  p.query = QuerySource::Refine;
+  p.select = Selection::Post;
+  p.K = -1;
+  for (MergeMode m : {MergeMode::Logits, MergeMode::Lse}) {
+    p.merge = m;
+    EXPECT_LE(max_diff(decode_logits(*model, Policy{}, ids, 20, 96), decode_logits(*model, p, ids, 20, 96)), 1e-4)
+        << (m == MergeMode::Lse ? "lse" : "logits");
+  }
+}
+
+TEST(HybridPipeline, SpeculativeIsDeterministicAndClose) {
+  auto model = load_model(tiny_model("qwen2").string());
+  const auto ids = random_ids(80, 2);
+  Policy p = small_window("hybrid");
+  p.K = 8;
+  const auto a = decode_logits(*model, p, ids, 20, 96);
+  const auto b = decode_logits(*model, p, ids, 20, 96);
+  EXPECT_EQ(a, b) << "same inputs, same threads: same logits";
+  const auto full = decode_logits(*model, Policy{}, ids, 20, 96);
+  double max_abs = 0.0;
+  for (float x : full) max_abs = std::max(max_abs, static_cast<double>(std::fabs(x)));
+  for (float x : a) ASSERT_TRUE(std::isfinite(x));
+  // Not exact (q̃ and top-8 of the host tokens) but the same model: far closer than the logit scale.
+  EXPECT_GT(max_diff(a, full), 0.0);
+  EXPECT_LT(max_diff(a, full), max_abs);
+}
+
+TEST(HybridPipeline, PreQkPredictorsRun) {
+  auto model = load_model(tiny_model("llama-mha").string());
+  const auto ids = random_ids(70, 3);
+  for (Predictor pr : {Predictor::Recent, Predictor::H2O, Predictor::Partial}) {
+    Policy p = small_window("hybrid");
+    p.select = Selection::Pre;
+    p.predictor = pr;
+    p.K = 6;
+    const auto a = decode_logits(*model, p, ids, 10, 80, /*batch=*/2);
+    for (float x : a) ASSERT_TRUE(std::isfinite(x));
+    // Both sequences of the batch saw the same tokens.
+    const size_t half = a.size() / 2, vocab = 256;
+    for (size_t step = 0; step < a.size() / (2 * vocab); ++step)
+      for (size_t i = 0; i < vocab; ++i) ASSERT_FLOAT_EQ(a[step * 2 * vocab + i], a[step * 2 * vocab + vocab + i]);
+    (void)half;
+  }
+}
+
+TEST(HybridPipeline, StreamingDropsEvictedTokensAndKeepsSinks) {
+  auto model = load_model(tiny_model("llama-gqa").string());
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_dtype = DType::F32;
+  o.ctx = 80;
+  o.policy = small_window("streaming");
+  Engine engine(*model, o);
+  std::vector<float> logits(static_cast<size_t>(engine.vocab_size()));
+  const auto ids = random_ids(60, 4);
+  engine.prefill(0, std::span(ids.data(), 30), logits.data());
+  const int seq = 0;
+  for (size_t i = 30; i < ids.size(); ++i) engine.decode(std::span(&seq, 1), std::span(ids.data() + i, 1), logits.data());
+  auto& kv = dynamic_cast<HybridAttention&>(engine.attention()).kv();
+  kv.check_invariants(0);
+  EXPECT_EQ(kv.host(0).n_tokens(), 0);
+  EXPECT_EQ(kv.location(0, 0).place, TokenPlace::Sink);
+  EXPECT_EQ(kv.location(0, 1).place, TokenPlace::Sink);
+  EXPECT_EQ(kv.location(0, 10).place, TokenPlace::Dropped);
+  EXPECT_EQ(kv.location(0, 59).place, TokenPlace::Window);
+}
+
+TEST(HybridPipeline, ContradictoryKnobsAreClearErrors) {
+  auto model = load_model(tiny_model("llama-gqa").string());
+  auto expect_error = [&](Policy p, int ctx, const std::string& words) {
+    EngineOptions o;
+    o.threads = 1;
+    o.ctx = ctx;
+    o.policy = p;
+    try {
+      Engine e(*model, o);
+      FAIL() << "expected an error containing '" << words << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  Policy p = small_window("hybrid");
+  p.window = 200;
+  expect_error(p, 64, "larger than the context");
+  p = small_window("hybrid");
+  p.K = -5;
+  expect_error(p, 64, "--k must be >= 0");
+  p = small_window("streaming");
+  p.select = Selection::Post;
+  p.K = 8;
+  expect_error(p, 64, "drops evicted tokens");
+  p = small_window("hybrid");
+  p.window = 0;
+  expect_error(p, 64, "needs --window >= 1");
+  EXPECT_THROW(policy_preset("flexgen-but-faster"), Error);
+}
+
+TEST(HybridPipeline, SmolLM2HybridExactEqualsFull) {
+  const std::string path = smollm2_path();
+  if (path.empty()) GTEST_SKIP() << "SmolLM2 GGUF not fetched (run tools/fetch_model.sh)";
+  auto model = load_model(path);
+  const auto ids = random_ids(200, 5, model->spec.vocab_size);
+  Policy p = policy_preset("hybrid");
+  p.window = 48;
+  p.n_sinks = 4;
+  p.select = Selection::All;
+  p.K = -1;
+  p.query = QuerySource::Exact;
+  const auto full = decode_logits(*model, Policy{}, ids, 130, 256);
+  EXPECT_LE(max_diff(full, decode_logits(*model, p, ids, 130, 256)), 1e-4);
+  p = policy_preset("cpu-attn");
+  EXPECT_LE(max_diff(full, decode_logits(*model, p, ids, 130, 256)), 1e-4);
+}
+
+}  // namespace
+}  // namespace hg::test
