@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <vector>
 
@@ -97,6 +98,25 @@ void write_ids(const fs::path& p, const std::vector<int32_t>& ids) {
   f << "[";
   for (size_t i = 0; i < ids.size(); ++i) f << (i ? "," : "") << ids[i];
   f << "]";
+}
+
+fs::path tiny_model(const std::string& variant) {
+  static fs::path root = [] {
+    fs::path dir = temp_dir("tiny");
+    RunResult r = run(python() + " '" + (source_dir() / "tools/make_tiny_model.py").string() + "' --all '" +
+                      dir.string() + "'");
+    if (r.exit_code != 0) throw std::runtime_error("make_tiny_model.py failed: " + r.err);
+    return dir;
+  }();
+  return root / variant;
+}
+
+std::vector<int32_t> random_ids(int n, uint32_t seed, int vocab) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(0, vocab - 1);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = d(rng);
+  return ids;
 }
 
 std::string smollm2_path() {

@@ -29,6 +29,11 @@ std::vector<float> read_npy(const std::filesystem::path& p, int64_t* rows, int64
 // Writes a JSON array of ids to a file.
 void write_ids(const std::filesystem::path& p, const std::vector<int32_t>& ids);
 
+// A tiny random HF checkpoint of `variant` (tools/make_tiny_model.py --all, made once per process).
+std::filesystem::path tiny_model(const std::string& variant);
+// n random token ids in [0, vocab), seeded.
+std::vector<int32_t> random_ids(int n, uint32_t seed, int vocab = 256);
+
 // The cached default model (SmolLM2 GGUF) or "" when it is not fetched.
 std::string smollm2_path();
 

@@ -13,25 +13,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path tiny_root() {
-  static fs::path root = [] {
-    fs::path dir = temp_dir("tiny");
-    RunResult r = run(python() + " '" + (source_dir() / "tools/make_tiny_model.py").string() + "' --all '" +
-                      dir.string() + "'");
-    if (r.exit_code != 0) throw std::runtime_error("make_tiny_model.py failed: " + r.err);
-    return dir;
-  }();
-  return root;
-}
-
-std::vector<int32_t> random_ids(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(0, 255);  // every tiny variant has vocab >= 256
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (auto& id : ids) id = d(rng);
-  return ids;
-}
-
 struct Case {
   std::string variant;
   double tolerance;  // max abs diff of logits
@@ -41,7 +22,7 @@ class ReferenceTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ReferenceTest, LogitsMatchNumpyReferenceAtEveryPosition) {
   const Case& c = GetParam();
-  const fs::path model = tiny_root() / c.variant;
+  const fs::path model = tiny_model(c.variant);
   const fs::path dir = temp_dir("ref");
   const std::vector<int32_t> ids = random_ids(70, 7);
   write_ids(dir / "ids.json", ids);

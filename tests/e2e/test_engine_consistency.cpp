@@ -15,25 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path tiny_model(const std::string& variant) {
-  static fs::path root = [] {
-    fs::path dir = temp_dir("tiny_consistency");
-    RunResult r = run(python() + " '" + (source_dir() / "tools/make_tiny_model.py").string() + "' --all '" +
-                      dir.string() + "'");
-    if (r.exit_code != 0) throw std::runtime_error("make_tiny_model.py failed: " + r.err);
-    return dir;
-  }();
-  return root / variant;
-}
-
-std::vector<int32_t> random_ids(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(0, 255);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (auto& id : ids) id = d(rng);
-  return ids;
-}
-
 double max_diff(const float* a, const float* b, size_t n) {
   double m = 0.0;
   for (size_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(std::fabs(a[i] - b[i])));

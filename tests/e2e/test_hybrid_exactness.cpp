@@ -17,25 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path tiny_model(const std::string& variant) {
-  static fs::path root = [] {
-    fs::path dir = temp_dir("tiny_hybrid");
-    RunResult r = run(python() + " '" + (source_dir() / "tools/make_tiny_model.py").string() + "' --all '" +
-                      dir.string() + "'");
-    if (r.exit_code != 0) throw std::runtime_error("make_tiny_model.py failed: " + r.err);
-    return dir;
-  }();
-  return root / variant;
-}
-
-std::vector<int32_t> random_ids(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(0, 255);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (auto& id : ids) id = d(rng);
-  return ids;
-}
-
 Policy exact_policy(const std::string& preset, MergeMode merge) {
   Policy p = policy_preset(preset);
   if (preset != "cpu-attn") {

@@ -17,25 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path tiny_model(const std::string& variant) {
-  static fs::path root = [] {
-    fs::path dir = temp_dir("tiny_pipeline");
-    RunResult r = run(python() + " '" + (source_dir() / "tools/make_tiny_model.py").string() + "' --all '" +
-                      dir.string() + "'");
-    if (r.exit_code != 0) throw std::runtime_error("make_tiny_model.py failed: " + r.err);
-    return dir;
-  }();
-  return root / variant;
-}
-
-std::vector<int32_t> random_ids(int n, uint32_t seed, int vocab = 256) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(0, vocab - 1);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (auto& id : ids) id = d(rng);
-  return ids;
-}
-
 // Prefill `prompt` tokens (in small chunks) then decode the rest one by one; every position's
 // logits after the prompt.
 std::vector<float> decode_logits(const Model& model, const Policy& policy, const std::vector<int32_t>& ids, int prompt,
