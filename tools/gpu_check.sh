@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=build-gpu
 CARRY=$BUILD/carry
-TARGETS="test_cuda_ops test_cuda_attention test_cuda_engine hybridgen"
+TARGETS="test_cuda_ops test_cuda_attention test_cuda_hybrid test_cuda_engine hybridgen"
 START=$(date +%s)
 elapsed() { echo $(($(date +%s) - START)); }
 
@@ -98,6 +98,7 @@ run_test() {  # name, timeout, extra args
 if [ "$BUILD_STATUS" != failed ]; then
   run_test test_cuda_ops 150
   run_test test_cuda_attention 150
+  run_test test_cuda_hybrid 150
   run_test test_cuda_engine 240
 
   # ---- compute-sanitizer on a subset (it slows kernels 10-100x) ----

@@ -47,6 +47,9 @@ class CudaDevice final : public Device {
   void add_bias(float* y, const DeviceTensor& b, int n, int dim) override;
   void kv_store(const KvView& kv, const float* k, const float* v, int n, int pos0) override;
   void attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) override;
+  // Defined in cuda_device_hybrid.cpp.
+  void hybrid_attention(const float* q, int n, int n_heads, const KvView& window, const WindowSpan& span, int pos0,
+                        const HostPart& host, float scale, float* out) override;
 
   int timing_mark(bool copy_stream) override;
   double timing_elapsed_ms(int begin, int end) override;
@@ -98,7 +101,7 @@ class CudaDevice final : public Device {
   std::vector<void*> weights_;  // buffers behind uploaded DeviceTensors
   size_t weight_bytes_ = 0;
   Scratch gemm_input_;    // activations converted to the weight dtype
-  Scratch attention_ws_;  // split-K partials of decode attention
+  Scratch attention_ws_;  // split-K partials of decode attention (plain and hybrid)
   std::vector<RopeTable> rope_tables_;
   std::vector<cudaEvent_t> timing_;
   int timing_next_ = 0;

@@ -1,0 +1,308 @@
+// Hybrid attention on the device: the window's tokens (sinks + ring) merged with the host's part.
+//
+// Each query row attends over a "union" sequence in token order: its visible sinks, then the
+// host's K selected tokens (Logits: scores and fp32 V rows given), then its visible ring prefix
+// (in at most two runs around the wrap). Union index t maps to its source without a table, so
+// any block can start anywhere in it.
+//
+// Grid: (split of the union, kv head × query-head subgroup, query row), like attention_decode:
+// a block streams the K and V rows of its split once for all query heads of its GQA group (up to
+// kMaxGroup). Within a split it walks tiles of kTile tokens with an online softmax (running max
+// and sum per head, the accumulator rescaled per tile), so shared memory does not bound the
+// window or K:
+//   phase 1: a warp per token; window tokens: lanes over (d, d+1) pairs, dot with every head's
+//            query, warp sums; host tokens: the given logits
+//   phase 2: per head, the tile's max, the rescale factor and exp(score - max) (a warp per head)
+//   phase 3: threads own (token lane, d pair); P·V accumulated in registers over the tiles,
+//            summed over token lanes in shared memory at the end
+// With one split the block finishes the row itself (normalize, then the log-sum-exp merge with a
+// host Partial); otherwise it writes (acc, max, sum) per split and hybrid_combine_kernel merges
+// the splits and the host Partial. Prefill (many rows) uses the same kernel: each row's blocks
+// re-read the window, which stays in L2; simple rather than fast.
+#include <algorithm>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/kernels.h"
+
+namespace hg::cuda {
+
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxGroup = 8;  // query heads per block
+constexpr int kMaxPairs = 4;  // (d, d+1) pairs per lane: head_dim <= 256
+constexpr int kMaxHeadDim = 256;
+constexpr int kTile = 64;       // tokens per online-softmax step (shared memory for the scores)
+constexpr int kMinChunk = 256;  // tokens per split at least: fewer do not pay for the combine
+
+// Where union token t of one row comes from.
+struct RowUnion {
+  int sinks;  // visible sinks: union [0, sinks)
+  int host;   // host tokens: union [sinks, sinks + host)
+  int ring;   // visible ring prefix: the rest
+  __host__ __device__ int size() const { return sinks + host + ring; }
+};
+
+__host__ __device__ inline int clamp_count(int64_t x, int hi) { return x < 0 ? 0 : x > hi ? hi : static_cast<int>(x); }
+
+// Row at `pos` sees sinks at positions <= pos and the ring's prefix up to pos (cpu segments_for).
+__host__ __device__ inline RowUnion row_union(const WindowSpan& s, int64_t pos, int host_k) {
+  return {clamp_count(pos + 1, s.n_sinks), host_k, clamp_count(pos + 1 - s.ring_pos0, s.ring_count)};
+}
+
+// Window slot of union token t (not a host token).
+__device__ __forceinline__ int64_t window_slot(const WindowSpan& s, const RowUnion& u, int t) {
+  if (t < u.sinks) return t;
+  int off = s.ring_head + (t - u.sinks - u.host);
+  if (off >= s.ring_slots) off -= s.ring_slots;
+  return s.sink_slots + off;
+}
+
+__device__ __forceinline__ bool is_host(const RowUnion& u, int t) { return t >= u.sinks && t < u.sinks + u.host; }
+
+// The row's final value of (row_head, d) from the device side's unnormalized acc, max and sum:
+// normalized, then merged with the host's Partial by log-sum-exp (cpu::lse_merge).
+__device__ __forceinline__ float finish(const HybridAttentionArgs& a, int64_t row_head, int d, float acc, float m,
+                                        float l) {
+  const float out_dev = l > 0.0f ? acc / l : 0.0f;
+  if (a.host.kind != HostPart::Kind::Partial) return out_dev;
+  const float lse_dev = l > 0.0f ? m + logf(l) : -INFINITY;
+  const float lse_host = a.host.lse[row_head];
+  if (lse_dev == -INFINITY && lse_host == -INFINITY) return 0.0f;
+  const float mm = fmaxf(lse_dev, lse_host);
+  const float wd = expf(lse_dev - mm), wh = expf(lse_host - mm);
+  return (wd * out_dev + wh * a.host.out[row_head * a.head_dim + d]) / (wd + wh);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    hybrid_attention_kernel(HybridAttentionArgs a, int chunk, int n_sub, float* __restrict__ partial) {
+  __shared__ __align__(16) float s_q[kMaxGroup * kMaxHeadDim];     // scaled queries [gh][D]
+  __shared__ float s_p[kMaxGroup * kTile];                         // scores, then exp(score - max) [gh][kTile]
+  __shared__ __align__(16) float s_red[kMaxGroup * 2 * kThreads];  // P·V partials [r][gh][D]
+  __shared__ float s_m[kMaxGroup], s_l[kMaxGroup], s_alpha[kMaxGroup];
+
+  const int split = blockIdx.x, splits = gridDim.x;
+  const int g = blockIdx.y / n_sub, sub = blockIdx.y % n_sub;
+  const int i = blockIdx.z;
+  const int group = a.n_heads / a.n_kv_heads;
+  const int h0 = g * group + sub * kMaxGroup;
+  const int gh = min(kMaxGroup, group - sub * kMaxGroup);
+  const int D = a.head_dim, pairs = D / 2;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int host_k = a.host.kind == HostPart::Kind::Logits ? a.host.K : 0;
+  const RowUnion u = row_union(a.span, a.pos0 + i, host_k);
+  const int t0 = split * chunk;
+  const int t1 = min(u.size(), t0 + chunk);
+  const int64_t head_stride = a.capacity * D;
+  const T* kbase = static_cast<const T*>(a.k_win) + g * head_stride;
+  const T* vbase = static_cast<const T*>(a.v_win) + g * head_stride;
+  const float* host_v = a.host.v + static_cast<int64_t>(g) * host_k * D;  // [K][D] of kv head g
+  const int64_t row_head0 = static_cast<int64_t>(i) * a.n_heads + h0;
+
+  for (int idx = threadIdx.x; idx < gh * D; idx += kThreads) s_q[idx] = a.q[row_head0 * D + idx] * a.scale;
+  if (threadIdx.x < kMaxGroup) {
+    s_m[threadIdx.x] = -INFINITY;
+    s_l[threadIdx.x] = 0.0f;
+  }
+  __syncthreads();
+
+  const int lanes_r = kThreads / pairs;  // token lanes of phase 3
+  const int p = threadIdx.x % pairs, r = threadIdx.x / pairs;
+  float2 acc[kMaxGroup];
+#pragma unroll
+  for (int hh = 0; hh < kMaxGroup; ++hh) acc[hh] = make_float2(0.0f, 0.0f);
+
+  for (int tile = t0; tile < t1; tile += kTile) {
+    const int len = min(kTile, t1 - tile);
+
+    // phase 1: scores
+    for (int tt = warp; tt < len; tt += kWarps) {
+      const int t = tile + tt;
+      if (is_host(u, t)) {
+        if (lane < gh) s_p[lane * kTile + tt] = a.host.logits[static_cast<int64_t>(h0 + lane) * host_k + (t - u.sinks)];
+        continue;
+      }
+      const T* krow = kbase + window_slot(a.span, u, t) * D;
+      float2 kk[kMaxPairs];
+#pragma unroll
+      for (int j = 0; j < kMaxPairs; ++j) {
+        const int pp = lane + 32 * j;
+        kk[j] = pp < pairs ? load2(krow + 2 * pp) : make_float2(0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int hh = 0; hh < kMaxGroup; ++hh) {
+        if (hh < gh) {
+          float s = 0.0f;
+#pragma unroll
+          for (int j = 0; j < kMaxPairs; ++j) {
+            const int pp = lane + 32 * j;
+            if (pp < pairs) {
+              const float2 qq = *reinterpret_cast<const float2*>(&s_q[hh * D + 2 * pp]);
+              s += qq.x * kk[j].x + qq.y * kk[j].y;
+            }
+          }
+          s = warp_sum(s);
+          if (lane == 0) s_p[hh * kTile + tt] = s;
+        }
+      }
+    }
+    __syncthreads();
+
+    // phase 2: online softmax update
+    for (int hh = warp; hh < gh; hh += kWarps) {
+      float m_tile = -INFINITY;
+      for (int tt = lane; tt < len; tt += 32) m_tile = fmaxf(m_tile, s_p[hh * kTile + tt]);
+      m_tile = warp_max(m_tile);
+      const float m_old = s_m[hh];
+      const float m_new = fmaxf(m_old, m_tile);
+      float l = 0.0f;
+      for (int tt = lane; tt < len; tt += 32) {
+        const float s = s_p[hh * kTile + tt];
+        const float e = s == -INFINITY ? 0.0f : expf(s - m_new);  // a masked logit adds nothing
+        s_p[hh * kTile + tt] = e;
+        l += e;
+      }
+      l = warp_sum(l);
+      __syncwarp();
+      if (lane == 0) {
+        const float alpha = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);
+        s_alpha[hh] = alpha;
+        s_l[hh] = s_l[hh] * alpha + l;
+        s_m[hh] = m_new;
+      }
+    }
+    __syncthreads();
+
+    // phase 3: acc = acc · alpha + Σ_t p_t · V[t]
+    if (r < lanes_r) {
+#pragma unroll
+      for (int hh = 0; hh < kMaxGroup; ++hh) {
+        if (hh < gh) {
+          acc[hh].x *= s_alpha[hh];
+          acc[hh].y *= s_alpha[hh];
+        }
+      }
+      for (int tt = r; tt < len; tt += lanes_r) {
+        const int t = tile + tt;
+        const float2 vv = is_host(u, t) ? load2(host_v + static_cast<int64_t>(t - u.sinks) * D + 2 * p)
+                                        : load2(vbase + window_slot(a.span, u, t) * D + 2 * p);
+#pragma unroll
+        for (int hh = 0; hh < kMaxGroup; ++hh) {
+          if (hh < gh) {
+            const float w = s_p[hh * kTile + tt];
+            acc[hh].x += w * vv.x;
+            acc[hh].y += w * vv.y;
+          }
+        }
+      }
+    }
+    __syncthreads();  // s_p and s_alpha are rewritten by the next tile
+  }
+
+  if (r < lanes_r) {
+#pragma unroll
+    for (int hh = 0; hh < kMaxGroup; ++hh) {
+      if (hh < gh) *reinterpret_cast<float2*>(&s_red[(r * kMaxGroup + hh) * D + 2 * p]) = acc[hh];
+    }
+  }
+  __syncthreads();
+
+  for (int idx = threadIdx.x; idx < gh * D; idx += kThreads) {
+    const int hh = idx / D, d = idx % D;
+    float sum = 0.0f;
+    if (t0 < t1)
+      for (int rr = 0; rr < lanes_r; ++rr) sum += s_red[(rr * kMaxGroup + hh) * D + d];
+    if (splits == 1) {
+      a.out[(row_head0 + hh) * D + d] = finish(a, row_head0 + hh, d, sum, s_m[hh], s_l[hh]);
+    } else {
+      float* dst = partial + ((row_head0 + hh) * splits + split) * (D + 2);
+      dst[d] = sum;
+      if (d == 0) {
+        dst[D] = s_m[hh];
+        dst[D + 1] = s_l[hh];
+      }
+    }
+  }
+}
+
+// One block per (row, head): merges the splits' (acc, max, sum), then finishes like the kernel.
+__global__ void __launch_bounds__(kThreads)
+    hybrid_combine_kernel(HybridAttentionArgs a, const float* __restrict__ partial, int splits) {
+  const int64_t row_head = blockIdx.x;
+  const int D = a.head_dim;
+  const float* base = partial + row_head * splits * (D + 2);
+  float m_max = -INFINITY;
+  for (int s = 0; s < splits; ++s) m_max = fmaxf(m_max, base[s * (D + 2) + D]);
+  // Splits past the row's union are empty (max -inf, sum 0): weight 0, and no -inf - -inf.
+  auto weight = [&](int s) {
+    const float m = base[s * (D + 2) + D];
+    return m == -INFINITY ? 0.0f : expf(m - m_max);
+  };
+  float l_sum = 0.0f;
+  for (int s = 0; s < splits; ++s) l_sum += base[s * (D + 2) + D + 1] * weight(s);
+  for (int d = threadIdx.x; d < D; d += kThreads) {
+    float sum = 0.0f;
+    for (int s = 0; s < splits; ++s) sum += base[s * (D + 2) + d] * weight(s);
+    a.out[row_head * D + d] = finish(a, row_head, d, sum, m_max, l_sum);
+  }
+}
+
+void check_args(const HybridAttentionArgs& a) {
+  if (a.head_dim <= 0 || a.head_dim > kMaxHeadDim || a.head_dim % 2 != 0)
+    throw Error("cuda hybrid_attention: head_dim " + std::to_string(a.head_dim) + " is not supported (even, <= 256)");
+  if (a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0)
+    throw Error("cuda hybrid_attention: n_heads " + std::to_string(a.n_heads) + " is not a multiple of n_kv_heads " +
+                std::to_string(a.n_kv_heads));
+  if (a.n > 65535) throw Error("cuda hybrid_attention: " + std::to_string(a.n) + " rows > 65535");
+}
+
+// The longest union of any row: the last row sees the most (visibility is causal).
+int64_t max_union(const HybridAttentionArgs& a) {
+  if (a.n <= 0) return 0;
+  const int host_k = a.host.kind == HostPart::Kind::Logits ? a.host.K : 0;
+  return row_union(a.span, a.pos0 + a.n - 1, host_k).size();
+}
+
+}  // namespace
+
+int hybrid_attention_splits(const HybridAttentionArgs& a, int n_sms) {
+  check_args(a);
+  const int group = a.n_heads / a.n_kv_heads;
+  const int64_t blocks_per_split =
+      std::max<int64_t>(1, static_cast<int64_t>(a.n) * a.n_kv_heads * ((group + kMaxGroup - 1) / kMaxGroup));
+  int64_t splits = (2 * static_cast<int64_t>(std::max(n_sms, 1)) + blocks_per_split - 1) / blocks_per_split;
+  splits = std::min(splits, (max_union(a) + kMinChunk - 1) / kMinChunk);
+  return static_cast<int>(std::clamp<int64_t>(splits, 1, 65535));
+}
+
+size_t hybrid_attention_workspace_floats(const HybridAttentionArgs& a, int splits) {
+  if (splits <= 1) return 0;
+  return static_cast<size_t>(a.n) * a.n_heads * splits * (a.head_dim + 2);
+}
+
+void hybrid_attention(const HybridAttentionArgs& a, int splits, float* workspace, cudaStream_t stream) {
+  check_args(a);
+  if (a.n <= 0) return;
+  splits = std::max(splits, 1);
+  if (splits > 1 && !workspace) throw Error("cuda hybrid_attention: several splits need a workspace");
+  const int group = a.n_heads / a.n_kv_heads;
+  const int n_sub = (group + kMaxGroup - 1) / kMaxGroup;
+  int64_t chunk = (max_union(a) + splits - 1) / splits;
+  chunk = std::max<int64_t>(kTile, (chunk + kTile - 1) / kTile * kTile);
+  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.n_kv_heads * n_sub),
+                  static_cast<unsigned>(a.n));
+  dispatch_float_type(a.kv_dtype, "hybrid_attention", [&](auto tag) {
+    using T = decltype(tag);
+    hybrid_attention_kernel<T><<<grid, kThreads, 0, stream>>>(a, static_cast<int>(chunk), n_sub, workspace);
+  });
+  HG_CUDA_CHECK_LAUNCH("hybrid_attention_kernel");
+  if (splits > 1) {
+    hybrid_combine_kernel<<<static_cast<unsigned>(a.n * a.n_heads), kThreads, 0, stream>>>(a, workspace, splits);
+    HG_CUDA_CHECK_LAUNCH("hybrid_combine_kernel");
+  }
+}
+
+}  // namespace hg::cuda
