@@ -252,15 +252,18 @@ void HybridAttention::layer_input(int layer, const float* x, const std::vector<T
   const double now = now_seconds();
   layer_start_[static_cast<size_t>(layer)] = now;
   if (layer > 0 && !prefill_) stats_[static_cast<size_t>(layer - 1)].t_layer += now - layer_start_[static_cast<size_t>(layer - 1)];
-  if (prefill_ || policy_.query == QuerySource::Exact) return;
+  if (prefill_) return;
   // Speculation: the host predicts layer+1 from this layer's input while the device runs this
   // layer. Layer 0's own input is x itself, so its host part is exact and starts now too.
+  const bool next = layer + 1 < spec_.n_layers && speculates(layer + 1);
+  const bool self = layer == 0 && speculates(0);
+  if (!next && !self) return;
   const int n = static_cast<int>(rows.size());
   auto& xh = x_host_[static_cast<size_t>(layer % 2)];
   xh.resize(static_cast<size_t>(n) * spec_.d_model);
   device_.copy_to_host(xh.data(), x, sizeof(float) * xh.size());
-  if (layer == 0) submit_decode_job(0, xh.data(), nullptr, rows);
-  if (layer + 1 < spec_.n_layers) submit_decode_job(layer + 1, xh.data(), nullptr, rows);
+  if (self) submit_decode_job(0, xh.data(), nullptr, rows);
+  if (next) submit_decode_job(layer + 1, xh.data(), nullptr, rows);
 }
 
 void HybridAttention::refine(int layer, const float* q_host, const std::vector<TokenRow>& rows) {
@@ -269,7 +272,21 @@ void HybridAttention::refine(int layer, const float* q_host, const std::vector<T
   stage_->run(spec_.n_layers, [&](ThreadPool& pool) {
     for (size_t i = 0; i < rows.size(); ++i) {
       SeqResult& r = results[i];
-      std::copy(q_host + i * spec_.q_dim(), q_host + (i + 1) * spec_.q_dim(), r.q.begin());
+      // How close the speculation was: cos(q̃, q) per head (reported by --stats).
+      LayerStats& st = stats_[static_cast<size_t>(layer)];
+      const float* q_true = q_host + i * spec_.q_dim();
+      for (int h = 0; h < spec_.n_heads; ++h) {
+        double dot = 0, a2 = 0, b2 = 0;
+        for (int d = 0; d < spec_.head_dim; ++d) {
+          const double a = r.q[static_cast<size_t>(h * spec_.head_dim + d)], b = q_true[h * spec_.head_dim + d];
+          dot += a * b;
+          a2 += a * a;
+          b2 += b * b;
+        }
+        st.q_cos_sum += dot / std::sqrt(std::max(a2 * b2, 1e-30));
+        ++st.q_cos_n;
+      }
+      std::copy(q_true, q_true + spec_.q_dim(), r.q.begin());
       const HostStore& host = kv_->host(rows[i].seq);
       const HostKvLayout kl = host.k_layout(layer);
       pool.parallel_for(spec_.n_kv_heads, [&](int64_t gb, int64_t ge, int) {
@@ -396,7 +413,7 @@ void HybridAttention::attend(int layer, const float* q, const float* k, const fl
     i = j;
   }
 
-  const bool needs_q = prefill_ || policy_.query != QuerySource::Speculative;
+  const bool needs_q = prefill_ || policy_.query != QuerySource::Speculative || !speculates(layer);
   if (needs_q) {
     q_host_.resize(static_cast<size_t>(n) * spec_.q_dim());
     device_.copy_to_host(q_host_.data(), q, sizeof(float) * q_host_.size());
@@ -405,9 +422,9 @@ void HybridAttention::attend(int layer, const float* q, const float* k, const fl
   if (prefill_) {
     prefill_host_part(layer, rows);
   } else {
-    if (policy_.query == QuerySource::Exact) submit_decode_job(layer, nullptr, q_host_.data(), rows);
+    if (!speculates(layer)) submit_decode_job(layer, nullptr, q_host_.data(), rows);
     st.t_host += stage_->wait(layer);
-    if (policy_.query == QuerySource::Refine) refine(layer, q_host_.data(), rows);
+    if (policy_.query == QuerySource::Refine && speculates(layer)) refine(layer, q_host_.data(), rows);
   }
   if (!prefill_) st.t_wait += now_seconds() - t_wait0;
   ship_and_merge(layer, q, rows, out, prefill_);

@@ -62,6 +62,8 @@ class HybridAttention final : public LayerAttention {
   };
 
   int effective_k(int64_t n_host) const;
+  // Whether layer L's host part is computed ahead from the previous layer's input.
+  bool speculates(int layer) const { return policy_.query != QuerySource::Exact && layer >= policy_.exact_layers; }
   void submit_decode_job(int layer, const float* x_host, const float* q_host, const std::vector<TokenRow>& rows);
   void decode_job(ThreadPool& pool, int layer, const float* x_host, const float* q_host, const std::vector<TokenRow>& rows);
   void select_and_score(ThreadPool& pool, int layer, int seq, SeqResult& r);

@@ -32,6 +32,8 @@ struct LayerStats {
   int64_t selected = 0;      // host tokens taking part, summed over kv-heads, sequences, steps
   int64_t host_tokens = 0;   // host tokens available, summed likewise
   int64_t bytes_h2d = 0;     // bytes shipped host -> device
+  double q_cos_sum = 0;      // refine: cosine of the speculative q̃ and the true q, summed per head
+  int64_t q_cos_n = 0;
 
   // device time of the layer: its wall time less the waits for the host and the transfers
   double t_dev() const { return t_layer - t_wait - t_tx; }

@@ -46,6 +46,7 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list) {
   cmd.add_option("--merge", o.merge, "merge of host and device results: logits|lse");
   cmd.add_option("--query", o.query, "host query source: exact|speculative|refine");
   cmd.add_option("--host-threads", o.host_threads, "host attention worker threads");
+  cmd.add_option("--exact-layers", o.exact_layers, "first layers that use the exact query when speculating (default 3)");
   cmd.add_option("--evict-block", o.evict_block, "tokens moved from the device window to the host at once");
   cmd.add_option("--kv-placement", o.kv_placement, "host KV placement: semantic|interleave|local")->capture_default_str();
   cmd.add_option("--k-node", o.k_node, "NUMA node of the host keys (auto: the workers' node)")->capture_default_str();
@@ -65,6 +66,7 @@ Policy make_policy(const PolicyOptions& o, const std::string& preset) {
   if (o.host_threads) p.host_threads = *o.host_threads;
   if (o.partial_dims) p.partial_dims = *o.partial_dims;
   if (o.evict_block) p.evict_block = *o.evict_block;
+  if (o.exact_layers) p.exact_layers = *o.exact_layers;
   if (o.select) p.select = parse_selection(*o.select);
   if (o.predictor) p.predictor = parse_predictor(*o.predictor);
   if (o.merge) p.merge = parse_merge(*o.merge);

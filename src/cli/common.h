@@ -27,7 +27,7 @@ struct ModelOptions {
 struct PolicyOptions {
   std::string preset = "full";
   std::string file;  // --policy-file YAML
-  std::optional<int> window, sinks, k, host_threads, partial_dims, evict_block;
+  std::optional<int> window, sinks, k, host_threads, partial_dims, evict_block, exact_layers;
   std::optional<std::string> select, predictor, merge, query;
   std::string kv_placement = "semantic", k_node = "auto", v_node = "auto", k_dram_budget = "0";
 };

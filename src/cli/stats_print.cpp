@@ -30,7 +30,8 @@ nlohmann::json run_stats_json(Engine& engine) {
                       {"t_tx_ms", l.t_tx / steps * 1e3}, {"t_wait_ms", l.t_wait / steps * 1e3},
                       {"selected_per_step", static_cast<double>(l.selected) / steps},
                       {"host_tokens_per_step", static_cast<double>(l.host_tokens) / steps},
-                      {"bytes_h2d_per_step", static_cast<double>(l.bytes_h2d) / steps}, {"steps", l.steps}});
+                      {"bytes_h2d_per_step", static_cast<double>(l.bytes_h2d) / steps}, {"steps", l.steps},
+                      {"q_cosine", l.q_cos_n > 0 ? l.q_cos_sum / static_cast<double>(l.q_cos_n) : 0.0}});
   }
   return {{"device", engine.device().name()},
           {"attention", engine.describe_attention()},
@@ -66,17 +67,17 @@ void print_run_stats(std::FILE* out, Engine& engine) {
   if (layers.empty()) return;
   // Per layer and decode step (means): the device stage, the host stage of the same layer,
   // the host->device transfer, and how long the device waited for the host.
-  std::fprintf(out, "%5s %9s %9s %9s %9s %10s %10s %12s\n", "layer", "T_dev ms", "T_host ms", "T_tx ms", "wait ms",
-               "selected", "host tok", "bytes h2d");
+  std::fprintf(out, "%5s %9s %9s %9s %9s %10s %10s %12s %9s\n", "layer", "T_dev ms", "T_host ms", "T_tx ms", "wait ms",
+               "selected", "host tok", "bytes h2d", "cos(q~,q)");
   double sum[4] = {0, 0, 0, 0};
   for (size_t i = 0; i < layers.size(); ++i) {
     const auto& l = layers[i];
     const double v[4] = {l["t_dev_ms"].get<double>(), l["t_host_ms"].get<double>(), l["t_tx_ms"].get<double>(),
                          l["t_wait_ms"].get<double>()};
     for (int k = 0; k < 4; ++k) sum[k] += v[k];
-    std::fprintf(out, "%5zu %9.3f %9.3f %9.3f %9.3f %10.1f %10.1f %12.0f\n", i, v[0], v[1], v[2], v[3],
+    std::fprintf(out, "%5zu %9.3f %9.3f %9.3f %9.3f %10.1f %10.1f %12.0f %9.4f\n", i, v[0], v[1], v[2], v[3],
                  l["selected_per_step"].get<double>(), l["host_tokens_per_step"].get<double>(),
-                 l["bytes_h2d_per_step"].get<double>());
+                 l["bytes_h2d_per_step"].get<double>(), l["q_cosine"].get<double>());
   }
   std::fprintf(out, "%5s %9.3f %9.3f %9.3f %9.3f\n", "sum", sum[0], sum[1], sum[2], sum[3]);
 }

@@ -100,6 +100,7 @@ void apply_policy_yaml(Policy& p, const std::string& path) {
       else if (key == "host_threads") p.host_threads = v.as<int>();
       else if (key == "keep_evicted") p.keep_evicted = v.as<bool>();
       else if (key == "evict_block") p.evict_block = v.as<int>();
+      else if (key == "exact_layers") p.exact_layers = v.as<int>();
       else throw Error(path + ":" + std::to_string(kv.first.Mark().line + 1) + ": unknown policy knob '" + key + "'");
     } catch (const YAML::Exception& e) {
       throw Error(path + ":" + std::to_string(v.Mark().line + 1) + ": knob '" + key + "': " + e.what());
@@ -114,6 +115,7 @@ void validate_policy(const Policy& p, int ctx) {
   if (p.K < -1) throw Error("--k must be >= 0 (or -1 for all host tokens), got " + std::to_string(p.K));
   if (p.host_threads < 1) throw Error("--host-threads must be >= 1, got " + std::to_string(p.host_threads));
   if (p.evict_block < 1) throw Error("--evict-block must be >= 1");
+  if (p.exact_layers < 0) throw Error("--exact-layers must be >= 0, got " + std::to_string(p.exact_layers));
   if (ctx > 0 && p.window + p.n_sinks > ctx)
     throw Error("--window " + std::to_string(p.window) + " + --sinks " + std::to_string(p.n_sinks) +
                 " is larger than the context of " + std::to_string(ctx) + " tokens (use --policy full)");
@@ -141,7 +143,9 @@ std::string describe_policy(const Policy& p) {
     << sel[static_cast<int>(p.select)];
   if (p.select == Selection::Pre) o << " (" << pred[static_cast<int>(p.predictor)] << ")";
   o << ", K " << (p.K < 0 ? std::string("all") : std::to_string(p.K)) << ", merge " << mer[static_cast<int>(p.merge)]
-    << ", query " << qry[static_cast<int>(p.query)] << ", " << p.host_threads << " host threads";
+    << ", query " << qry[static_cast<int>(p.query)];
+  if (p.query != QuerySource::Exact) o << " (exact in layers < " << p.exact_layers << ")";
+  o << ", " << p.host_threads << " host threads";
   return o.str();
 }
 

@@ -54,6 +54,7 @@ Policy small_window(const std::string& preset) {
   p.n_sinks = 2;
   p.evict_block = 4;
   p.host_threads = 2;
+  p.exact_layers = 0;  // tiny models have 2-3 layers: speculate in all of them
   return p;
 }
 
