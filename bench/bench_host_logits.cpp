@@ -2,7 +2,8 @@
 // KV store (30 layers, 3 kv-heads, 9 query heads, head_dim 64, bf16) with 1..N threads, in GB/s
 // of keys read, to compare with the machine's read bandwidth (build/bin/membw).
 //
-//   bench_host_logits [-n TOKENS] [-t THREADS,...] [-r REPS] [--dtype bf16|f16|f32] [--json]
+//   bench_host_logits [-n TOKENS] [-t THREADS,...] [-r REPS] [--dtype bf16|f16|f32]
+//                     [--block-tokens N] [--no-huge-pages] [--json]
 //
 // One pass computes the logits of every host token of every layer (all kv-heads, all query heads
 // of each group), i.e. what the host stage does once per decode step for the Post-QKᵀ policies
@@ -34,12 +35,14 @@ struct Options {
   std::vector<int> threads = {1, 2};
   int reps = 10;
   hg::DType dtype = hg::DType::BF16;
+  int block_tokens = hg::HostStore::kDefaultBlockTokens;
+  bool no_huge_pages = false;
   bool json = false;
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "bench_host_logits: %s\nusage: bench_host_logits [-n TOKENS] [-t T1,T2,...] [-r REPS] "
-               "[--dtype bf16|f16|f32] [--json]\n", why);
+               "[--dtype bf16|f16|f32] [--block-tokens N] [--no-huge-pages] [--json]\n", why);
   std::exit(2);
 }
 
@@ -63,11 +66,13 @@ Options parse(int argc, char** argv) {
       else if (d == "f16") o.dtype = hg::DType::F16;
       else if (d == "f32") o.dtype = hg::DType::F32;
       else usage("--dtype: expected bf16, f16 or f32");
-    } else if (a == "--json") o.json = true;
+    } else if (a == "--block-tokens") o.block_tokens = std::atoi(next().c_str());
+    else if (a == "--no-huge-pages") o.no_huge_pages = true;
+    else if (a == "--json") o.json = true;
     else if (a == "-h" || a == "--help") usage("help");
     else usage(("unknown argument " + a).c_str());
   }
-  if (o.tokens <= 0 || o.reps <= 0 || o.threads.empty()) usage("bad value");
+  if (o.tokens <= 0 || o.reps <= 0 || o.block_tokens <= 0 || o.threads.empty()) usage("bad value");
   return o;
 }
 
@@ -103,8 +108,10 @@ int main(int argc, char** argv) {
   spec.max_ctx = 8192;
 
   const hg::mem::Topology topo = hg::mem::Topology::discover();
-  const hg::mem::Placement placement = hg::mem::resolve_placement(topo, hg::mem::PlacementOptions{});
-  hg::HostStore store(spec, o.dtype, o.tokens, topo, placement);
+  hg::mem::PlacementOptions popt;
+  popt.huge_pages = !o.no_huge_pages;
+  const hg::mem::Placement placement = hg::mem::resolve_placement(topo, popt);
+  hg::HostStore store(spec, o.dtype, o.tokens, topo, placement, o.block_tokens);
   store.append_tokens(o.tokens);
 
   // Fill every key row with random data (this also commits the pages before timing).

@@ -29,6 +29,7 @@ struct EngineOptions {
   std::string kv_placement = "semantic";
   int k_node = -1, v_node = -1;  // -1: auto
   uint64_t k_dram_budget = 0;    // bytes, 0: no limit
+  bool kv_huge_pages = true;     // transparent huge pages for the host KV arenas
 };
 
 struct LayerStats;

@@ -23,13 +23,14 @@ float dot_f32_scalar(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-void dot_rows_scalar(DType dt, const uint8_t* K, size_t row_bytes, int64_t n_rows, const float* q,
-                     int64_t head_dim, float scale, float* out) {
-  for (int64_t i = 0; i < n_rows; ++i) {
-    float s = 0.0f;
-    for (int64_t c = 0; c < head_dim; ++c) s += load_scalar(dt, K + i * row_bytes, c) * q[c];
-    out[i] = scale * s;
-  }
+void dot_rows_heads_scalar(DType dt, const uint8_t* K, size_t row_bytes, int64_t n_rows, const float* q,
+                           int n_q, int64_t ld_q, int64_t head_dim, float scale, float* out, int64_t ld_out) {
+  for (int h = 0; h < n_q; ++h)
+    for (int64_t i = 0; i < n_rows; ++i) {
+      float s = 0.0f;
+      for (int64_t c = 0; c < head_dim; ++c) s += load_scalar(dt, K + i * row_bytes, c) * q[h * ld_q + c];
+      out[h * ld_out + i] = scale * s;
+    }
 }
 
 void axpy_rows_scalar(DType dt, const uint8_t* Vm, size_t row_bytes, int64_t n_rows, const float* p,
@@ -38,7 +39,7 @@ void axpy_rows_scalar(DType dt, const uint8_t* Vm, size_t row_bytes, int64_t n_r
     for (int64_t c = 0; c < head_dim; ++c) out[c] += p[i] * load_scalar(dt, Vm + i * row_bytes, c);
 }
 
-const DotIsaFns kDotScalar = {dot_f32_scalar, dot_rows_scalar, axpy_rows_scalar};
+const DotIsaFns kDotScalar = {dot_f32_scalar, dot_rows_heads_scalar, axpy_rows_scalar};
 
 const DotIsaFns& fns(CpuIsa isa) {
   switch (isa) {
@@ -61,10 +62,16 @@ size_t kv_row_bytes(const char* fn, DType dt, int64_t ld) {
 
 float dot_f32_isa(CpuIsa isa, const float* a, const float* b, int64_t n) { return fns(isa).dot_f32(a, b, n); }
 
+void dot_rows_heads_isa(CpuIsa isa, DType kv_dtype, const void* K, int64_t ld_k, int64_t n_rows, const float* q,
+                        int n_q, int64_t ld_q, int64_t head_dim, float scale, float* out, int64_t ld_out) {
+  const size_t row_bytes = kv_row_bytes("dot_rows", kv_dtype, ld_k);
+  fns(isa).dot_rows_heads(kv_dtype, static_cast<const uint8_t*>(K), row_bytes, n_rows, q, n_q, ld_q, head_dim, scale,
+                          out, ld_out);
+}
+
 void dot_rows_isa(CpuIsa isa, DType kv_dtype, const void* K, int64_t ld_k, int64_t n_rows,
                   const float* q, int64_t head_dim, float scale, float* out) {
-  const size_t row_bytes = kv_row_bytes("dot_rows", kv_dtype, ld_k);
-  fns(isa).dot_rows(kv_dtype, static_cast<const uint8_t*>(K), row_bytes, n_rows, q, head_dim, scale, out);
+  dot_rows_heads_isa(isa, kv_dtype, K, ld_k, n_rows, q, 1, head_dim, head_dim, scale, out, n_rows);
 }
 
 void axpy_rows_isa(CpuIsa isa, DType kv_dtype, const void* V, int64_t ld_v, int64_t n_rows,
@@ -78,6 +85,11 @@ float dot_f32(const float* a, const float* b, int64_t n) { return dot_f32_isa(ac
 void dot_rows(DType kv_dtype, const void* K, int64_t ld_k, int64_t n_rows, const float* q,
               int64_t head_dim, float scale, float* out) {
   dot_rows_isa(active_cpu_isa(), kv_dtype, K, ld_k, n_rows, q, head_dim, scale, out);
+}
+
+void dot_rows_heads(DType kv_dtype, const void* K, int64_t ld_k, int64_t n_rows, const float* q, int n_q,
+                    int64_t ld_q, int64_t head_dim, float scale, float* out, int64_t ld_out) {
+  dot_rows_heads_isa(active_cpu_isa(), kv_dtype, K, ld_k, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
 }
 
 void axpy_rows(DType kv_dtype, const void* V, int64_t ld_v, int64_t n_rows, const float* p,

@@ -18,6 +18,12 @@ float dot_f32(const float* a, const float* b, int64_t n);
 void dot_rows(DType kv_dtype, const void* K, int64_t ld_k, int64_t n_rows, const float* q,
               int64_t head_dim, float scale, float* out);
 
+// out[h * ld_out + i] = scale * (q[h * ld_q : +head_dim] · K[i, 0:head_dim])   for h < n_q, i < n_rows
+// The n_q query heads of a GQA group share one pass over the keys (each row is read and widened
+// once); dot_rows is the n_q = 1 case.
+void dot_rows_heads(DType kv_dtype, const void* K, int64_t ld_k, int64_t n_rows, const float* q, int n_q,
+                    int64_t ld_q, int64_t head_dim, float scale, float* out, int64_t ld_out);
+
 // out[d] += sum_i p[i] * V[i, d]   for d < head_dim
 void axpy_rows(DType kv_dtype, const void* V, int64_t ld_v, int64_t n_rows, const float* p,
                int64_t head_dim, float* out);
@@ -26,6 +32,8 @@ void axpy_rows(DType kv_dtype, const void* V, int64_t ld_v, int64_t n_rows, cons
 float dot_f32_isa(CpuIsa isa, const float* a, const float* b, int64_t n);
 void dot_rows_isa(CpuIsa isa, DType kv_dtype, const void* K, int64_t ld_k, int64_t n_rows,
                   const float* q, int64_t head_dim, float scale, float* out);
+void dot_rows_heads_isa(CpuIsa isa, DType kv_dtype, const void* K, int64_t ld_k, int64_t n_rows, const float* q,
+                        int n_q, int64_t ld_q, int64_t head_dim, float scale, float* out, int64_t ld_out);
 void axpy_rows_isa(CpuIsa isa, DType kv_dtype, const void* V, int64_t ld_v, int64_t n_rows,
                    const float* p, int64_t head_dim, float* out);
 

@@ -4,6 +4,6 @@
 
 namespace hg::cpu {
 
-const DotIsaFns kDotAvx2 = {dot_f32_t<Avx2>, dot_rows_dispatch<Avx2>, axpy_rows_dispatch<Avx2>};
+const DotIsaFns kDotAvx2 = {dot_f32_t<Avx2>, dot_rows_heads_dispatch<Avx2>, axpy_rows_dispatch<Avx2>};
 
 }  // namespace hg::cpu

@@ -1,10 +1,12 @@
 // Dot kernels written once over a vector-traits type V (vec_avx2.h / vec_avx512.h), instantiated
 // by dot_avx2.cpp and dot_avx512.cpp.
 //
-// dot_rows: 4 rows at a time share each q vector load and give 4 independent FMA chains.
+// dot_rows_heads: tiles of 4 rows x up to 3 query heads; each K vector is widened once per tile
+// and feeds every head's FMA, so a GQA group's heads cost one pass over the keys.
 // axpy_rows: the output is kept in registers 8 vectors (64 or 128 columns) at a time while all
 // rows stream past, so each V element is read once and `out` is loaded and stored once per chunk.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -27,37 +29,82 @@ float dot_f32_t(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-// Rows ahead to prefetch: the rows are strided, and a few hundred bytes each.
+// Prefetch distance: dot_tile reads its rows as one contiguous span and prefetches bytes ahead;
+// axpy_chunk reads a column chunk of strided rows and prefetches rows ahead.
+constexpr size_t kPrefetchBytes = 1024;
 constexpr int64_t kPrefetchRows = 8;
 
-template <class V, DType DT, int R>
-void dot_row_group(const uint8_t* K, size_t row_bytes, const float* q, int64_t head_dim,
-                   float scale, float* out) {
+// One tile of R rows x H query heads: every K vector is widened once and feeds H FMAs, and the
+// R x H accumulators are independent chains. Rows are reduced four at a time (V::hsum4).
+// HD > 0 fixes head_dim at compile time (64 and 128 are most models'): the column loop unrolls and
+// the accumulators stay in registers through the reduction.
+template <class V, DType DT, int R, int H, int HD>
+void dot_tile(const uint8_t* K, size_t row_bytes, const float* q, int64_t ld_q, int64_t head_dim_rt,
+              float scale, float* out, int64_t ld_out) {
+  const int64_t head_dim = HD > 0 ? HD : head_dim_rt;
   using F = typename V::F;
   using L = PlainLoad<V, DT>;
-  F acc[R];
-  for (int r = 0; r < R; ++r) {
-    acc[r] = V::zero();
-    __builtin_prefetch(K + (kPrefetchRows + r) * row_bytes);
-  }
+  for (size_t off = 0; off < R * row_bytes; off += 64) __builtin_prefetch(K + kPrefetchBytes + off);
+  F acc[H][R];
+  for (int h = 0; h < H; ++h)
+    for (int r = 0; r < R; ++r) acc[h][r] = V::zero();
   int64_t c = 0;
-  for (; c + V::W <= head_dim; c += V::W) {
-    const F qv = V::load(q + c);
-    for (int r = 0; r < R; ++r) acc[r] = V::fmadd(L::load(K + r * row_bytes, c), qv, acc[r]);
-  }
-  for (int r = 0; r < R; ++r) {
-    float s = V::hsum(acc[r]);
-    for (int64_t k = c; k < head_dim; ++k) s += L::scalar(K + r * row_bytes, k) * q[k];
-    out[r] = scale * s;
+  for (; c + V::W <= head_dim; c += V::W)
+    for (int r = 0; r < R; ++r) {
+      const F kv = L::load(K + r * row_bytes, c);
+      for (int h = 0; h < H; ++h) acc[h][r] = V::fmadd(kv, V::load(q + h * ld_q + c), acc[h][r]);
+    }
+  for (int h = 0; h < H; ++h) {
+    float s[R];
+    if constexpr (R == 4) {
+      V::hsum4(acc[h], s);
+    } else {
+      for (int r = 0; r < R; ++r) s[r] = V::hsum(acc[h][r]);
+    }
+    if constexpr (HD == 0 || HD % V::W != 0)
+      for (int r = 0; r < R; ++r)
+        for (int64_t k = c; k < head_dim; ++k) s[r] += L::scalar(K + r * row_bytes, k) * q[h * ld_q + k];
+    for (int r = 0; r < R; ++r) out[h * ld_out + r] = scale * s[r];
   }
 }
 
-template <class V, DType DT>
-void dot_rows_t(const uint8_t* K, size_t row_bytes, int64_t n_rows, const float* q, int64_t head_dim,
-                float scale, float* out) {
+// Query heads per tile: 4 rows x 3 heads = 12 accumulators fit AVX2's 16 registers.
+constexpr int kTileHeads = 3;
+
+template <class V, DType DT, int R, int HD>
+void dot_tile_heads(const uint8_t* K, size_t row_bytes, const float* q, int n_q, int64_t ld_q,
+                    int64_t head_dim, float scale, float* out, int64_t ld_out) {
+  for (int h = 0; h < n_q; h += kTileHeads) {
+    const float* qh = q + h * ld_q;
+    float* oh = out + h * ld_out;
+    switch (std::min(kTileHeads, n_q - h)) {
+      case 3: dot_tile<V, DT, R, 3, HD>(K, row_bytes, qh, ld_q, head_dim, scale, oh, ld_out); break;
+      case 2: dot_tile<V, DT, R, 2, HD>(K, row_bytes, qh, ld_q, head_dim, scale, oh, ld_out); break;
+      default: dot_tile<V, DT, R, 1, HD>(K, row_bytes, qh, ld_q, head_dim, scale, oh, ld_out); break;
+    }
+  }
+}
+
+// Rows outer, heads inner: a tile of rows is read from memory once and stays in L1 while every
+// query head of the group uses it.
+template <class V, DType DT, int HD>
+void dot_rows_heads_hd(const uint8_t* K, size_t row_bytes, int64_t n_rows, const float* q, int n_q,
+                       int64_t ld_q, int64_t head_dim, float scale, float* out, int64_t ld_out) {
   int64_t i = 0;
-  for (; i + 4 <= n_rows; i += 4) dot_row_group<V, DT, 4>(K + i * row_bytes, row_bytes, q, head_dim, scale, out + i);
-  for (; i < n_rows; ++i) dot_row_group<V, DT, 1>(K + i * row_bytes, row_bytes, q, head_dim, scale, out + i);
+  for (; i + 4 <= n_rows; i += 4)
+    dot_tile_heads<V, DT, 4, HD>(K + i * row_bytes, row_bytes, q, n_q, ld_q, head_dim, scale, out + i, ld_out);
+  for (; i < n_rows; ++i)
+    dot_tile_heads<V, DT, 1, HD>(K + i * row_bytes, row_bytes, q, n_q, ld_q, head_dim, scale, out + i, ld_out);
+}
+
+template <class V, DType DT>
+void dot_rows_heads_t(const uint8_t* K, size_t row_bytes, int64_t n_rows, const float* q, int n_q,
+                      int64_t ld_q, int64_t head_dim, float scale, float* out, int64_t ld_out) {
+  switch (head_dim) {
+    case 64: return dot_rows_heads_hd<V, DT, 64>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
+    case 128: return dot_rows_heads_hd<V, DT, 128>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
+    default: return dot_rows_heads_hd<V, DT, 0>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
+  }
 }
 
 // out[c .. c + NV*W) += sum_i p[i] * V[i, c ..]
@@ -102,12 +149,12 @@ void axpy_rows_t(const uint8_t* Vm, size_t row_bytes, int64_t n_rows, const floa
 }
 
 template <class V>
-void dot_rows_dispatch(DType dt, const uint8_t* K, size_t row_bytes, int64_t n_rows, const float* q,
-                       int64_t head_dim, float scale, float* out) {
+void dot_rows_heads_dispatch(DType dt, const uint8_t* K, size_t row_bytes, int64_t n_rows, const float* q,
+                             int n_q, int64_t ld_q, int64_t head_dim, float scale, float* out, int64_t ld_out) {
   switch (dt) {
-    case DType::F32: return dot_rows_t<V, DType::F32>(K, row_bytes, n_rows, q, head_dim, scale, out);
-    case DType::F16: return dot_rows_t<V, DType::F16>(K, row_bytes, n_rows, q, head_dim, scale, out);
-    case DType::BF16: return dot_rows_t<V, DType::BF16>(K, row_bytes, n_rows, q, head_dim, scale, out);
+    case DType::F32: return dot_rows_heads_t<V, DType::F32>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
+    case DType::F16: return dot_rows_heads_t<V, DType::F16>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
+    case DType::BF16: return dot_rows_heads_t<V, DType::BF16>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
     default: return;  // rejected by dot.cpp
   }
 }

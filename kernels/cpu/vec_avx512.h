@@ -27,6 +27,15 @@ struct Avx512 {
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static float hsum(F v) { return _mm512_reduce_add_ps(v); }
+  // out[r] = horizontal sum of v[r], r < 4: halve to 256 bits, then pairwise adds.
+  static void hsum4(const F v[4], float out[4]) {
+    __m256 h[4];
+    for (int r = 0; r < 4; ++r)
+      h[r] = _mm256_add_ps(_mm512_castps512_ps256(v[r]),
+                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v[r]), 1)));
+    const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
+  }
   static F load_f16(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }

@@ -39,10 +39,10 @@ void host_logits(const HostKvLayout& k, const float* q, int n_heads, float scale
                  int64_t t_begin, int64_t t_end, float* logits, int64_t ld) {
   const int group = n_heads / k.n_kv_heads;
   for (int g = g_begin; g < g_end; ++g) {
+    const int64_t h0 = static_cast<int64_t>(g) * group;
     for_each_run(k, g, t_begin, t_end, [&](int64_t t0, int64_t count, const void* rows) {
-      for (int h = g * group; h < (g + 1) * group; ++h)
-        cpu::dot_rows(k.dtype, rows, k.head_dim, count, q + static_cast<int64_t>(h) * k.head_dim, k.head_dim, scale,
-                      logits + h * ld + t0);
+      cpu::dot_rows_heads(k.dtype, rows, k.head_dim, count, q + h0 * k.head_dim, group, k.head_dim, k.head_dim, scale,
+                          logits + h0 * ld + t0, ld);
     });
   }
 }
@@ -52,10 +52,9 @@ void host_logits_selected(const HostKvLayout& k, const float* q, int n_heads, fl
   const int group = n_heads / k.n_kv_heads;
   for (int g = g_begin; g < g_end; ++g)
     for (int j = 0; j < K; ++j) {
-      const void* row = k.row(g, idx[g * K + j]);
-      for (int h = g * group; h < (g + 1) * group; ++h)
-        cpu::dot_rows(k.dtype, row, k.head_dim, 1, q + static_cast<int64_t>(h) * k.head_dim, k.head_dim, scale,
-                      out + static_cast<int64_t>(h) * K + j);
+      const int64_t h0 = static_cast<int64_t>(g) * group;
+      cpu::dot_rows_heads(k.dtype, k.row(g, idx[g * K + j]), k.head_dim, 1, q + h0 * k.head_dim, group, k.head_dim,
+                          k.head_dim, scale, out + h0 * K + j, K);
     }
 }
 

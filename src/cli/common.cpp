@@ -53,6 +53,8 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list) {
   cmd.add_option("--v-node", o.v_node, "NUMA node of the host values (auto: a CPU-less node if any)")->capture_default_str();
   cmd.add_option("--k-dram-budget", o.k_dram_budget, "bytes of keys allowed on the K node, e.g. 8G (0: no limit)")
       ->capture_default_str();
+  cmd.add_flag("--no-kv-huge-pages", o.no_kv_huge_pages,
+               "do not ask for transparent huge pages on the host KV arenas (madvise)");
 }
 
 Policy make_policy(const PolicyOptions& o, const std::string& preset) {
@@ -83,6 +85,7 @@ void apply_policy_options(const PolicyOptions& o, const std::string& preset, Eng
   e.k_node = mem::parse_node_option("--k-node", o.k_node);
   e.v_node = mem::parse_node_option("--v-node", o.v_node);
   e.k_dram_budget = mem::parse_byte_size("--k-dram-budget", o.k_dram_budget);
+  e.kv_huge_pages = !o.no_kv_huge_pages;
 }
 
 namespace {

@@ -30,6 +30,7 @@ struct PolicyOptions {
   std::optional<int> window, sinks, k, host_threads, partial_dims, evict_block, exact_layers;
   std::optional<std::string> select, predictor, merge, query;
   std::string kv_placement = "semantic", k_node = "auto", v_node = "auto", k_dram_budget = "0";
+  bool no_kv_huge_pages = false;
 };
 
 struct RuntimeOptions {

@@ -58,6 +58,7 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
     po.k_node = o.k_node;
     po.v_node = o.v_node;
     po.k_dram_budget = o.k_dram_budget;
+    po.huge_pages = o.kv_huge_pages;
     impl_->attn = make_hybrid_attention(ac, o.policy, po);
   } else {
     impl_->attn = make_full_attention(ac);

@@ -95,6 +95,40 @@ TEST(Dot, DotRowsEveryDtypeIsaLength) {
       }
 }
 
+TEST(Dot, DotRowsHeadsEveryDtypeIsaGroup) {
+  // Every GQA group size the tile split sees (1..3 heads per tile, remainders), odd lengths and
+  // row counts that leave a tail of 1..3 rows; outputs in a strided [n_q][ld_out] buffer.
+  std::mt19937 rng(5);
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (int n_q : {1, 2, 3, 4, 7, 8})
+      for (int64_t head_dim : {7, 64, 65, 128})
+        for (int64_t n_rows : {1, 6, 67}) {
+          const int64_t ld = head_dim + 2, ld_q = head_dim + 1, ld_out = n_rows + 3;
+          const Cache K = random_cache(dt, n_rows, ld, rng);
+          const auto q = random_floats(n_q * ld_q, rng);
+          const float scale = 0.125f;
+          for (CpuIsa isa : supported_isas()) {
+            std::vector<float> out(static_cast<size_t>(n_q * ld_out), NAN);
+            dot_rows_heads_isa(isa, dt, K.bytes.data(), ld, n_rows, q.data(), n_q, ld_q, head_dim, scale, out.data(),
+                               ld_out);
+            for (int h = 0; h < n_q; ++h) {
+              for (int64_t i = 0; i < n_rows; ++i) {
+                double ref = 0, mag = 0;
+                for (int64_t c = 0; c < head_dim; ++c) {
+                  const double p = static_cast<double>(K.values[i * ld + c]) * q[h * ld_q + c];
+                  ref += p;
+                  mag += std::fabs(p);
+                }
+                ASSERT_NEAR(out[h * ld_out + i], scale * ref, 1e-6 * scale * (1 + mag))
+                    << dtype_name(dt) << " " << cpu_isa_label(isa) << " n_q=" << n_q << " head_dim=" << head_dim
+                    << " h=" << h << " i=" << i;
+              }
+              for (int64_t i = n_rows; i < ld_out; ++i) EXPECT_TRUE(std::isnan(out[h * ld_out + i]));  // untouched
+            }
+          }
+        }
+}
+
 TEST(Dot, AxpyRowsEveryDtypeIsaLength) {
   std::mt19937 rng(3);
   for (DType dt : {DType::F32, DType::F16, DType::BF16})
