@@ -13,7 +13,8 @@ void kv_store_rows(DType kv_dtype, void* k_cache, void* v_cache, int64_t capacit
 
 // Work items [item_begin, item_end), item = i * n_heads + h: query row i (at position past + i)
 // and head h attend over slots [0, past + i]; out[i, h, :] = softmax(scale · q·Kᵀ) · V.
-// scores: scratch of at least past + n floats.
+// The heads of one GQA group in a row share a pass over their keys (dot_rows_heads).
+// scores: scratch of at least (past + n) * (n_heads / n_kv_heads) floats.
 void attention_items(const float* q, int n_heads, int n_kv_heads, int head_dim, DType kv_dtype,
                      const void* k_cache, const void* v_cache, int64_t capacity, int64_t past,
                      float scale, float* out, float* scores, int64_t item_begin, int64_t item_end);

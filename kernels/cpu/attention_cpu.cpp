@@ -60,19 +60,24 @@ void attention_items(const float* q, int n_heads, int n_kv_heads, int head_dim, 
                      float scale, float* out, float* scores, int64_t item_begin, int64_t item_end) {
   const int group = n_heads / n_kv_heads;
   const size_t elem = dtype_block_bytes(kv_dtype);
-  for (int64_t item = item_begin; item < item_end; ++item) {
+  for (int64_t item = item_begin; item < item_end;) {
     const int64_t i = item / n_heads;
     const int h = static_cast<int>(item % n_heads);
     const int g = h / group;
+    // The run of this range's heads of kv-head g for row i share one pass over g's keys.
+    const int n_run = static_cast<int>(std::min<int64_t>(item_end - item, (g + 1) * group - h));
     const int64_t n_ctx = past + i + 1;
-    const float* qh = q + item * head_dim;
-    float* oh = out + item * head_dim;
     const auto* kh = static_cast<const uint8_t*>(k_cache) + g * capacity * head_dim * elem;
     const auto* vh = static_cast<const uint8_t*>(v_cache) + g * capacity * head_dim * elem;
-    dot_rows(kv_dtype, kh, head_dim, n_ctx, qh, head_dim, scale, scores);
-    softmax_inplace(scores, n_ctx);
-    std::fill(oh, oh + head_dim, 0.0f);
-    axpy_rows(kv_dtype, vh, head_dim, n_ctx, scores, head_dim, oh);
+    dot_rows_heads(kv_dtype, kh, head_dim, n_ctx, q + item * head_dim, n_run, head_dim, head_dim, scale, scores, n_ctx);
+    for (int j = 0; j < n_run; ++j) {
+      float* p = scores + j * n_ctx;
+      float* oh = out + (item + j) * head_dim;
+      softmax_inplace(p, n_ctx);
+      std::fill(oh, oh + head_dim, 0.0f);
+      axpy_rows(kv_dtype, vh, head_dim, n_ctx, p, head_dim, oh);
+    }
+    item += n_run;
   }
 }
 

@@ -154,22 +154,30 @@ void prefix_attention(const HostKvLayout& k, const HostKvLayout& v, const float*
                       int64_t n_tokens, int h_begin, int h_end, float* out, float* lse, std::vector<float>& scratch) {
   const int group = n_heads / k.n_kv_heads;
   const int hd = k.head_dim;
-  scratch.resize(static_cast<size_t>(std::max<int64_t>(n_tokens, 1)));
-  for (int h = h_begin; h < h_end; ++h) {
-    float* oh = out + static_cast<int64_t>(h) * hd;
-    std::fill(oh, oh + hd, 0.0f);
-    if (n_tokens == 0) {
-      lse[h] = -INFINITY;
-      continue;
-    }
+  const int64_t ld = std::max<int64_t>(n_tokens, 1);
+  scratch.resize(static_cast<size_t>(ld * group));
+  for (int h = h_begin; h < h_end;) {
     const int g = h / group;
-    for_each_run(k, g, 0, n_tokens, [&](int64_t t0, int64_t count, const void* rows) {
-      cpu::dot_rows(k.dtype, rows, hd, count, q + static_cast<int64_t>(h) * hd, hd, scale, scratch.data() + t0);
-    });
-    lse[h] = cpu::softmax_inplace(scratch.data(), n_tokens);
-    for_each_run(v, g, 0, n_tokens, [&](int64_t t0, int64_t count, const void* rows) {
-      cpu::axpy_rows(v.dtype, rows, hd, count, scratch.data() + t0, hd, oh);
-    });
+    const int n_run = std::min(h_end, (g + 1) * group) - h;  // this range's heads of kv-head g
+    if (n_tokens > 0)
+      for_each_run(k, g, 0, n_tokens, [&](int64_t t0, int64_t count, const void* rows) {
+        cpu::dot_rows_heads(k.dtype, rows, hd, count, q + static_cast<int64_t>(h) * hd, n_run, hd, hd, scale,
+                            scratch.data() + t0, ld);
+      });
+    for (int j = 0; j < n_run; ++j) {
+      float* oh = out + static_cast<int64_t>(h + j) * hd;
+      std::fill(oh, oh + hd, 0.0f);
+      if (n_tokens == 0) {
+        lse[h + j] = -INFINITY;
+        continue;
+      }
+      float* p = scratch.data() + j * ld;
+      lse[h + j] = cpu::softmax_inplace(p, n_tokens);
+      for_each_run(v, g, 0, n_tokens, [&](int64_t t0, int64_t count, const void* rows) {
+        cpu::axpy_rows(v.dtype, rows, hd, count, p + t0, hd, oh);
+      });
+    }
+    h += n_run;
   }
 }
 

@@ -116,7 +116,7 @@ class CpuDevice final : public Device {
   }
 
   void attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) override {
-    const size_t need = static_cast<size_t>(past + n);
+    const size_t need = static_cast<size_t>(past + n) * static_cast<size_t>(n_heads / kv.n_kv_heads);
     for (auto& s : scratch_)
       if (s.size() < need) s.resize(need);  // grows with the context, not per step
     pool_.parallel_for(static_cast<int64_t>(n) * n_heads, [&](int64_t b, int64_t e, int t) {

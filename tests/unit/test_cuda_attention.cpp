@@ -59,7 +59,7 @@ void run_case(Device& d, const Case& c, uint32_t seed) {
   d.attention(dq->f32(), c.n, c.n_heads, kv, c.past, scale, out.f32());
   const auto got = to_host<float>(d, out, q.size());
 
-  std::vector<float> want(q.size()), scores(static_cast<size_t>(total));
+  std::vector<float> want(q.size()), scores(static_cast<size_t>(total) * (c.n_heads / c.n_kv_heads));
   cpu::attention_items(q.data(), c.n_heads, c.n_kv_heads, c.head_dim, c.dtype, k_host.data(), v_host.data(), capacity,
                        c.past, scale, want.data(), scores.data(), 0, static_cast<int64_t>(c.n) * c.n_heads);
   EXPECT_LE(max_abs_diff(got, want), 5e-5);
