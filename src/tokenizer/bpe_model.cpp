@@ -45,37 +45,56 @@ bool PairMap::insert(uint64_t key, int32_t rank, int32_t merged_id) {
   }
 }
 
-BpeModel::BpeModel(const std::vector<std::string>& keys,
-                   const std::vector<std::pair<std::string, std::string>>& merges,
+StringIndex::StringIndex(const std::vector<std::string>* strings) : strings_(strings) {
+  const size_t n = strings ? strings->size() : 0;
+  size_t cap = 16;
+  while (cap < n * 2) cap <<= 1;  // load factor <= 1/2
+  slots_.assign(cap, Slot{0, -1});
+  mask_ = cap - 1;
+  for (size_t id = 0; id < n; ++id) {
+    const std::string& s = (*strings)[id];
+    if (s.empty()) continue;
+    const uint32_t h = hash(s);
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      Slot& slot = slots_[i];
+      if (slot.id < 0) {
+        slot = {h, static_cast<int32_t>(id)};
+        break;
+      }
+      if (slot.hash == h && (*strings)[static_cast<size_t>(slot.id)] == s) break;  // a lower id has it
+    }
+  }
+}
+
+int32_t StringIndex::find(std::string_view s) const {
+  if (slots_.empty()) return -1;
+  const uint32_t h = hash(s);
+  for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+    const Slot& slot = slots_[i];
+    if (slot.id < 0) return -1;
+    if (slot.hash == h && (*strings_)[static_cast<size_t>(slot.id)] == s) return slot.id;
+  }
+}
+
+BpeModel::BpeModel(std::vector<std::string> keys, const std::vector<std::pair<std::string, std::string>>& merges,
                    const BpeOptions& options, const std::string& where)
-    : options_(options) {
-  key_to_id_.reserve(keys.size());
-  for (size_t id = 0; id < keys.size(); ++id)
-    if (!keys[id].empty()) key_to_id_.emplace(keys[id], int32_t(id));
-  for (int b = 0; b < 256; ++b) {
-    byte_ids_[b] = -1;
-    auto it = options_.byte_level ? key_to_id_.find(std::string(1, char(b)))
-                                  : key_to_id_.find(byte_piece(b));
-    if (it != key_to_id_.end()) byte_ids_[b] = it->second;
-  }
-  for (int c = 0; c < 128; ++c) {
-    auto it = key_to_id_.find(std::string(1, char(c)));
-    ascii_ids_[c] = it == key_to_id_.end() ? -1 : it->second;
-  }
+    : options_(options), keys_(std::move(keys)), key_to_id_(&keys_) {
+  for (int b = 0; b < 256; ++b)
+    byte_ids_[b] = options_.byte_level ? key_to_id_.find(std::string(1, char(b))) : key_to_id_.find(byte_piece(b));
+  for (int c = 0; c < 128; ++c) ascii_ids_[c] = key_to_id_.find(std::string(1, char(c)));
   merges_.reserve(merges.size());
   std::string joined;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [a, b] = merges[rank];
-    auto ia = key_to_id_.find(a), ib = key_to_id_.find(b);
+    const int32_t ia = key_to_id_.find(a), ib = key_to_id_.find(b);
     joined.assign(a).append(b);
-    auto im = key_to_id_.find(joined);
-    const char* missing = ia == key_to_id_.end() ? "left" : ib == key_to_id_.end() ? "right"
-                        : im == key_to_id_.end() ? "merged" : nullptr;
+    const int32_t im = key_to_id_.find(joined);
+    const char* missing = ia < 0 ? "left" : ib < 0 ? "right" : im < 0 ? "merged" : nullptr;
     if (missing)
       throw Error(where + ": merges[" + std::to_string(rank) + "]: the " + missing +
                   " token is not in the vocabulary");
     // The first occurrence of a pair wins, as in HF (later duplicates never fire).
-    merges_.insert(pair_key(ia->second, ib->second), int32_t(rank), im->second);
+    merges_.insert(pair_key(ia, ib), int32_t(rank), im);
   }
 }
 
@@ -107,9 +126,8 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& ids)
       continue;
     }
     size_t n = utf8_char_len(word, i);
-    auto it = key_to_id_.find(word.substr(i, n));
-    if (it != key_to_id_.end()) {
-      ids.push_back(it->second);
+    if (const int32_t id = key_to_id_.find(word.substr(i, n)); id >= 0) {
+      ids.push_back(id);
       previous_unk = false;
     } else if (options_.byte_fallback && [&] {
                  for (size_t k = 0; k < n; ++k)
@@ -165,9 +183,8 @@ void BpeModel::merge(std::vector<int32_t>& ids) const {
 void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   if (word.empty()) return;
   if (options_.ignore_merges) {
-    auto it = key_to_id_.find(word);
-    if (it != key_to_id_.end()) {
-      out.push_back(it->second);
+    if (const int32_t id = key_to_id_.find(word); id >= 0) {
+      out.push_back(id);
       return;
     }
   }

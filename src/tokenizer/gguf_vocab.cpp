@@ -108,7 +108,7 @@ std::unique_ptr<Tokenizer> load_gguf_vocab(const GgufVocab& v, const std::string
     BpeOptions opt;
     opt.byte_level = true;
     opt.ignore_merges = ignore_merges;
-    p.model = std::make_unique<BpeModel>(keys, merges, opt, name + ": tokenizer.ggml.merges");
+    p.model = std::make_unique<BpeModel>(std::move(keys), merges, opt, name + ": tokenizer.ggml.merges");
     p.decoder = make_byte_level_decoder();
     add_bos = v.add_bos.value_or(false);
   } else if (v.model == "llama") {

@@ -1,10 +1,11 @@
 // GPT-2 vocab.json + merges.txt (what OPT checkpoints ship) -> PipelineTokenizer with GPT-2's
 // byte-level pre-tokenizer and decoder.
+#include <algorithm>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "hybridgen/error.h"
+#include "tokenizer/json_tables.h"
 #include "tokenizer/loaders.h"
 #include "tokenizer/pipeline.h"
 #include "tokenizer/utf8.h"
@@ -23,24 +24,23 @@ std::string slurp(const std::filesystem::path& file) {
 
 std::unique_ptr<Tokenizer> load_gpt2_vocab(std::string_view vocab_json, std::string_view merges_txt,
                                            const std::string& name, const TokenizerConfig& config) {
-  nlohmann::json vocab = nlohmann::json::parse(vocab_json.begin(), vocab_json.end(), nullptr, false);
-  if (vocab.is_discarded() || !vocab.is_object())
-    throw Error(name + ": vocab.json is not a JSON object {piece: id} (malformed or truncated)");
+  std::vector<std::pair<std::string, int64_t>> vocab;
+  parse_vocab_object(vocab_json, name, vocab);
   PipelineParts p;
   p.source = name;
   int64_t max_id = -1;
-  for (const auto& [piece, id] : vocab.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (int64_t(1) << 24))
+  for (const auto& [piece, id] : vocab) {
+    if (id < 0 || id >= (int64_t(1) << 24))
       throw Error(name + ": vocab.json['" + piece + "']: expected a non-negative integer id");
-    max_id = std::max<int64_t>(max_id, id.get<int64_t>());
+    max_id = std::max<int64_t>(max_id, id);
   }
   p.pieces.assign(size_t(max_id + 1), std::string());
   std::vector<std::string> keys(p.pieces.size());
-  for (const auto& [piece, id] : vocab.items()) {
-    size_t i = size_t(id.get<int64_t>());
+  for (auto& [piece, id] : vocab) {
+    size_t i = size_t(id);
     if (!p.pieces[i].empty()) throw Error(name + ": vocab.json: id " + std::to_string(i) + " is used twice");
-    p.pieces[i] = piece;
     keys[i] = byte_map().decode_text(piece).value_or("");
+    p.pieces[i] = std::move(piece);
   }
 
   std::vector<std::pair<std::string, std::string>> merges;
@@ -63,14 +63,15 @@ std::unique_ptr<Tokenizer> load_gpt2_vocab(std::string_view vocab_json, std::str
   }
   BpeOptions opt;
   opt.byte_level = true;
-  p.model = std::make_unique<BpeModel>(keys, merges, opt, name + ": merges.txt");
+  p.model = std::make_unique<BpeModel>(std::move(keys), merges, opt, name + ": merges.txt");
   p.pre_tokenizer = make_byte_level_pre_tokenizer(false, true);
   p.decoder = make_byte_level_decoder();
 
+  // A few lookups of special tokens: a scan of the id -> piece table.
   auto lookup = [&](const std::string& piece) -> std::optional<int32_t> {
-    auto it = vocab.find(piece);
-    if (it == vocab.end()) return std::nullopt;
-    return it->get<int32_t>();
+    auto it = std::find(p.pieces.begin(), p.pieces.end(), piece);
+    if (piece.empty() || it == p.pieces.end()) return std::nullopt;
+    return static_cast<int32_t>(it - p.pieces.begin());
   };
   // GPT-2 names one special token; OPT's tokenizer_config.json names <s>, </s>, <pad>, <unk>.
   std::vector<std::string> specials = {"<|endoftext|>"};

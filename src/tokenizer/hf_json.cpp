@@ -1,10 +1,11 @@
 // tokenizer.json (HF tokenizers' serialization) -> PipelineTokenizer.
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "hybridgen/error.h"
 #include "tokenizer/hf_components.h"
-#include "tokenizer/hf_json_sax.h"
+#include "tokenizer/json_tables.h"
 #include "tokenizer/loaders.h"
 #include "tokenizer/pipeline.h"
 #include "tokenizer/utf8.h"
@@ -124,14 +125,11 @@ std::unique_ptr<Tokenizer> load_hf_json(std::string_view json_text, const std::s
   p.pieces.assign(size_t(max_id + 1), std::string());
   std::vector<std::string> keys(p.pieces.size());
   bool byte_level = p.pre_tokenizer && p.pre_tokenizer->byte_level();
-  StringIdMap vocab;
-  vocab.reserve(tables.vocab.size());
   for (auto& [piece, id] : tables.vocab) {
     auto& slot = p.pieces[size_t(id)];
     if (!slot.empty()) throw Error(mw + ".vocab: id " + std::to_string(id) + " is used twice");
     // A byte-level model matches raw bytes; a piece outside the byte alphabet is unreachable.
     keys[size_t(id)] = byte_level ? byte_map().decode_text(piece).value_or("") : piece;
-    vocab.emplace(piece, int32_t(id));
     slot = std::move(piece);
   }
   for (const auto& t : p.added)
@@ -150,18 +148,19 @@ std::unique_ptr<Tokenizer> load_hf_json(std::string_view json_text, const std::s
   opt.fuse_unk = json_bool_or(model, "fuse_unk", false, mw);
   opt.ignore_merges = json_bool_or(model, "ignore_merges", false, mw);
   std::string unk = json_string_or(model, "unk_token", "", mw);
+  // A handful of lookups (unk, post-processor and BOS/EOS tokens): scans, not a third index.
   auto lookup = [&](const std::string& piece) -> std::optional<int32_t> {
     for (const auto& t : p.added)
       if (t.content == piece) return t.id;
-    auto it = vocab.find(piece);
-    if (it == vocab.end()) return std::nullopt;
-    return it->second;
+    auto it = std::find(p.pieces.begin(), p.pieces.end(), piece);
+    if (piece.empty() || it == p.pieces.end()) return std::nullopt;
+    return static_cast<int32_t>(it - p.pieces.begin());
   };
   if (!unk.empty()) {
     opt.unk_id = lookup(unk);
     if (!opt.unk_id) throw Error(mw + ".unk_token: '" + unk + "' is not in the vocabulary");
   }
-  p.model = std::make_unique<BpeModel>(keys, merges, opt, mw);
+  p.model = std::make_unique<BpeModel>(std::move(keys), merges, opt, mw);
 
   PostProcess post = parse_post_processor(j.value("post_processor", Json()), lookup, name + ": post_processor");
   p.prefix = post.prefix;

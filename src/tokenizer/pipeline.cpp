@@ -33,10 +33,8 @@ class PipelineTokenizer final : public Tokenizer {
     for (const auto& t : p_.added) (t.normalized && p_.normalizer ? normalized : raw).push_back(t);
     raw_matcher_ = AddedTokenMatcher(raw);
     normalized_matcher_ = AddedTokenMatcher(normalized);
-    piece_to_id_.reserve(n);
-    for (size_t id = 0; id < n; ++id)
-      if (!p_.pieces[id].empty()) piece_to_id_.emplace(p_.pieces[id], int32_t(id));
-    for (const auto& t : p_.added) piece_to_id_[t.content] = t.id;
+    piece_to_id_ = StringIndex(&p_.pieces);
+    for (const auto& t : p_.added) added_to_id_[t.content] = t.id;
     if (p_.decoder && p_.decoder->is_byte_level()) {
       piece_bytes_.resize(n);
       for (size_t id = 0; id < n; ++id) piece_bytes_[id] = byte_level_piece_bytes(p_.pieces[id]);
@@ -99,9 +97,9 @@ class PipelineTokenizer final : public Tokenizer {
     return p_.pieces[id];
   }
   std::optional<int32_t> token_to_id(std::string_view piece) const override {
-    auto it = piece_to_id_.find(piece);
-    if (it == piece_to_id_.end()) return std::nullopt;
-    return it->second;
+    if (auto it = added_to_id_.find(piece); it != added_to_id_.end()) return it->second;
+    if (const int32_t id = piece_to_id_.find(piece); id >= 0) return id;
+    return std::nullopt;
   }
   bool is_special(int32_t id) const override {
     return id >= 0 && size_t(id) < special_.size() && special_[id];
@@ -179,7 +177,8 @@ class PipelineTokenizer final : public Tokenizer {
   mutable Cache cache_;
   std::vector<bool> special_;
   AddedTokenMatcher raw_matcher_, normalized_matcher_;
-  StringIdMap piece_to_id_;
+  StringIndex piece_to_id_;  // over p_.pieces
+  StringIdMap added_to_id_;  // added tokens' contents, looked up first
   std::vector<std::string> piece_bytes_;  // byte-level decoding fast path
   std::vector<int32_t> stop_ids_;
 };

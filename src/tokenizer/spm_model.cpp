@@ -24,17 +24,14 @@ struct Bigram {
 
 SpmModel::SpmModel(const std::vector<std::string>& pieces, std::vector<float> scores,
                    std::optional<int32_t> unk_id, const std::string& where)
-    : scores_(std::move(scores)), unk_id_(unk_id) {
+    : pieces_(pieces), piece_to_id_(&pieces_), scores_(std::move(scores)), unk_id_(unk_id) {
   if (scores_.size() != pieces.size())
     throw Error(where + ": " + std::to_string(scores_.size()) + " scores for " +
                 std::to_string(pieces.size()) + " tokens");
-  piece_to_id_.reserve(pieces.size());
-  for (size_t id = 0; id < pieces.size(); ++id) piece_to_id_.emplace(pieces[id], int32_t(id));
   for (int b = 0; b < 256; ++b) {
     char buf[8];
     std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-    auto it = piece_to_id_.find(std::string_view(buf));
-    byte_ids_[b] = it == piece_to_id_.end() ? -1 : it->second;
+    byte_ids_[b] = piece_to_id_.find(std::string_view(buf));
   }
 }
 
@@ -52,9 +49,9 @@ void SpmModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
   auto consider = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     size_t len = sym[left].len + sym[right].len;
-    auto it = piece_to_id_.find(word.substr(sym[left].begin, len));
-    if (it == piece_to_id_.end()) return;
-    queue.push({scores_[it->second], left, right, len});
+    const int32_t id = piece_to_id_.find(word.substr(sym[left].begin, len));
+    if (id < 0) return;
+    queue.push({scores_[static_cast<size_t>(id)], left, right, len});
   };
   for (int32_t k = 1; k < int32_t(sym.size()); ++k) consider(k - 1, k);
   while (!queue.empty()) {
@@ -73,9 +70,8 @@ void SpmModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
   // Every merged symbol is a piece by construction; single characters may not be.
   for (int32_t k = 0; k >= 0; k = sym[k].next) {
     std::string_view text = word.substr(sym[k].begin, sym[k].len);
-    auto it = piece_to_id_.find(text);
-    if (it != piece_to_id_.end()) {
-      out.push_back(it->second);
+    if (const int32_t id = piece_to_id_.find(text); id >= 0) {
+      out.push_back(id);
       continue;
     }
     bool all_bytes = true;

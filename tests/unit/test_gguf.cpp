@@ -9,6 +9,7 @@
 #include "hybridgen/error.h"
 #include "hybridgen/model.h"
 #include "model/gguf.h"
+#include "test_expect.h"
 #include "test_util.h"
 
 namespace hg {
@@ -17,18 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::GgufWriter;
 
-// Expects `fn` to throw hg::Error whose message contains every one of `parts`.
-template <typename Fn>
-void expect_error(Fn fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected hg::Error";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
+using test::expect_error;
 
 struct Tiny {
   int n_layers = 2, d_model = 64, n_heads = 4, n_kv_heads = 2, head_dim = 16, d_ff = 96, vocab = 50;

@@ -13,6 +13,7 @@
 #include "hybridgen/error.h"
 #include "hybridgen/model.h"
 #include "model/quantize.h"
+#include "test_expect.h"
 #include "test_util.h"
 
 namespace hg {
@@ -22,16 +23,7 @@ namespace fs = std::filesystem;
 
 fs::path config(const std::string& name) { return test::source_dir() / "configs/models" / (name + ".yaml"); }
 
-template <typename Fn>
-void expect_error(Fn fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected hg::Error";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
+using test::expect_error;
 
 TEST(Quantize, RoundTripErrorIsBounded) {
   std::mt19937 rng(7);

@@ -12,6 +12,7 @@
 #include "hybridgen/model.h"
 #include "model/config.h"
 #include "model/safetensors.h"
+#include "test_expect.h"
 #include "test_util.h"
 
 namespace hg {
@@ -20,17 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-template <typename Fn>
-void expect_error(Fn fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected hg::Error";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
+using test::expect_error;
 
 // Builds a safetensors file: tensors are laid out in order; `header_patch` edits the JSON.
 struct StWriter {
