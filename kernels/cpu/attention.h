@@ -7,6 +7,9 @@
 
 namespace hg::cpu {
 
+// dst[0:n] = src[0:n] converted to the cache dtype (f32, f16 or bf16; round to nearest even).
+void store_kv_row(DType kv_dtype, void* dst, const float* src, int n);
+
 // Writes k, v ([n, n_kv_heads * head_dim] fp32) to cache slots pos0 .. pos0+n-1.
 void kv_store_rows(DType kv_dtype, void* k_cache, void* v_cache, int64_t capacity, int n_kv_heads,
                    int head_dim, const float* k, const float* v, int64_t n, int64_t pos0);

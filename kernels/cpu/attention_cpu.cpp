@@ -3,6 +3,7 @@
 // kernels in dot.h, so the cache is read at memory speed.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "kernels/cpu/attention.h"
@@ -11,35 +12,30 @@
 
 namespace hg::cpu {
 
+void store_kv_row(DType kv_dtype, void* dst, const float* src, int n) {
+  switch (kv_dtype) {
+    case DType::F32: std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n)); break;
+    case DType::BF16:
+      for (int d = 0; d < n; ++d) static_cast<uint16_t*>(dst)[d] = fp32_to_bf16(src[d]);
+      break;
+    case DType::F16:
+      for (int d = 0; d < n; ++d) static_cast<uint16_t*>(dst)[d] = fp32_to_f16(src[d]);
+      break;
+    default: break;  // the engine accepts only f32/f16/bf16 caches
+  }
+}
+
 void kv_store_rows(DType kv_dtype, void* k_cache, void* v_cache, int64_t capacity, int n_kv_heads,
                    int head_dim, const float* k, const float* v, int64_t n, int64_t pos0) {
   const int64_t kv_dim = static_cast<int64_t>(n_kv_heads) * head_dim;
-  for (int64_t i = 0; i < n; ++i) {
+  const size_t elem = dtype_block_bytes(kv_dtype);
+  for (int64_t i = 0; i < n; ++i)
     for (int g = 0; g < n_kv_heads; ++g) {
-      const int64_t dst = (g * capacity + pos0 + i) * head_dim;
-      const float* ks = k + i * kv_dim + static_cast<int64_t>(g) * head_dim;
-      const float* vs = v + i * kv_dim + static_cast<int64_t>(g) * head_dim;
-      switch (kv_dtype) {
-        case DType::F32:
-          std::memcpy(static_cast<float*>(k_cache) + dst, ks, sizeof(float) * head_dim);
-          std::memcpy(static_cast<float*>(v_cache) + dst, vs, sizeof(float) * head_dim);
-          break;
-        case DType::BF16:
-          for (int d = 0; d < head_dim; ++d) {
-            static_cast<uint16_t*>(k_cache)[dst + d] = fp32_to_bf16(ks[d]);
-            static_cast<uint16_t*>(v_cache)[dst + d] = fp32_to_bf16(vs[d]);
-          }
-          break;
-        case DType::F16:
-          for (int d = 0; d < head_dim; ++d) {
-            static_cast<uint16_t*>(k_cache)[dst + d] = fp32_to_f16(ks[d]);
-            static_cast<uint16_t*>(v_cache)[dst + d] = fp32_to_f16(vs[d]);
-          }
-          break;
-        default: break;  // the engine accepts only f32/f16/bf16 caches
-      }
+      const size_t dst = static_cast<size_t>((g * capacity + pos0 + i) * head_dim) * elem;
+      const int64_t src = i * kv_dim + static_cast<int64_t>(g) * head_dim;
+      store_kv_row(kv_dtype, static_cast<std::byte*>(k_cache) + dst, k + src, head_dim);
+      store_kv_row(kv_dtype, static_cast<std::byte*>(v_cache) + dst, v + src, head_dim);
     }
-  }
 }
 
 float softmax_inplace(float* p, int64_t n) {

@@ -133,8 +133,8 @@ void HybridAttention::begin_step(const std::vector<TokenRow>& rows, bool prefill
 void HybridAttention::compute_query(int layer, const float* x, int pos, float* q_out, ThreadPool& pool) {
   // q̃ = RoPE(Wq · norm(x) + bq)  [n_heads, head_dim]
   const HostLayer& hl = host_layers_[static_cast<size_t>(layer)];
-  float h[16384];
-  if (spec_.d_model > 16384) throw Error("host query: d_model > 16384");
+  query_norm_.resize(static_cast<size_t>(spec_.d_model));  // sized once
+  float* h = query_norm_.data();
   if (!hl.norm_b.empty())
     cpu::layernorm_rows(x, hl.norm_w.data(), hl.norm_b.data(), spec_.norm_eps, spec_.d_model, h, 0, 1);
   else

@@ -83,6 +83,7 @@ class HybridAttention final : public LayerAttention {
   std::unique_ptr<HostStage> stage_;
   std::vector<HostLayer> host_layers_;
   std::vector<float> inv_freq_;
+  std::vector<float> query_norm_;  // norm(x) for compute_query [d_model]; host jobs run one at a time
   float scale_;
   int n_seqs_;
 

@@ -1,10 +1,9 @@
 #include "kv/hybrid_kv.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "hybridgen/error.h"
-#include "kernels/cpu/half.h"
+#include "kernels/cpu/attention.h"
 
 namespace hg {
 
@@ -160,27 +159,9 @@ void HybridKv::store(int seq, int layer, int n, const std::vector<TokenLocation>
       const int64_t t = loc.index;
       HostStore& h = *s.host;
       for (int g = 0; g < spec_.n_kv_heads; ++g) {
-        const float* kr = k_host + static_cast<int64_t>(i) * kv_dim + g * spec_.head_dim;
-        const float* vr = v_host + static_cast<int64_t>(i) * kv_dim + g * spec_.head_dim;
-        void* kd = h.k_row(layer, g, t);
-        void* vd = h.v_row(layer, g, t);
-        switch (dtype_) {
-          case DType::F32:
-            std::memcpy(kd, kr, sizeof(float) * spec_.head_dim);
-            std::memcpy(vd, vr, sizeof(float) * spec_.head_dim);
-            break;
-          case DType::BF16:
-            for (int d = 0; d < spec_.head_dim; ++d) {
-              static_cast<uint16_t*>(kd)[d] = cpu::fp32_to_bf16(kr[d]);
-              static_cast<uint16_t*>(vd)[d] = cpu::fp32_to_bf16(vr[d]);
-            }
-            break;
-          default:
-            for (int d = 0; d < spec_.head_dim; ++d) {
-              static_cast<uint16_t*>(kd)[d] = cpu::fp32_to_f16(kr[d]);
-              static_cast<uint16_t*>(vd)[d] = cpu::fp32_to_f16(vr[d]);
-            }
-        }
+        const int64_t src = static_cast<int64_t>(i) * kv_dim + g * spec_.head_dim;
+        cpu::store_kv_row(dtype_, h.k_row(layer, g, t), k_host + src, spec_.head_dim);
+        cpu::store_kv_row(dtype_, h.v_row(layer, g, t), v_host + src, spec_.head_dim);
       }
       ++i;
     } else {
