@@ -16,6 +16,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/split_attention.cuh"
 
 namespace hg::cuda {
 
@@ -159,43 +160,18 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
 
-  for (int idx = threadIdx.x; idx < gh * D; idx += kThreads) {
-    const int hh = idx / D, d = idx % D;
-    float sum = 0.0f;
-    for (int rr = 0; rr < lanes_r; ++rr) sum += s_red[(rr * kMaxGroup + hh) * D + d];
-    if (splits == 1) {
-      a.out[(row_head0 + hh) * D + d] = sum / s_l[hh];
-    } else {
-      float* dst = partial + ((row_head0 + hh) * splits + split) * (D + 2);
-      dst[d] = sum;
-      if (d == 0) {
-        dst[D] = s_m[hh];
-        dst[D + 1] = s_l[hh];
-      }
-    }
-  }
+  store_split_result<kMaxGroup>(s_red, lanes_r, gh, D, s_m, s_l, splits, split, row_head0, partial,
+                                [&](int64_t row_head, int d, float acc, float, float l) {
+                                  a.out[row_head * D + d] = acc / l;
+                                });
 }
 
 // One block per (row, head): out = Σ_s acc_s·e^(m_s - M) / Σ_s l_s·e^(m_s - M).
 __global__ void __launch_bounds__(kThreads)
     attention_reduce_kernel(const float* __restrict__ partial, int splits, int head_dim, float* __restrict__ out) {
-  const int64_t row_head = blockIdx.x;
-  const float* base = partial + row_head * splits * (head_dim + 2);
-  float m_max = -INFINITY;
-  for (int s = 0; s < splits; ++s) m_max = fmaxf(m_max, base[s * (head_dim + 2) + head_dim]);
-  float l_sum = 0.0f;
-  for (int s = 0; s < splits; ++s) {
-    const float* ps = base + s * (head_dim + 2);
-    l_sum += ps[head_dim + 1] * expf(ps[head_dim] - m_max);
-  }
-  for (int d = threadIdx.x; d < head_dim; d += kThreads) {
-    float sum = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      const float* ps = base + s * (head_dim + 2);
-      sum += ps[d] * expf(ps[head_dim] - m_max);
-    }
-    out[row_head * head_dim + d] = sum / l_sum;
-  }
+  combine_splits(partial, splits, head_dim, blockIdx.x, [&](int64_t row_head, int d, float acc, float, float l) {
+    out[row_head * head_dim + d] = acc / l;
+  });
 }
 
 void check_shape(const AttentionArgs& a) {

@@ -24,6 +24,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/split_attention.cuh"
 
 namespace hg::cuda {
 
@@ -210,44 +211,20 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
 
-  for (int idx = threadIdx.x; idx < gh * D; idx += kThreads) {
-    const int hh = idx / D, d = idx % D;
-    float sum = 0.0f;
-    if (t0 < t1)
-      for (int rr = 0; rr < lanes_r; ++rr) sum += s_red[(rr * kMaxGroup + hh) * D + d];
-    if (splits == 1) {
-      a.out[(row_head0 + hh) * D + d] = finish(a, row_head0 + hh, d, sum, s_m[hh], s_l[hh]);
-    } else {
-      float* dst = partial + ((row_head0 + hh) * splits + split) * (D + 2);
-      dst[d] = sum;
-      if (d == 0) {
-        dst[D] = s_m[hh];
-        dst[D + 1] = s_l[hh];
-      }
-    }
-  }
+  // An empty split (t0 >= t1) wrote no partial sums: it contributes zeros.
+  store_split_result<kMaxGroup>(s_red, t0 < t1 ? lanes_r : 0, gh, D, s_m, s_l, splits, split, row_head0, partial,
+                                [&](int64_t row_head, int d, float acc, float m, float l) {
+                                  a.out[row_head * D + d] = finish(a, row_head, d, acc, m, l);
+                                });
 }
 
 // One block per (row, head): merges the splits' (acc, max, sum), then finishes like the kernel.
 __global__ void __launch_bounds__(kThreads)
     hybrid_combine_kernel(HybridAttentionArgs a, const float* __restrict__ partial, int splits) {
-  const int64_t row_head = blockIdx.x;
-  const int D = a.head_dim;
-  const float* base = partial + row_head * splits * (D + 2);
-  float m_max = -INFINITY;
-  for (int s = 0; s < splits; ++s) m_max = fmaxf(m_max, base[s * (D + 2) + D]);
-  // Splits past the row's union are empty (max -inf, sum 0): weight 0, and no -inf - -inf.
-  auto weight = [&](int s) {
-    const float m = base[s * (D + 2) + D];
-    return m == -INFINITY ? 0.0f : expf(m - m_max);
-  };
-  float l_sum = 0.0f;
-  for (int s = 0; s < splits; ++s) l_sum += base[s * (D + 2) + D + 1] * weight(s);
-  for (int d = threadIdx.x; d < D; d += kThreads) {
-    float sum = 0.0f;
-    for (int s = 0; s < splits; ++s) sum += base[s * (D + 2) + d] * weight(s);
-    a.out[row_head * D + d] = finish(a, row_head, d, sum, m_max, l_sum);
-  }
+  // Splits past the row's union are empty (max -inf, sum 0) and weigh 0.
+  combine_splits(partial, splits, a.head_dim, blockIdx.x, [&](int64_t row_head, int d, float acc, float m, float l) {
+    a.out[row_head * a.head_dim + d] = finish(a, row_head, d, acc, m, l);
+  });
 }
 
 void check_args(const HybridAttentionArgs& a) {

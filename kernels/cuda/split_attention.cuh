@@ -1,0 +1,56 @@
+// The two ends of split-K decode attention shared by attention_decode.cu and hybrid_attention.cu.
+// A block handles one split of a row's keys for gh query heads of a GQA group and ends with, per
+// head, its unnormalized P·V spread over lanes_r partial accumulators (s_red [lane][kMaxGroup][D]),
+// its running max m and sum l. With one split it finishes the row itself; otherwise it leaves
+// (acc[D], m, l) per (row head, split) in `partial` and a combine block merges the splits by
+// log-sum-exp. finish(row_head, d, acc, m, l) gives the output value; the caller stores it.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace hg::cuda {
+
+template <int kMaxGroup, class Finish>
+__device__ __forceinline__ void store_split_result(const float* s_red, int lanes_r, int gh, int D, const float* s_m,
+                                                   const float* s_l, int splits, int split, int64_t row_head0,
+                                                   float* partial, Finish finish) {
+  for (int idx = threadIdx.x; idx < gh * D; idx += blockDim.x) {
+    const int hh = idx / D, d = idx % D;
+    float sum = 0.0f;
+    for (int rr = 0; rr < lanes_r; ++rr) sum += s_red[(rr * kMaxGroup + hh) * D + d];
+    if (splits == 1) {
+      finish(row_head0 + hh, d, sum, s_m[hh], s_l[hh]);
+    } else {
+      float* dst = partial + ((row_head0 + hh) * splits + split) * (D + 2);
+      dst[d] = sum;
+      if (d == 0) {
+        dst[D] = s_m[hh];
+        dst[D + 1] = s_l[hh];
+      }
+    }
+  }
+}
+
+// One block per row head: out = Σ_s acc_s·e^(m_s - M) / Σ_s l_s·e^(m_s - M), M = max_s m_s,
+// handed to finish(row_head, d, acc, M, l). Empty splits (m = -inf, l = 0) weigh 0.
+template <class Finish>
+__device__ __forceinline__ void combine_splits(const float* partial, int splits, int D, int64_t row_head,
+                                               Finish finish) {
+  const float* base = partial + row_head * splits * (D + 2);
+  float m_max = -INFINITY;
+  for (int s = 0; s < splits; ++s) m_max = fmaxf(m_max, base[s * (D + 2) + D]);
+  auto weight = [&](int s) {
+    const float m = base[s * (D + 2) + D];
+    return m == -INFINITY ? 0.0f : expf(m - m_max);
+  };
+  float l_sum = 0.0f;
+  for (int s = 0; s < splits; ++s) l_sum += base[s * (D + 2) + D + 1] * weight(s);
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float sum = 0.0f;
+    for (int s = 0; s < splits; ++s) sum += base[s * (D + 2) + d] * weight(s);
+    finish(row_head, d, sum, m_max, l_sum);
+  }
+}
+
+}  // namespace hg::cuda
