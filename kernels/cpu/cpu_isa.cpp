@@ -1,10 +1,20 @@
 #include "kernels/cpu/cpu_isa.h"
 
+#include <cpuid.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 
 namespace hg::cpu {
+
+namespace {
+// F16C from CPUID leaf 1 (clang 14's __builtin_cpu_supports does not know "f16c").
+bool has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
+}
+}  // namespace
 
 CpuIsa best_cpu_isa() {
   static const CpuIsa isa = [] {
@@ -14,8 +24,7 @@ CpuIsa best_cpu_isa() {
                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     if (avx512 && __builtin_cpu_supports("avx512bf16")) return CpuIsa::Avx512Bf16;
     if (avx512) return CpuIsa::Avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
       return CpuIsa::Avx2;
     return CpuIsa::Scalar;
   }();

@@ -7,8 +7,11 @@
 #pragma once
 // GCC 12's AVX-512 headers spell _mm512_undefined_*() as `__m512 __Y = __Y;`, which -Werror turns
 // into an error once inlined; those placeholder values are never read.
+// (clang has no -Wmaybe-uninitialized and needs neither.)
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cstdint>
