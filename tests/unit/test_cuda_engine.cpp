@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 
 #include "hybridgen/engine.h"
 #include "hybridgen/model.h"
@@ -18,27 +17,6 @@
 
 namespace hg::test {
 namespace {
-
-namespace fs = std::filesystem;
-
-fs::path tiny_model(const std::string& variant) {
-  static fs::path root = [] {
-    fs::path dir = temp_dir("tiny_cuda");
-    RunResult r = run(python() + " '" + (source_dir() / "tools/make_tiny_model.py").string() + "' --all '" +
-                      dir.string() + "'");
-    if (r.exit_code != 0) throw std::runtime_error("make_tiny_model.py failed: " + r.err);
-    return dir;
-  }();
-  return root / variant;
-}
-
-std::vector<int32_t> random_ids(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(0, vocab - 1);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (auto& id : ids) id = d(rng);
-  return ids;
-}
 
 // Logits of a prefill of `prompt` tokens (every position) followed by `decode` single steps.
 std::vector<float> run_logits(const Model& model, EngineOptions o, const std::vector<int32_t>& ids, int prompt) {
@@ -91,7 +69,7 @@ TEST_P(CudaTinyModel, LogitsMatchCpuDevice) {
   const bool fp32_weights = GetParam().find("bf16") == std::string::npos && GetParam().find("f16") == std::string::npos;
   for (DType kv : {DType::F32, DType::BF16}) {
     SCOPED_TRACE(std::string("kv ") + std::string(dtype_name(kv)));
-    const auto ids = random_ids(80, 256, 11);
+    const auto ids = random_ids(80, 11);
     const auto gpu = run_logits(*model, options("cuda", kv, 96), ids, 70);
     const auto cpu = run_logits(*model, options("cpu", kv, 96), ids, 70);
     const Comparison c = compare(gpu, cpu, static_cast<size_t>(model->spec.vocab_size));
@@ -118,7 +96,7 @@ INSTANTIATE_TEST_SUITE_P(Tiny, CudaTinyModel,
 TEST(CudaEngine, LongPromptThenSplitDecode) {
   HG_REQUIRE_CUDA_GPU();
   auto model = load_model(tiny_model("llama-gqa").string());
-  const auto ids = random_ids(1110, 256, 12);
+  const auto ids = random_ids(1110, 12);
   EngineOptions o = options("cuda", DType::F32, 1120);
   o.ubatch = 256;
   const auto gpu = run_logits(*model, o, ids, 1100);
@@ -143,7 +121,7 @@ class CudaSyntheticModel : public ::testing::TestWithParam<std::string> {};
 TEST_P(CudaSyntheticModel, Bf16LogitsTrackCpuDevice) {
   HG_REQUIRE_CUDA_GPU();
   auto model = make_synthetic_model(source_dir() / "configs/models" / (GetParam() + ".yaml"), DType::BF16, 7);
-  const auto ids = random_ids(40, model->spec.vocab_size, 13);
+  const auto ids = random_ids(40, 13, model->spec.vocab_size);
   EngineOptions o = options("cuda", DType::BF16, 48);
   o.threads = 0;
   const auto gpu = run_logits(*model, o, ids, 32);
