@@ -22,13 +22,9 @@ namespace hg::cuda {
 
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
-constexpr int kMaxGroup = 8;     // query heads per block
-constexpr int kMaxPairs = 4;     // (d, d+1) pairs per lane: head_dim <= 256
+// Block shape (kThreads, kMaxGroup, kMaxPairs, kMaxHeadDim): split_attention.cuh.
 constexpr int kMaxChunk = 512;   // keys per split (shared memory for the scores)
 constexpr int kMinChunk = 64;
-constexpr int kMaxHeadDim = 256;
 
 struct DecodeGeometry {
   int n_sub;   // query-head subgroups per kv head
@@ -160,7 +156,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
 
-  store_split_result<kMaxGroup>(s_red, lanes_r, gh, D, s_m, s_l, splits, split, row_head0, partial,
+  store_split_result(s_red, lanes_r, gh, D, s_m, s_l, splits, split, row_head0, partial,
                                 [&](int64_t row_head, int d, float acc, float, float l) {
                                   a.out[row_head * D + d] = acc / l;
                                 });

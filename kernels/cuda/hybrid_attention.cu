@@ -30,11 +30,7 @@ namespace hg::cuda {
 
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
-constexpr int kMaxGroup = 8;  // query heads per block
-constexpr int kMaxPairs = 4;  // (d, d+1) pairs per lane: head_dim <= 256
-constexpr int kMaxHeadDim = 256;
+// Block shape (kThreads, kMaxGroup, kMaxPairs, kMaxHeadDim): split_attention.cuh.
 constexpr int kTile = 64;       // tokens per online-softmax step (shared memory for the scores)
 constexpr int kMinChunk = 256;  // tokens per split at least: fewer do not pay for the combine
 
@@ -212,7 +208,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
 
   // An empty split (t0 >= t1) wrote no partial sums: it contributes zeros.
-  store_split_result<kMaxGroup>(s_red, t0 < t1 ? lanes_r : 0, gh, D, s_m, s_l, splits, split, row_head0, partial,
+  store_split_result(s_red, t0 < t1 ? lanes_r : 0, gh, D, s_m, s_l, splits, split, row_head0, partial,
                                 [&](int64_t row_head, int d, float acc, float m, float l) {
                                   a.out[row_head * D + d] = finish(a, row_head, d, acc, m, l);
                                 });

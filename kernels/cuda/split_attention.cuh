@@ -11,11 +11,20 @@
 
 namespace hg::cuda {
 
-template <int kMaxGroup, class Finish>
+// The block shape both split-K kernels use (included only by attention_decode.cu and
+// hybrid_attention.cu). A block owns up to kMaxGroup query heads of one kv head; each lane owns up
+// to kMaxPairs (d, d + 1) pairs, hence head_dim <= kMaxHeadDim.
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxGroup = 8;
+constexpr int kMaxPairs = 4;
+constexpr int kMaxHeadDim = 2 * kMaxPairs * 32;
+
+template <class Finish>
 __device__ __forceinline__ void store_split_result(const float* s_red, int lanes_r, int gh, int D, const float* s_m,
                                                    const float* s_l, int splits, int split, int64_t row_head0,
                                                    float* partial, Finish finish) {
-  for (int idx = threadIdx.x; idx < gh * D; idx += blockDim.x) {
+  for (int idx = threadIdx.x; idx < gh * D; idx += kThreads) {
     const int hh = idx / D, d = idx % D;
     float sum = 0.0f;
     for (int rr = 0; rr < lanes_r; ++rr) sum += s_red[(rr * kMaxGroup + hh) * D + d];
@@ -46,7 +55,7 @@ __device__ __forceinline__ void combine_splits(const float* partial, int splits,
   };
   float l_sum = 0.0f;
   for (int s = 0; s < splits; ++s) l_sum += base[s * (D + 2) + D + 1] * weight(s);
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+  for (int d = threadIdx.x; d < D; d += kThreads) {
     float sum = 0.0f;
     for (int s = 0; s < splits; ++s) sum += base[s * (D + 2) + d] * weight(s);
     finish(row_head, d, sum, m_max, l_sum);
