@@ -67,12 +67,7 @@ std::unique_ptr<Tokenizer> load_gpt2_vocab(std::string_view vocab_json, std::str
   p.pre_tokenizer = make_byte_level_pre_tokenizer(false, true);
   p.decoder = make_byte_level_decoder();
 
-  // A few lookups of special tokens: a scan of the id -> piece table.
-  auto lookup = [&](const std::string& piece) -> std::optional<int32_t> {
-    auto it = std::find(p.pieces.begin(), p.pieces.end(), piece);
-    if (piece.empty() || it == p.pieces.end()) return std::nullopt;
-    return static_cast<int32_t>(it - p.pieces.begin());
-  };
+  auto lookup = [&](const std::string& piece) { return find_piece(p.pieces, piece); };
   // GPT-2 names one special token; OPT's tokenizer_config.json names <s>, </s>, <pad>, <unk>.
   std::vector<std::string> specials = {"<|endoftext|>"};
   for (const auto& t : {config.bos_token, config.eos_token, config.unk_token})

@@ -148,13 +148,10 @@ std::unique_ptr<Tokenizer> load_hf_json(std::string_view json_text, const std::s
   opt.fuse_unk = json_bool_or(model, "fuse_unk", false, mw);
   opt.ignore_merges = json_bool_or(model, "ignore_merges", false, mw);
   std::string unk = json_string_or(model, "unk_token", "", mw);
-  // A handful of lookups (unk, post-processor and BOS/EOS tokens): scans, not a third index.
   auto lookup = [&](const std::string& piece) -> std::optional<int32_t> {
     for (const auto& t : p.added)
       if (t.content == piece) return t.id;
-    auto it = std::find(p.pieces.begin(), p.pieces.end(), piece);
-    if (piece.empty() || it == p.pieces.end()) return std::nullopt;
-    return static_cast<int32_t>(it - p.pieces.begin());
+    return find_piece(p.pieces, piece);
   };
   if (!unk.empty()) {
     opt.unk_id = lookup(unk);

@@ -185,6 +185,13 @@ class PipelineTokenizer final : public Tokenizer {
 
 }  // namespace
 
+std::optional<int32_t> find_piece(const std::vector<std::string>& pieces, const std::string& piece) {
+  if (piece.empty()) return std::nullopt;
+  auto it = std::find(pieces.begin(), pieces.end(), piece);
+  if (it == pieces.end()) return std::nullopt;
+  return static_cast<int32_t>(it - pieces.begin());
+}
+
 std::unique_ptr<Tokenizer> make_pipeline_tokenizer(PipelineParts parts) {
   return std::make_unique<PipelineTokenizer>(std::move(parts));
 }

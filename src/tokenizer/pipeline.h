@@ -33,4 +33,8 @@ struct PipelineParts {
 
 std::unique_ptr<Tokenizer> make_pipeline_tokenizer(PipelineParts parts);
 
+// The id of `piece` in an id -> piece table, by a scan: for the handful of lookups a loader makes
+// (unk, BOS/EOS, post-processor tokens) before any index exists. Empty pieces never match.
+std::optional<int32_t> find_piece(const std::vector<std::string>& pieces, const std::string& piece);
+
 }  // namespace hg::tok
