@@ -1,7 +1,9 @@
 // The correctness anchor of DESIGN.md: with query `exact` and K = all host tokens, every policy
 // that keeps all tokens gives the logits of `full` attention, for prompts several times longer
-// than the window and many decode steps, batch 1 and a batch of different lengths. The token
-// map keeps every position in exactly one place throughout.
+// than the window and many decode steps, batch 1 and a batch of different lengths. `offload`
+// (every token streamed from the host) is exact by construction. The token map keeps every
+// position in exactly one place throughout; every decode step's timing record is there, and
+// offload moves 2·N·kv_dim floats per layer and sequence.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,6 +21,7 @@ namespace fs = std::filesystem;
 
 Policy exact_policy(const std::string& preset, MergeMode merge) {
   Policy p = policy_preset(preset);
+  if (preset == "offload") return p;  // no knobs: every token takes part
   if (preset != "cpu-attn") {
     p.window = 16;
     p.n_sinks = 2;
@@ -39,7 +42,8 @@ struct Case {
 };
 
 std::string case_name(const Case& c) {
-  std::string n = c.variant + "_" + c.preset + (c.merge == MergeMode::Lse ? "_lse" : "_logits");
+  std::string n = c.variant + "_" + c.preset;
+  if (c.preset != "offload") n += c.merge == MergeMode::Lse ? "_lse" : "_logits";
   for (auto& ch : n)
     if (ch == '-') ch = '_';
   return n;
@@ -68,9 +72,27 @@ std::vector<float> run_policy(const Model& model, const Policy& policy, const st
   std::vector<float> out, step(seqs.size() * static_cast<size_t>(vocab));
   for (int t = 0; t < steps; ++t) {
     std::vector<int32_t> toks;
-    for (size_t s = 0; s < seqs.size(); ++s) toks.push_back(seqs[s][static_cast<size_t>(prompt_len[s] + t)]);
+    int64_t past = 0;  // tokens the batch held before this step
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      toks.push_back(seqs[s][static_cast<size_t>(prompt_len[s] + t)]);
+      past += engine.position(static_cast<int>(s));
+    }
     engine.decode(ids, toks, step.data());
     out.insert(out.end(), step.begin(), step.end());
+    if (policy.hybrid || policy.offload) {
+      const StepTiming* timing = engine.last_step_timing();
+      EXPECT_NE(timing, nullptr);
+      if (!timing) continue;
+      EXPECT_EQ(timing->step, t);
+      EXPECT_EQ(timing->layers.size(), static_cast<size_t>(model.spec.n_layers));
+      for (const auto& l : timing->layers) {
+        EXPECT_GE(l.t_dev, 0.0);
+        EXPECT_GE(l.t_tx, 0.0);
+        if (policy.offload) {
+          EXPECT_EQ(l.bytes_h2d, 2 * past * model.spec.kv_dim() * 4);
+        }
+      }
+    }
     if (check_map && policy.hybrid) {
       auto& kv = dynamic_cast<HybridAttention&>(engine.attention()).kv();
       for (size_t s = 0; s < seqs.size(); ++s) kv.check_invariants(static_cast<int>(s));
@@ -105,7 +127,12 @@ INSTANTIATE_TEST_SUITE_P(Tiny, HybridExactness,
                                            Case{"qwen2", "hgca", MergeMode::Lse},
                                            Case{"opt", "hybrid", MergeMode::Logits},
                                            Case{"opt-postln", "hybrid", MergeMode::Lse},
-                                           Case{"llama3-rope", "hybrid", MergeMode::Logits}),
+                                           Case{"llama3-rope", "hybrid", MergeMode::Logits},
+                                           Case{"llama-gqa", "offload", MergeMode::Logits},
+                                           Case{"qwen2", "offload", MergeMode::Logits},
+                                           Case{"opt", "offload", MergeMode::Logits},
+                                           Case{"opt-postln", "offload", MergeMode::Logits},
+                                           Case{"llama3-rope", "offload", MergeMode::Logits}),
                          [](const auto& info) { return case_name(info.param); });
 
 }  // namespace
