@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "attention/layer_attention.h"
+#include "attention/step_timer.h"
 #include "hybridgen/error.h"
 #include "kernels/cpu/attention.h"
 #include "kv/host_store.h"
@@ -94,11 +95,11 @@ class OffloadAttention final : public LayerAttention {
               float* out) override {
     Staging& buf = staging_[static_cast<size_t>(layer % 2)];
     if (buf.layer != layer) throw Error("offload: layer " + std::to_string(layer) + " was not loaded");
-    // the layer's prefix must be on the device: the exposed part of the transfer is T_tx
+    // the layer's prefix must be on the device: T_tx is the part of the transfer not hidden
     LayerMarks& m = marks_[static_cast<size_t>(layer)];
-    if (!prefill_) m.wait_begin = device_.timing_mark(false);
+    if (!prefill_) m.tx_begin = device_.timing_mark(false);
     device_.wait_copy_fence(buf.fence);
-    if (!prefill_) m.wait_end = device_.timing_mark(false);
+    if (!prefill_) m.tx_end = device_.timing_mark(false);
 
     const int n = static_cast<int>(rows.size());
     const int kv_dim = spec_.kv_dim();
@@ -134,23 +135,13 @@ class OffloadAttention final : public LayerAttention {
     for (size_t i = 0; i < rows.size(); ++i)
       if (i + 1 == rows.size() || rows[i + 1].seq != rows[i].seq) lengths_[static_cast<size_t>(rows[i].seq)] = rows[i].pos + 1;
     if (prefill_) return;
-    const int end = device_.timing_mark(false);
-    const auto ms = [&](int a, int b) { return a < 0 || b < 0 ? 0.0 : std::max(0.0, device_.timing_elapsed_ms(a, b)); };
+    close_step_timing(device_, marks_, step_timing_, stats_);
     for (int l = 0; l < spec_.n_layers; ++l) {
-      const LayerMarks& m = marks_[static_cast<size_t>(l)];
-      const int next = l + 1 < spec_.n_layers ? marks_[static_cast<size_t>(l + 1)].start : end;
-      LayerStepTiming& lt = step_timing_.layers[static_cast<size_t>(l)];
-      const double span = ms(m.start, next) * 1e-3;
-      lt.t_tx = ms(m.wait_begin, m.wait_end) * 1e-3;  // the transfer the compute did not hide
-      lt.t_dev = std::max(0.0, span - lt.t_tx);
       LayerStats& st = stats_[static_cast<size_t>(l)];
-      st.t_layer += span;
-      st.t_tx += lt.t_tx;
       st.steps += 1;
-      st.bytes_h2d += lt.bytes_h2d;
+      st.bytes_h2d += step_timing_.layers[static_cast<size_t>(l)].bytes_h2d;
       for (int seq : seqs_) st.host_tokens += lengths_[static_cast<size_t>(seq)] * spec_.n_kv_heads;
     }
-    ++step_timing_.step;
   }
 
   std::vector<LayerStats>* layer_stats() override { return &stats_; }
@@ -162,9 +153,6 @@ class OffloadAttention final : public LayerAttention {
     std::vector<KvView> views;  // per sequence: [n_kv_heads][ctx][head_dim]
     int layer = -1;             // the layer it holds (or is being loaded with)
     int64_t fence = 0;          // copy fence behind its load
-  };
-  struct LayerMarks {
-    int start = -1, wait_begin = -1, wait_end = -1;
   };
 
   // load_cache(layer): the prefix each sequence of the step had before it, host -> staging.
