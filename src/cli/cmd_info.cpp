@@ -85,7 +85,9 @@ void run_info(const InfoOptions& o) {
               std::string(arch_name(s.arch)).c_str(), s.n_layers, s.d_model, s.n_heads, s.n_kv_heads, s.head_dim,
               s.d_ff, s.vocab_size);
   std::printf("context:      %d max positions, rope_theta %g%s\n", s.max_ctx, s.rope_theta,
-              s.rope_scaling.llama3 ? " (llama3 scaling)" : "");
+              s.rope_scaling.llama3         ? " (llama3 scaling)"
+              : s.rope_freq_factors.empty() ? ""
+                                            : " (llama3 scaling as rope_freqs.weight factors)");
   std::printf("parameters:   %.1f M (%s of weights)\n", static_cast<double>(model->n_params()) / 1e6,
               format_bytes(weights).c_str());
   for (const auto& [dt, n] : dtype_params) std::printf("  %-6s %12lld params\n", dt.c_str(), static_cast<long long>(n));
