@@ -3,6 +3,7 @@
 // the score buffer between the sinks and the ring, so the softmax and P·V visit tokens in
 // position order exactly as full attention does.
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 
 #include "kernels/cpu/attention.h"
@@ -56,7 +57,8 @@ void hybrid_attention_items(const float* q, int n_heads, int n_kv_heads, int hea
   const int group = n_heads / n_kv_heads;
   const size_t row_bytes = static_cast<size_t>(head_dim) * dtype_block_bytes(kv_dtype);
   const int64_t K = host.kind == HostPart::Kind::Logits ? host.K : 0;
-  float device_out[512];
+  assert(head_dim <= kMaxHeadDim);  // checked at model load
+  float device_out[kMaxHeadDim];
   for (int64_t item = item_begin; item < item_end; ++item) {
     const int64_t i = item / n_heads;
     const int h = static_cast<int>(item % n_heads);

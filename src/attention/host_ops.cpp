@@ -1,6 +1,7 @@
 #include "attention/host_ops.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <numeric>
 
@@ -95,7 +96,8 @@ void predict_partial(const HostKvLayout& k, const float* q, int n_heads, int r, 
   const int hd = k.head_dim;
   r = std::min(r, hd);
   scores.resize(static_cast<size_t>(n_tokens));
-  float row_buf[512];  // one key row in fp32 (head_dim <= 512)
+  assert(hd <= cpu::kMaxHeadDim);  // checked at model load
+  float row_buf[cpu::kMaxHeadDim];  // one key row in fp32
   std::span<float> row(row_buf, static_cast<size_t>(hd));
   for (int g = g_begin; g < g_end; ++g) {
     // dims with the largest |q| summed over the group's heads

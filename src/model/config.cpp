@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "hybridgen/error.h"
+#include "kernels/cpu/attention.h"
 #include "model/gguf.h"
 #include "model/weight_table.h"
 
@@ -270,6 +271,9 @@ void validate_spec(const ModelSpec& s, const std::string& origin) {
     throw Error(origin + ": n_heads " + std::to_string(s.n_heads) + " is not a multiple of n_kv_heads " +
                 std::to_string(s.n_kv_heads));
   if (s.head_dim % 2 != 0) throw Error(origin + ": head_dim " + std::to_string(s.head_dim) + " must be even");
+  if (s.head_dim > cpu::kMaxHeadDim)
+    throw Error(origin + ": head_dim " + std::to_string(s.head_dim) + " is larger than " +
+                std::to_string(cpu::kMaxHeadDim) + ", the most the attention kernels support");
   if (s.is_opt()) {
     positive("word_embed_proj_dim", s.word_embed_proj_dim);
     if (s.q_dim() != s.d_model)

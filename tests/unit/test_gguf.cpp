@@ -411,6 +411,12 @@ TEST_F(GgufTest, ModelErrors) {
     w.kv_u32("llama.block_count", 1000000);
     expect_error([&] { load_model(write(w, "f.gguf").string()); }, {"f.gguf", "llama.block_count", "1000000", "holds only"});
   }
+  {
+    GgufWriter w;
+    write_tiny_model(w, "llama", false, "llama.attention.key_length");
+    w.kv_u32("llama.attention.key_length", 1024);
+    expect_error([&] { load_model(write(w, "g.gguf").string()); }, {"g.gguf", "head_dim 1024 is larger than 512"});
+  }
   expect_error([&] { load_model((dir / "nothing.gguf").string()); }, {"nothing.gguf", "no such file"});
   expect_error([&] { load_model(write_bytes("x", "model.bin").string()); }, {"model.bin", "not a model"});
 }
