@@ -96,7 +96,7 @@ void predict_partial(const HostKvLayout& k, const float* q, int n_heads, int r, 
   const int hd = k.head_dim;
   r = std::min(r, hd);
   scores.resize(static_cast<size_t>(n_tokens));
-  assert(hd <= cpu::kMaxHeadDim);  // checked at model load
+  assert(hd <= cpu::kMaxHeadDim);   // checked at model load
   float row_buf[cpu::kMaxHeadDim];  // one key row in fp32
   std::span<float> row(row_buf, static_cast<size_t>(hd));
   for (int g = g_begin; g < g_end; ++g) {
