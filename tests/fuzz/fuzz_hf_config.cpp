@@ -1,6 +1,6 @@
 // libFuzzer target for config.json: any text must give a spec that passes validate_spec (every
 // size positive and bounded, heads dividing) or raise hg::Error; never crash or overflow.
-// Run: build-fuzz/bin/fuzz_hf_config -max_len=4096 build-fuzz/corpus/fuzz_hf_config tests/fuzz/corpus/fuzz_hf_config
+// Run: build-san/bin/fuzz_hf_config -max_len=4096 build-san/corpus/fuzz_hf_config tests/fuzz/corpus/fuzz_hf_config
 #include <cstddef>
 #include <cstdint>
 #include <string>

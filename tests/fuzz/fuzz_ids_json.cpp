@@ -1,6 +1,6 @@
 // libFuzzer target for `--ids`, `--ids-file` and `tokenize --decode` text: a JSON array of token
 // ids in [0, 2^31 - 1] or hg::Error; never crash, never a silently wrapped id.
-// Run: build-fuzz/bin/fuzz_ids_json -max_len=1024 build-fuzz/corpus/fuzz_ids_json tests/fuzz/corpus/fuzz_ids_json
+// Run: build-san/bin/fuzz_ids_json -max_len=1024 build-san/corpus/fuzz_ids_json tests/fuzz/corpus/fuzz_ids_json
 #include <cstddef>
 #include <cstdint>
 #include <string>

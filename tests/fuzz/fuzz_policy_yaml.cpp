@@ -1,7 +1,7 @@
 // libFuzzer target for --policy-file YAML: apply_policy_yaml then validate_policy, as the CLI
 // does; any text must give a policy or raise hg::Error (never a YAML exception, crash or hang).
 // apply_policy_yaml reads a path, so each input goes through one scratch file per process.
-// Run: build-fuzz/bin/fuzz_policy_yaml -max_len=2048 build-fuzz/corpus/fuzz_policy_yaml
+// Run: build-san/bin/fuzz_policy_yaml -max_len=2048 build-san/corpus/fuzz_policy_yaml
 // tests/fuzz/corpus/fuzz_policy_yaml
 #include <unistd.h>
 
