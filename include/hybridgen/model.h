@@ -42,6 +42,9 @@ struct ModelSpec {
   // Llama / Qwen2
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling;
+  // [head_dim / 2] GGUF's rope_freqs.weight (llama3 scaling written as data by llama.cpp's
+  // converter): frequency i is divided by rope_freq_factors[i]. Empty: none.
+  std::vector<float> rope_freq_factors;
   RopeLayout rope_layout = RopeLayout::RotateHalf;
   bool qkv_bias = false;    // Qwen2
   bool tied_embeddings = false;

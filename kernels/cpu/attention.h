@@ -7,6 +7,10 @@
 
 namespace hg::cpu {
 
+// The largest head_dim the CPU attention kernels take: they keep one fp32 row per head on the
+// stack. Every loader rejects a larger head_dim (validate_spec), so no config reaches past it.
+constexpr int kMaxHeadDim = 512;
+
 // dst[0:n] = src[0:n] converted to the cache dtype (f32, f16 or bf16; round to nearest even).
 void store_kv_row(DType kv_dtype, void* dst, const float* src, int n);
 

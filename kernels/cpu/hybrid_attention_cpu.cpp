@@ -3,6 +3,7 @@
 // spliced into the score buffer after the lead tokens (sinks), so the softmax and P·V visit tokens
 // in position order exactly as full attention does.
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 
 #include "kernels/cpu/attention.h"
@@ -44,7 +45,8 @@ void hybrid_attention_items(const HybridAttentionArgs& a, float* scores, int64_t
   const HostPart& host = a.host;
   const int64_t K = host.kind == HostPart::Kind::Logits ? host.K : 0;
   const DeviceTokens& tok = a.tokens;
-  float device_out[512];
+  assert(head_dim <= kMaxHeadDim);  // checked at model load
+  float device_out[kMaxHeadDim];
   for (int64_t item = item_begin; item < item_end; ++item) {
     const int64_t i = item / a.n_heads;
     const int h = static_cast<int>(item % a.n_heads);

@@ -5,7 +5,7 @@
 namespace hg::cpu {
 
 void rope_inv_freq(int rotary_dim, float theta, bool llama3, float factor, float low_freq_factor,
-                   float high_freq_factor, int original_max_position, float* inv_freq) {
+                   float high_freq_factor, int original_max_position, const float* freq_factors, float* inv_freq) {
   const int half = rotary_dim / 2;
   for (int i = 0; i < half; ++i) {
     // HF computes inv_freq in float32 from an int64 arange; match that rounding.
@@ -22,6 +22,7 @@ void rope_inv_freq(int rotary_dim, float theta, bool llama3, float factor, float
         f = (1.0f - smooth) * f / factor + smooth * f;
       }
     }
+    if (freq_factors != nullptr) f /= freq_factors[i];
     inv_freq[i] = f;
   }
 }

@@ -1,6 +1,7 @@
 // Rotary position embedding in place on [n, n_heads, head_dim] fp32 rows. One thread per
-// (row, head, rotation pair). inv_freq comes from the host (cpu::rope_inv_freq, llama3 scaling
-// included), so both devices rotate by the same fp32 angles; sin/cos are taken in double like the
+// (row, head, rotation pair). inv_freq comes from the host (cpu::rope_inv_freq: llama3 scaling and
+// GGUF's rope_freqs factors folded in, so inv_freq[i] = theta^(-2i/d) / freq_factors[i] is what ggml's
+// rope computes per pair), so both devices rotate by the same fp32 angles; sin/cos are taken in double like the
 // twin (kernels/cpu/rope_cpu.cpp) because at positions ~1e5 the fp32 intrinsics drift visibly.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"

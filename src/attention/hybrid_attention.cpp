@@ -57,7 +57,8 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
   inv_freq_.resize(static_cast<size_t>(spec_.head_dim / 2));
   cpu::rope_inv_freq(spec_.head_dim, spec_.rope_theta, spec_.rope_scaling.llama3, spec_.rope_scaling.factor,
                      spec_.rope_scaling.low_freq_factor, spec_.rope_scaling.high_freq_factor,
-                     spec_.rope_scaling.original_max_position, inv_freq_.data());
+                     spec_.rope_scaling.original_max_position,
+                     spec_.rope_freq_factors.empty() ? nullptr : spec_.rope_freq_factors.data(), inv_freq_.data());
   places_.resize(static_cast<size_t>(c.n_seqs));
   plans_.assign(static_cast<size_t>(c.n_seqs), initial_plan(policy_));
   results_.assign(2, std::vector<SeqResult>());

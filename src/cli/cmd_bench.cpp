@@ -9,11 +9,12 @@
 #include <random>
 #include <sstream>
 
+#include "attention/layer_attention.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "attention/layer_attention.h"
 #include "device/device.h"
 #include "hybridgen/error.h"
+#include "util/cpu_info.h"
 
 namespace hg::cli {
 
@@ -102,14 +103,16 @@ void print_rows(const std::vector<Row>& rows, const std::string& format) {
   } else if (format == "jsonl") {
     for (const auto& r : rows) std::printf("%s\n", r.j.dump().c_str());
   } else if (format == "csv") {
-    std::printf("model,size_bytes,n_params,backend,threads,batch,kv,test,avg_ts,stddev_ts,weight_gbps\n");
+    std::printf(
+        "model,size_bytes,n_params,backend,threads,batch,kv,test,avg_ts,stddev_ts,weight_gbps,cpu_info,cpu_isa\n");
     for (const auto& r : rows) {
       const auto& j = r.j;
-      std::printf("%s,%.0f,%.0f,%s,%d,%d,%s,%s,%.4f,%.4f,%s\n", j["model"].get<std::string>().c_str(),
+      std::printf("%s,%.0f,%.0f,%s,%d,%d,%s,%s,%.4f,%.4f,%s,\"%s\",%s\n", j["model"].get<std::string>().c_str(),
                   j["size_bytes"].get<double>(), j["n_params"].get<double>(), j["backend"].get<std::string>().c_str(),
                   j["threads"].get<int>(), j["batch"].get<int>(), j["kv"].get<std::string>().c_str(),
                   j["test"].get<std::string>().c_str(), j["avg_ts"].get<double>(), j["stddev_ts"].get<double>(),
-                  j.contains("weight_gbps") ? std::to_string(j["weight_gbps"].get<double>()).c_str() : "");
+                  j.contains("weight_gbps") ? std::to_string(j["weight_gbps"].get<double>()).c_str() : "",
+                  j["cpu_info"].get<std::string>().c_str(), j["cpu_isa"].get<std::string>().c_str());
     }
   } else {
     std::string line = "|", sep = "|";
@@ -117,7 +120,7 @@ void print_rows(const std::vector<Row>& rows, const std::string& format) {
       line += " " + std::string(c) + " |";
       sep += " --- |";
     }
-    std::printf("%s\n%s\n", line.c_str(), sep.c_str());
+    std::printf("cpu: %s\n\n%s\n%s\n", cpu_summary().c_str(), line.c_str(), sep.c_str());
     for (const auto& r : rows) {
       line = "|";
       for (const char* c : cols) line += " " + cell(r.j, c) + " |";
@@ -175,10 +178,18 @@ void run_bench(const BenchOptions& o) {
       Engine engine(*model, eo);
       std::vector<float> logits(static_cast<size_t>(b) * spec.vocab_size);
       auto base_row = [&](const std::string& test) {
-        return nlohmann::json{{"model", model_name}, {"size_bytes", static_cast<double>(model->weight_bytes())},
-                              {"n_params", static_cast<double>(model->n_params())}, {"backend", engine.device().name()},
-                              {"threads", t}, {"batch", b}, {"kv", rt.kv_dtype}, {"policy", policy},
-                              {"attention", engine.describe_attention()}, {"test", test}};
+        return nlohmann::json{{"model", model_name},
+                              {"size_bytes", static_cast<double>(model->weight_bytes())},
+                              {"n_params", static_cast<double>(model->n_params())},
+                              {"backend", engine.device().name()},
+                              {"threads", t},
+                              {"batch", b},
+                              {"kv", rt.kv_dtype},
+                              {"policy", policy},
+                              {"attention", engine.describe_attention()},
+                              {"test", test},
+                              {"cpu_info", cpu_summary()},
+                              {"cpu_isa", cpu_info().isa}};
       };
       for (int p : prompts) {
         if (p == 0) continue;

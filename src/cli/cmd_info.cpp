@@ -10,6 +10,7 @@
 #include "kv/kv_cache.h"
 #include "mem/placement.h"
 #include "mem/report.h"
+#include "util/cpu_info.h"
 
 namespace hg::cli {
 
@@ -74,6 +75,14 @@ void run_info(const InfoOptions& o) {
       {"tied_embeddings", s.tied_embeddings}, {"n_params", model->n_params()}, {"weight_bytes", weights},
       {"params_by_dtype", dtype_params}, {"kv_dtype", o.kv_dtype}, {"kv_bytes_per_token", kv_per_token},
       {"ctx", ctx}, {"batch", o.batch}, {"kv_bytes", kv_total}, {"total_bytes", weights + kv_total}};
+  const CpuInfo& cpu = cpu_info();
+  j["cpu"] = {{"model", cpu.model},
+              {"vendor", cpu.vendor},
+              {"family", cpu.family},
+              {"model_number", cpu.model_number},
+              {"usable_cpus", cpu.usable_cpus},
+              {"isa", cpu.isa},
+              {"features", cpu.features}};
   std::string numa_text;
   if (o.numa) j["numa"] = numa_plan(o, s, ctx, kv_dtype, &numa_text);
   if (o.json) {
@@ -85,13 +94,18 @@ void run_info(const InfoOptions& o) {
               std::string(arch_name(s.arch)).c_str(), s.n_layers, s.d_model, s.n_heads, s.n_kv_heads, s.head_dim,
               s.d_ff, s.vocab_size);
   std::printf("context:      %d max positions, rope_theta %g%s\n", s.max_ctx, s.rope_theta,
-              s.rope_scaling.llama3 ? " (llama3 scaling)" : "");
+              s.rope_scaling.llama3         ? " (llama3 scaling)"
+              : s.rope_freq_factors.empty() ? ""
+                                            : " (llama3 scaling as rope_freqs.weight factors)");
   std::printf("parameters:   %.1f M (%s of weights)\n", static_cast<double>(model->n_params()) / 1e6,
               format_bytes(weights).c_str());
   for (const auto& [dt, n] : dtype_params) std::printf("  %-6s %12lld params\n", dt.c_str(), static_cast<long long>(n));
   std::printf("KV cache:     %s per token (%s)\n", format_bytes(static_cast<double>(kv_per_token)).c_str(), o.kv_dtype.c_str());
   std::printf("memory plan:  ctx %d x batch %d: KV %s + weights %s = %s\n", ctx, o.batch, format_bytes(kv_total).c_str(),
               format_bytes(weights).c_str(), format_bytes(weights + kv_total).c_str());
+  std::string features;
+  for (const auto& f : cpu.features) features += (features.empty() ? "" : " ") + f;
+  std::printf("cpu:          %s; CPU features: %s\n", cpu_summary().c_str(), features.c_str());
   if (o.numa) std::printf("\n%s\n", numa_text.c_str());
 }
 

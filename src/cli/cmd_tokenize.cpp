@@ -1,11 +1,10 @@
 // hybridgen tokenize: text -> ids (or pieces) with a model's tokenizer, and --decode for ids -> text.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -13,6 +12,7 @@
 #include "hybridgen/error.h"
 #include "hybridgen/model.h"
 #include "hybridgen/tokenizer.h"
+#include "util/token_ids.h"
 
 namespace hg::cli {
 
@@ -47,13 +47,7 @@ std::string json_string(const std::string& s) {
 }
 
 void run_decode(const Tokenizer& tok, const std::string& text) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_array()) throw Error("--decode: expected a JSON array of ids, e.g. \"[1, 2, 3]\"");
-  std::vector<int32_t> ids;
-  for (const auto& v : j) {
-    if (!v.is_number_integer()) throw Error("--decode: every element must be an integer id");
-    ids.push_back(v.get<int32_t>());
-  }
+  const std::vector<int32_t> ids = parse_ids(text, "--decode");
   std::string out = tok.decode(ids);
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fputc('\n', stdout);

@@ -135,23 +135,6 @@ EngineOptions engine_options(const RuntimeOptions& r, const ModelSpec& spec, int
   return e;
 }
 
-std::vector<int32_t> parse_ids(const std::string& text, const std::string& what) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(what + ": not a JSON array of token ids (" + std::string(e.what()) + ")");
-  }
-  if (!j.is_array()) throw Error(what + ": expected a JSON array of token ids");
-  std::vector<int32_t> ids;
-  ids.reserve(j.size());
-  for (const auto& v : j) {
-    if (!v.is_number_integer()) throw Error(what + ": element " + v.dump() + " is not an integer token id");
-    ids.push_back(v.get<int32_t>());
-  }
-  return ids;
-}
-
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open file");

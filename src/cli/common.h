@@ -2,7 +2,6 @@
 // and how token input is read.
 #pragma once
 #include <CLI/CLI.hpp>
-
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +11,7 @@
 #include "hybridgen/model.h"
 #include "hybridgen/policy.h"
 #include "hybridgen/tokenizer.h"
+#include "util/token_ids.h"  // parse_ids (--ids, --ids-file)
 
 namespace hg::cli {
 
@@ -61,8 +61,6 @@ std::unique_ptr<Model> load_model(const ModelOptions& o);
 std::unique_ptr<Tokenizer> load_tokenizer(const ModelOptions& o, const Model& model);
 EngineOptions engine_options(const RuntimeOptions& r, const ModelSpec& spec, int needed_ctx, int batch);
 
-// Parses a JSON array of token ids ("[1, 2, 3]"); `what` names the source in errors.
-std::vector<int32_t> parse_ids(const std::string& json, const std::string& what);
 std::string read_text_file(const std::string& path);
 std::string format_bytes(double bytes);
 void setup_logging(int verbose);

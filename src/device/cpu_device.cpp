@@ -103,7 +103,7 @@ class CpuDevice final : public Device {
     float inv_freq[512];
     if (p.rotary_dim > 1024) throw Error("rope: rotary_dim " + std::to_string(p.rotary_dim) + " > 1024");
     cpu::rope_inv_freq(p.rotary_dim, p.theta, p.scaling.llama3, p.scaling.factor, p.scaling.low_freq_factor,
-                       p.scaling.high_freq_factor, p.scaling.original_max_position, inv_freq);
+                       p.scaling.high_freq_factor, p.scaling.original_max_position, p.freq_factors, inv_freq);
     const bool interleaved = p.layout == RopeLayout::Interleaved;
     pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
       cpu::rope_rows(x, pos, n_heads, p.head_dim, p.rotary_dim, inv_freq, interleaved, b, e);

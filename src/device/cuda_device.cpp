@@ -190,17 +190,23 @@ const float* CudaDevice::rope_table(const RopeParams& p) {
            o.scaling.high_freq_factor == p.scaling.high_freq_factor &&
            o.scaling.original_max_position == p.scaling.original_max_position;
   };
+  const size_t half = static_cast<size_t>(std::max(p.rotary_dim, 0) / 2);
+  const auto same_factors = [&](const std::vector<float>& f) {  // by value: no allocation per call
+    return p.freq_factors == nullptr ? f.empty() : f.size() == half && std::equal(f.begin(), f.end(), p.freq_factors);
+  };
   for (const auto& t : rope_tables_)
-    if (same(t.params)) return t.inv_freq;
+    if (same(t.params) && same_factors(t.freq_factors)) return t.inv_freq;
   if (p.rotary_dim <= 0 || p.rotary_dim % 2 != 0 || p.rotary_dim > p.head_dim)
     throw Error("rope: rotary_dim " + std::to_string(p.rotary_dim) + " must be even and at most head_dim " +
                 std::to_string(p.head_dim));
   // The same host function as the CPU device, so both rotate by identical fp32 frequencies.
   std::vector<float> inv(static_cast<size_t>(p.rotary_dim / 2));
   cpu::rope_inv_freq(p.rotary_dim, p.theta, p.scaling.llama3, p.scaling.factor, p.scaling.low_freq_factor,
-                     p.scaling.high_freq_factor, p.scaling.original_max_position, inv.data());
+                     p.scaling.high_freq_factor, p.scaling.original_max_position, p.freq_factors, inv.data());
   RopeTable t;
   t.params = p;
+  t.params.freq_factors = nullptr;  // the caller's pointer may not outlive this call; keep a copy
+  if (p.freq_factors != nullptr) t.freq_factors.assign(p.freq_factors, p.freq_factors + half);
   t.inv_freq = static_cast<float*>(alloc(sizeof(float) * inv.size()));
   HG_CUDA_CHECK(cudaMemcpyAsync(t.inv_freq, inv.data(), sizeof(float) * inv.size(), cudaMemcpyHostToDevice, compute_));
   HG_CUDA_CHECK(cudaStreamSynchronize(compute_));  // `inv` dies here; once per model

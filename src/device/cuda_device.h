@@ -78,7 +78,8 @@ class CudaDevice final : public Device {
   };
   struct RopeTable {
     RopeParams params;
-    float* inv_freq = nullptr;  // device [rotary_dim / 2]
+    std::vector<float> freq_factors;  // host copy of params.freq_factors (empty: none)
+    float* inv_freq = nullptr;        // device [rotary_dim / 2]
   };
   static constexpr int kStageSlots = 16;
   static constexpr int kTimingEvents = 512;

@@ -31,6 +31,7 @@ struct RopeParams {
   float theta = 10000.0f;
   RopeLayout layout = RopeLayout::RotateHalf;
   RopeScaling scaling;
+  const float* freq_factors = nullptr;  // [rotary_dim / 2] or null: inv_freq[i] /= freq_factors[i]
 };
 
 // One layer's KV cache of one sequence, as the device stores it:

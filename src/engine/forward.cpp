@@ -47,6 +47,7 @@ RopeParams rope_params(const ModelSpec& spec) {
   p.theta = spec.rope_theta;
   p.layout = spec.rope_layout;
   p.scaling = spec.rope_scaling;
+  if (!spec.rope_freq_factors.empty()) p.freq_factors = spec.rope_freq_factors.data();
   return p;
 }
 

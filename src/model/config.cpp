@@ -1,11 +1,14 @@
 #include "model/config.h"
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "hybridgen/error.h"
+#include "kernels/cpu/attention.h"
 #include "model/gguf.h"
+#include "model/weight_table.h"
 
 namespace hg {
 
@@ -161,6 +164,26 @@ ModelSpec spec_from_hf_config(const std::filesystem::path& config_json) {
   return spec;
 }
 
+// Llama 3.x GGUF files carry their llama3 rope scaling as a tensor: llama.cpp's converter writes
+// rope_freqs.weight, f32 [head_dim / 2], one divisor per rotary pair (1 for high frequencies,
+// `factor` for low ones, the smooth blend between), which ggml's rope applies to each pair's
+// frequency. Read after head_dim is known.
+void read_rope_freqs(const gguf::File& f, ModelSpec& spec) {
+  const std::optional<TensorView> t = f.find_tensor("rope_freqs.weight");
+  if (!t) return;
+  const std::string what = f.path().string() + ": tensor 'rope_freqs.weight'";
+  const int64_t half = spec.head_dim / 2;
+  if (t->dtype != DType::F32) throw Error(what + ": expected f32, got " + std::string(dtype_name(t->dtype)));
+  if (t->shape.size() != 1 || t->shape[0] != half)
+    throw Error(what + ": expected shape [" + std::to_string(half) + "] (head_dim / 2), got " + shape_str(t->shape));
+  const auto* factors = static_cast<const float*>(t->data);
+  spec.rope_freq_factors.assign(factors, factors + half);
+  for (int64_t i = 0; i < half; ++i)
+    if (!(spec.rope_freq_factors[i] > 0.0f) || !std::isfinite(spec.rope_freq_factors[i]))
+      throw Error(what + ": element " + std::to_string(i) + " is " + std::to_string(spec.rope_freq_factors[i]) +
+                  ", expected a positive finite frequency divisor");
+}
+
 ModelSpec spec_from_gguf(const gguf::File& f) {
   const std::string file = f.path().string();
   const std::string arch = f.get_string("general.architecture");
@@ -199,10 +222,7 @@ ModelSpec spec_from_gguf(const gguf::File& f) {
   else throw Error(file + ": metadata '" + key("vocab_size") + "' and 'tokenizer.ggml.tokens' are both missing");
   if (auto type = f.find_string(key("rope.scaling.type")); type && *type != "none")
     throw Error(file + ": metadata '" + key("rope.scaling.type") + "': '" + *type + "' is not supported");
-  // Llama 3.x GGUF files carry their rope scaling as a per-frequency factor tensor instead.
-  for (const auto& t : f.tensors())
-    if (t.name == "rope_freqs.weight")
-      throw Error(file + ": tensor 'rope_freqs.weight' (llama3 rope scaling in GGUF) is not supported");
+  read_rope_freqs(f, spec);
   // Each block has at least 9 tensors: a block_count the file cannot hold is caught here, before
   // per-layer tables are allocated.
   if (static_cast<size_t>(spec.n_layers) * 9 > f.tensors().size())
@@ -251,6 +271,9 @@ void validate_spec(const ModelSpec& s, const std::string& origin) {
     throw Error(origin + ": n_heads " + std::to_string(s.n_heads) + " is not a multiple of n_kv_heads " +
                 std::to_string(s.n_kv_heads));
   if (s.head_dim % 2 != 0) throw Error(origin + ": head_dim " + std::to_string(s.head_dim) + " must be even");
+  if (s.head_dim > cpu::kMaxHeadDim)
+    throw Error(origin + ": head_dim " + std::to_string(s.head_dim) + " is larger than " +
+                std::to_string(cpu::kMaxHeadDim) + ", the most the attention kernels support");
   if (s.is_opt()) {
     positive("word_embed_proj_dim", s.word_embed_proj_dim);
     if (s.q_dim() != s.d_model)

@@ -50,7 +50,9 @@ std::string describe(const Model& m) {
   } else {
     add("rope:         theta %g, %s layout%s", static_cast<double>(s.rope_theta),
         s.rope_layout == RopeLayout::Interleaved ? "interleaved" : "rotate-half",
-        s.rope_scaling.llama3 ? ", llama3 scaling" : "");
+        s.rope_scaling.llama3         ? ", llama3 scaling"
+        : s.rope_freq_factors.empty() ? ""
+                                      : ", per-pair frequency factors (rope_freqs.weight)");
   }
   add("norm eps:     %g   tied embeddings: %s   qkv bias: %s", static_cast<double>(s.norm_eps),
       s.tied_embeddings ? "yes" : "no", s.qkv_bias ? "yes" : "no");

@@ -83,10 +83,15 @@ void apply_policy_yaml(Policy& p, const std::string& path) {
   } catch (const YAML::Exception& e) {
     throw Error(path + ": " + e.what());
   }
+  // Found by fuzz_policy_yaml: a scalar document ("policy" alone) made root["policy"] throw
+  // YAML::BadSubscript past every handler (abort); so did a non-scalar key.
+  if (!root.IsMap()) throw Error(path + ": expected a mapping of policy knobs");
   YAML::Node node = root["policy"] ? root["policy"] : root;
   if (!node.IsMap()) throw Error(path + ": expected a mapping of policy knobs");
   const KnobRegistry& knobs = knob_registry();
   for (const auto& kv : node) {
+    if (!kv.first.IsScalar())
+      throw Error(path + ":" + std::to_string(kv.first.Mark().line + 1) + ": expected a knob name as the key");
     const std::string key = kv.first.as<std::string>();
     const YAML::Node& v = kv.second;
     const std::string where = path + ":" + std::to_string(v.Mark().line + 1);

@@ -125,5 +125,18 @@ TEST(CliErrors, PolicyYamlWithLineNumber) {
                         "q.yaml:3: --k does not apply to --policy offload");
 }
 
+// Found by fuzz_policy_yaml: a policy file that is not a mapping aborted (exit 134) with an
+// uncaught YAML::BadSubscript; so did a key that is not a scalar.
+TEST(CliErrors, PolicyYamlThatIsNotAMapping) {
+  const fs::path dir = temp_dir("yaml-scalar");
+  { std::ofstream(dir / "scalar.yaml") << "polpi"; }
+  { std::ofstream(dir / "key.yaml") << "policy:\n  [window]: 16\n"; }
+  const std::string m = "-m '" + (bad_root() / "good").string() + "' --ids '[1,2,3,4]' -n 2 --ctx 64";
+  expect_one_error_line(run_hybridgen("generate " + m + " --policy-file '" + (dir / "scalar.yaml").string() + "'"),
+                        "scalar.yaml: expected a mapping of policy knobs");
+  expect_one_error_line(run_hybridgen("generate " + m + " --policy-file '" + (dir / "key.yaml").string() + "'"),
+                        "key.yaml:2: expected a knob name as the key");
+}
+
 }  // namespace
 }  // namespace hg::test

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <random>
 
 #include "test_util.h"
@@ -18,6 +19,48 @@ struct Case {
   double tolerance;  // max abs diff of logits
 };
 
+struct Logits {
+  std::vector<float> values;  // [rows, cols]
+  int64_t rows = 0, cols = 0;
+};
+
+// tools/reference.py on an HF directory.
+Logits reference_logits(const fs::path& hf_dir, const fs::path& ids_file, const fs::path& out) {
+  RunResult r = run(python() + " '" + (source_dir() / "tools/reference.py").string() + "' '" + hf_dir.string() +
+                    "' --ids-file '" + ids_file.string() + "' --out '" + out.string() + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  Logits l;
+  if (r.exit_code == 0) l.values = read_npy(out, &l.rows, &l.cols);
+  return l;
+}
+
+// hybridgen perplexity --save-logits over the whole id file as one window, f32 KV cache.
+Logits our_logits(const fs::path& model, const fs::path& ids_file, size_t n_ids, const fs::path& out,
+                  const std::string& extra = "") {
+  RunResult r = run_hybridgen("perplexity -m '" + model.string() + "' --ids-file '" + ids_file.string() + "' --ctx " +
+                              std::to_string(n_ids) + " --kv-dtype f32 -t 2 --json --save-logits '" + out.string() +
+                              "' " + extra);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  Logits l;
+  if (r.exit_code == 0) l.values = read_npy(out, &l.rows, &l.cols);
+  return l;
+}
+
+// Max abs difference over every position and vocabulary entry (infinity when the shapes differ).
+double max_diff(const Logits& a, const Logits& b) {
+  if (a.rows != b.rows || a.cols != b.cols || a.values.empty()) return INFINITY;
+  double d = 0.0;
+  for (size_t i = 0; i < a.values.size(); ++i)
+    d = std::max(d, static_cast<double>(std::fabs(a.values[i] - b.values[i])));
+  return d;
+}
+
+double max_abs(const Logits& a) {
+  double m = 0.0;
+  for (float v : a.values) m = std::max(m, static_cast<double>(std::fabs(v)));
+  return m;
+}
+
 class ReferenceTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ReferenceTest, LogitsMatchNumpyReferenceAtEveryPosition) {
@@ -27,26 +70,51 @@ TEST_P(ReferenceTest, LogitsMatchNumpyReferenceAtEveryPosition) {
   const std::vector<int32_t> ids = random_ids(70, 7);
   write_ids(dir / "ids.json", ids);
 
-  RunResult ref = run(python() + " '" + (source_dir() / "tools/reference.py").string() + "' '" + model.string() +
-                      "' --ids-file '" + (dir / "ids.json").string() + "' --out '" + (dir / "ref.npy").string() + "'");
-  ASSERT_EQ(ref.exit_code, 0) << ref.err;
-  RunResult ours = run_hybridgen("perplexity -m '" + model.string() + "' --ids-file '" + (dir / "ids.json").string() +
-                                 "' --ctx 70 --kv-dtype f32 -t 2 --json --save-logits '" + (dir / "ours.npy").string() + "'");
-  ASSERT_EQ(ours.exit_code, 0) << ours.err;
+  const Logits expect = reference_logits(model, dir / "ids.json", dir / "ref.npy");
+  const Logits got = our_logits(model, dir / "ids.json", ids.size(), dir / "ours.npy");
+  ASSERT_EQ(expect.rows, static_cast<int64_t>(ids.size()));
+  EXPECT_LE(max_diff(expect, got), c.tolerance) << c.variant << ": max |logit| " << max_abs(expect);
+  EXPECT_GT(max_abs(expect), 2.0) << "logits are near-uniform: the test would not see errors";
+}
 
-  int64_t rr, rc, orow, ocol;
-  const auto expect = read_npy(dir / "ref.npy", &rr, &rc);
-  const auto got = read_npy(dir / "ours.npy", &orow, &ocol);
-  ASSERT_EQ(rr, static_cast<int64_t>(ids.size()));
-  ASSERT_EQ(orow, rr);
-  ASSERT_EQ(ocol, rc);
-  double max_diff = 0.0, max_abs = 0.0;
-  for (size_t i = 0; i < expect.size(); ++i) {
-    max_diff = std::max(max_diff, static_cast<double>(std::fabs(expect[i] - got[i])));
-    max_abs = std::max(max_abs, static_cast<double>(std::fabs(expect[i])));
-  }
-  EXPECT_LE(max_diff, c.tolerance) << c.variant << ": max |logit| " << max_abs;
-  EXPECT_GT(max_abs, 2.0) << "logits are near-uniform: the test would not see errors";
+// Llama 3.x GGUF files carry llama3 rope scaling as rope_freqs.weight (one divisor per rotary pair)
+// and Wq/Wk permuted for interleaved RoPE. One tiny llama3-scaled checkpoint, converted to GGUF the
+// way llama.cpp's converter does (tools/hf_to_gguf.py), must give the numpy reference's logits on
+// both paths, at every position of a context 4.7x the original_max_position_embeddings (64).
+TEST(ReferenceGguf, Llama3RopeFreqsMatchHfConfigScalingAtEveryPosition) {
+  const fs::path hf = tiny_model("llama3-rope");
+  const fs::path dir = temp_dir("ref-gguf");
+  const fs::path gguf = dir / "llama3-rope.gguf";
+  RunResult conv = run(python() + " '" + (source_dir() / "tools/hf_to_gguf.py").string() + "' '" + hf.string() + "' '" +
+                       gguf.string() + "'");
+  ASSERT_EQ(conv.exit_code, 0) << conv.err;
+  RunResult info = run_hybridgen("info -m '" + gguf.string() + "'");
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("rope_freqs.weight"), std::string::npos) << info.out;
+
+  const std::vector<int32_t> ids = random_ids(300, 11);
+  write_ids(dir / "ids.json", ids);
+  const Logits expect = reference_logits(hf, dir / "ids.json", dir / "ref.npy");
+  ASSERT_EQ(expect.rows, static_cast<int64_t>(ids.size()));
+  EXPECT_LE(max_diff(expect, our_logits(hf, dir / "ids.json", ids.size(), dir / "hf.npy")), 1e-3) << "HF path";
+  EXPECT_LE(max_diff(expect, our_logits(gguf, dir / "ids.json", ids.size(), dir / "gguf.npy")), 1e-3) << "GGUF path";
+  // The host attention path (keys beyond the window rotated on the device, stored on the host).
+  EXPECT_LE(max_diff(expect, our_logits(gguf, dir / "ids.json", ids.size(), dir / "gguf-hybrid.npy",
+                                        "--policy hybrid --window 32 --sinks 4 --k -1 --query exact")),
+            1e-3)
+      << "GGUF path, hybrid policy";
+
+  // The scaling must matter here, or the test would pass with rope_freqs ignored.
+  const fs::path plain = dir / "no-scaling";
+  fs::create_directories(plain);
+  for (const auto& e : fs::directory_iterator(hf)) fs::copy(e.path(), plain / e.path().filename());
+  std::string config = read_file(plain / "config.json");
+  const size_t at = config.find("\"rope_scaling\"");
+  ASSERT_NE(at, std::string::npos);
+  config.replace(at, config.find('}', at) + 1 - at, "\"rope_scaling\": null");
+  { std::ofstream(plain / "config.json", std::ios::trunc) << config; }
+  const Logits unscaled = reference_logits(plain, dir / "ids.json", dir / "ref-plain.npy");
+  EXPECT_GT(max_diff(expect, unscaled), 0.1) << "llama3 scaling changes nothing at these positions";
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -223,14 +223,18 @@ TEST(CudaOps, RmsNormAndLayerNorm) {
   }
 }
 
-TEST(CudaOps, RopeBothLayoutsAndLlama3Scaling) {
+TEST(CudaOps, RopeBothLayoutsLlama3ScalingAndFreqFactors) {
   HG_REQUIRE_CUDA_GPU();
   auto d = gpu();
   std::mt19937 rng(4);
   std::uniform_int_distribution<int32_t> position(0, 131071);
   for (int head_dim : {16, 64, 128}) {
     for (RopeLayout layout : {RopeLayout::RotateHalf, RopeLayout::Interleaved}) {
-      for (bool llama3 : {false, true}) {
+      // scaling 0: none, 1: llama3 from the config, 2: GGUF rope_freqs factors (one per pair)
+      for (int scaling : {0, 1, 2}) {
+        const bool llama3 = scaling == 1;
+        std::vector<float> factors(static_cast<size_t>(head_dim / 2));
+        for (size_t i = 0; i < factors.size(); ++i) factors[i] = 1.0f + 7.0f * static_cast<float>(i) / factors.size();
         RopeParams p;
         p.head_dim = head_dim;
         p.rotary_dim = head_dim;
@@ -239,9 +243,10 @@ TEST(CudaOps, RopeBothLayoutsAndLlama3Scaling) {
         p.scaling.llama3 = llama3;
         p.scaling.factor = 8.0f;
         p.scaling.original_max_position = 8192;
+        if (scaling == 2) p.freq_factors = factors.data();
         std::vector<float> inv(static_cast<size_t>(head_dim / 2));
         cpu::rope_inv_freq(p.rotary_dim, p.theta, llama3, p.scaling.factor, p.scaling.low_freq_factor,
-                           p.scaling.high_freq_factor, p.scaling.original_max_position, inv.data());
+                           p.scaling.high_freq_factor, p.scaling.original_max_position, p.freq_factors, inv.data());
         for (int n_heads : {1, 9}) {
           for (int n : {1, 7, 33}) {
             std::vector<int32_t> pos(static_cast<size_t>(n));

@@ -341,6 +341,40 @@ TEST_F(GgufTest, LoadsTinyQwen2WithOutput) {
   EXPECT_NE(m->weights.lm_head.data, m->weights.tok_embed.data);
 }
 
+// Llama 3.x files: llama3 rope scaling as rope_freqs.weight, f32 [head_dim / 2].
+TEST_F(GgufTest, RopeFreqsAreLoadedAndChecked) {
+  {
+    GgufWriter w;
+    write_tiny_model(w);
+    w.tensor_f32("rope_freqs.weight", {8}, 8.0f);
+    auto m = load_model(write(w, "rf.gguf").string());
+    EXPECT_EQ(m->spec.rope_freq_factors, std::vector<float>(8, 8.0f));
+    EXPECT_FALSE(m->spec.rope_scaling.llama3);
+    EXPECT_NE(describe(*m).find("rope_freqs.weight"), std::string::npos);
+  }
+  {
+    GgufWriter w;
+    write_tiny_model(w);
+    w.tensor_f32("rope_freqs.weight", {16});
+    expect_error([&] { load_model(write(w, "rf_shape.gguf").string()); },
+                 {"rf_shape.gguf: tensor 'rope_freqs.weight'", "expected shape [8] (head_dim / 2), got [16]"});
+  }
+  {
+    GgufWriter w;
+    write_tiny_model(w);
+    w.tensor("rope_freqs.weight", 1, {8}, std::string(16, '\0'));
+    expect_error([&] { load_model(write(w, "rf_dtype.gguf").string()); },
+                 {"rope_freqs.weight", "expected f32, got f16"});
+  }
+  {
+    GgufWriter w;
+    write_tiny_model(w);
+    w.tensor_f32("rope_freqs.weight", {8}, 0.0f);
+    expect_error([&] { load_model(write(w, "rf_zero.gguf").string()); },
+                 {"rope_freqs.weight", "element 0", "positive finite"});
+  }
+}
+
 TEST_F(GgufTest, ModelErrors) {
   {
     GgufWriter w;
@@ -376,6 +410,12 @@ TEST_F(GgufTest, ModelErrors) {
     write_tiny_model(w, "llama", false, "llama.block_count");
     w.kv_u32("llama.block_count", 1000000);
     expect_error([&] { load_model(write(w, "f.gguf").string()); }, {"f.gguf", "llama.block_count", "1000000", "holds only"});
+  }
+  {
+    GgufWriter w;
+    write_tiny_model(w, "llama", false, "llama.attention.key_length");
+    w.kv_u32("llama.attention.key_length", 1024);
+    expect_error([&] { load_model(write(w, "g.gguf").string()); }, {"g.gguf", "head_dim 1024 is larger than 512"});
   }
   expect_error([&] { load_model((dir / "nothing.gguf").string()); }, {"nothing.gguf", "no such file"});
   expect_error([&] { load_model(write_bytes("x", "model.bin").string()); }, {"model.bin", "not a model"});

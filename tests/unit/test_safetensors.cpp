@@ -361,6 +361,19 @@ TEST(HfConfig, Errors) {
   expect_error([&] { spec_from_hf_config_text("{not json", "config.json"); }, {"config.json", "not valid JSON"});
 }
 
+// The CPU attention kernels keep one fp32 row per head on the stack (cpu::kMaxHeadDim): a config
+// asking for more is refused at load, not overflowed at the first decode step.
+TEST(HfConfig, HeadDimAboveTheKernelsLimitIsRefused) {
+  json c = llama_config("llama", false);
+  c["num_attention_heads"] = 1;
+  c["num_key_value_heads"] = 1;
+  c["head_dim"] = 512;
+  EXPECT_EQ(spec_from_hf_config_text(c.dump(), "config.json").head_dim, 512);
+  c["head_dim"] = 514;
+  expect_error([&] { spec_from_hf_config_text(c.dump(), "config.json"); },
+               {"config.json: head_dim 514 is larger than 512", "attention kernels"});
+}
+
 TEST(HfConfig, Llama3RopeScalingAndDefaults) {
   json c = llama_config("llama", true);
   c.erase("num_key_value_heads");

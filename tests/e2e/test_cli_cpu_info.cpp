@@ -1,0 +1,67 @@
+// Every report names the machine that made it: `info` and every bench format carry the CPU model
+// and the ISA the kernels chose.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "kernels/cpu/cpu_isa.h"
+#include "test_util.h"
+#include "util/cpu_info.h"
+
+namespace hg::test {
+namespace {
+
+TEST(CpuInfo, NamesTheCpuAndTheChosenIsa) {
+  const CpuInfo& c = cpu_info();
+  EXPECT_FALSE(c.model.empty());
+  EXPECT_GE(c.usable_cpus, 1);
+  EXPECT_EQ(c.isa, cpu::cpu_isa_label(cpu::active_cpu_isa()));
+  auto has = [&](const char* f) { return std::find(c.features.begin(), c.features.end(), f) != c.features.end(); };
+  // The dispatch level and the reported extensions come from the same CPUID bits.
+  if (cpu::cpu_isa_supported(cpu::CpuIsa::Avx2)) {
+    EXPECT_TRUE(has("avx2") && has("fma") && has("f16c"));
+  }
+  if (cpu::cpu_isa_supported(cpu::CpuIsa::Avx512)) {
+    EXPECT_TRUE(has("avx512f") && has("avx512bw"));
+  }
+  if (cpu::cpu_isa_supported(cpu::CpuIsa::Avx512Bf16)) {
+    EXPECT_TRUE(has("avx512_bf16"));
+  }
+  EXPECT_NE(cpu_summary().find("kernels " + c.isa), std::string::npos);
+}
+
+TEST(CpuInfo, InInfoAndEveryBenchFormat) {
+  const std::string model = tiny_model("llama-gqa").string();
+  const CpuInfo& c = cpu_info();
+
+  RunResult info = run_hybridgen("info -m '" + model + "'");
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("cpu:          " + cpu_summary()), std::string::npos) << info.out;
+  RunResult info_json = run_hybridgen("info -m '" + model + "' --json");
+  ASSERT_EQ(info_json.exit_code, 0) << info_json.err;
+  const auto j = nlohmann::json::parse(info_json.out);
+  EXPECT_EQ(j["cpu"]["model"], c.model);
+  EXPECT_EQ(j["cpu"]["isa"], c.isa);
+  EXPECT_EQ(j["cpu"]["usable_cpus"], c.usable_cpus);
+
+  const std::string bench = "bench -m '" + model + "' -p 8 -n 2 -r 1 -t 1 ";
+  RunResult md = run_hybridgen(bench + "-o md");
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_EQ(md.out.rfind("cpu: " + cpu_summary() + "\n", 0), 0u) << md.out;  // the first line
+  RunResult js = run_hybridgen(bench + "-o json");
+  ASSERT_EQ(js.exit_code, 0) << js.err;
+  const auto rows = nlohmann::json::parse(js.out);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& r : rows) {
+    EXPECT_EQ(r["cpu_info"], cpu_summary());
+    EXPECT_EQ(r["cpu_isa"], c.isa);
+    EXPECT_EQ(r["backend"], "cpu (" + c.isa + ")");
+  }
+  RunResult csv = run_hybridgen(bench + "-o csv");
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_NE(csv.out.find(",\"" + cpu_summary() + "\"," + c.isa + "\n"), std::string::npos) << csv.out;
+}
+
+}  // namespace
+}  // namespace hg::test
