@@ -130,6 +130,10 @@ std::pair<double, double> mean_std(const std::vector<double>& v) {
   return {mean, v.size() > 1 ? std::sqrt(var / static_cast<double>(v.size() - 1)) : 0.0};
 }
 
+std::string run_status(const std::string& policy, const std::string& test, int threads, int batch) {
+  return policy + " " + test + " t" + std::to_string(threads) + " b" + std::to_string(batch);
+}
+
 void run_bench(const BenchOptions& o) {
   setup_logging(o.runtime.verbose);
   if (o.output != "md" && o.output != "csv" && o.output != "json" && o.output != "jsonl")
@@ -159,6 +163,13 @@ void run_bench(const BenchOptions& o) {
     std::string item;
     while (std::getline(ss, item, ',')) policies.push_back(item);
   }
+  // One progress report over every timed and warm-up run of the grid.
+  int64_t tests_per_engine = 0;
+  for (int p : prompts) tests_per_engine += p > 0;
+  for (int n : gens) tests_per_engine += static_cast<int64_t>(depths.size()) * (n > 0);
+  Progress progress("bench", static_cast<int64_t>(policies.size() * threads.size() * batches.size()) * tests_per_engine *
+                                 (o.reps + 1),
+                    "runs", progress_options(o.runtime));
   for (const std::string& policy : policies)
   for (int t : threads) {
     for (int b : batches) {
@@ -186,6 +197,7 @@ void run_bench(const BenchOptions& o) {
           engine.prefill(0, prompt, logits.data());
           const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           if (r > 0) tps.push_back(p / s);
+          progress.advance(1, run_status(policy, "pp" + std::to_string(p), t, b));
         }
         auto [mean, sd] = mean_std(tps);
         nlohmann::json j = base_row("pp" + std::to_string(p));
@@ -216,6 +228,7 @@ void run_bench(const BenchOptions& o) {
           }
           const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           if (r > 0) tps.push_back(static_cast<double>(n) * b / s);
+          progress.advance(1, run_status(policy, "tg" + std::to_string(n) + (depth > 0 ? "@d" + std::to_string(depth) : ""), t, b));
         }
         auto [mean, sd] = mean_std(tps);
         nlohmann::json j = base_row("tg" + std::to_string(n) + (depth > 0 ? " @ d" + std::to_string(depth) : ""));
@@ -252,6 +265,7 @@ void run_bench(const BenchOptions& o) {
       }
     }
   }
+  progress.finish();
   print_rows(rows, o.output);
 }
 

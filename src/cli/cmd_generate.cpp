@@ -67,7 +67,7 @@ void run_generate(const GenerateOptions& o) {
   std::vector<int32_t> generated;
   generated.reserve(static_cast<size_t>(o.n_predict));
 
-  engine.prefill(0, history, logits.data());
+  prefill_with_progress(engine, 0, history, logits.data(), progress_options(o.runtime));
   const int seq = 0;
   for (int i = 0; i < o.n_predict; ++i) {
     const int32_t next = sampler.sample(logits.data(), history);

@@ -29,6 +29,7 @@ void add_runtime_options(CLI::App& cmd, RuntimeOptions& o) {
   cmd.add_option("--device", o.device, "auto|cpu|cuda")->capture_default_str();
   cmd.add_option("--gpu", o.gpu, "CUDA device index")->capture_default_str();
   cmd.add_flag("-v,--verbose", o.verbose, "more log output");
+  cmd.add_flag("--no-progress", o.no_progress, "no progress bar or progress lines on stderr");
 }
 
 void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list) {
@@ -122,6 +123,23 @@ EngineOptions engine_options(const RuntimeOptions& r, const ModelSpec& spec, int
     throw Error("context of " + std::to_string(e.ctx) + " tokens is longer than the model's " +
                 std::to_string(spec.max_ctx) + " (max_position_embeddings)");
   return e;
+}
+
+ProgressOptions progress_options(const RuntimeOptions& r) {
+  ProgressOptions p;
+  if (r.no_progress) p.mode = ProgressMode::Off;
+  return p;
+}
+
+void prefill_with_progress(Engine& engine, int seq, std::span<const int32_t> tokens, float* logits_last,
+                           const ProgressOptions& progress) {
+  Progress bar("prefill", static_cast<int64_t>(tokens.size()), "tokens", progress);
+  const size_t chunk = static_cast<size_t>(std::max(1, engine.options().ubatch));
+  for (size_t begin = 0; begin < tokens.size(); begin += chunk) {
+    const size_t n = std::min(chunk, tokens.size() - begin);
+    engine.prefill(seq, tokens.subspan(begin, n), begin + n == tokens.size() ? logits_last : nullptr);
+    bar.update(static_cast<int64_t>(begin + n));
+  }
 }
 
 std::vector<int32_t> parse_ids(const std::string& text, const std::string& what) {

@@ -12,6 +12,7 @@
 #include "hybridgen/model.h"
 #include "hybridgen/policy.h"
 #include "hybridgen/tokenizer.h"
+#include "util/progress.h"
 
 namespace hg::cli {
 
@@ -40,6 +41,7 @@ struct RuntimeOptions {
   std::string device = "auto";
   int gpu = 0;
   int verbose = 0;
+  bool no_progress = false;  // --no-progress
 };
 
 void add_model_options(CLI::App& cmd, ModelOptions& o);
@@ -54,6 +56,12 @@ std::unique_ptr<Model> load_model(const ModelOptions& o);
 // The tokenizer from --tokenizer or the model's own; nullptr when neither exists.
 std::unique_ptr<Tokenizer> load_tokenizer(const ModelOptions& o, const Model& model);
 EngineOptions engine_options(const RuntimeOptions& r, const ModelSpec& spec, int needed_ctx, int batch);
+// Progress on stderr (a bar on a terminal, periodic lines otherwise), or none with --no-progress.
+ProgressOptions progress_options(const RuntimeOptions& r);
+// engine.prefill in chunks of the engine's ubatch (the chunks it would make itself, so the result is
+// the same), reporting tokens done / total.
+void prefill_with_progress(Engine& engine, int seq, std::span<const int32_t> tokens, float* logits_last,
+                           const ProgressOptions& progress);
 
 // Parses a JSON array of token ids ("[1, 2, 3]"); `what` names the source in errors.
 std::vector<int32_t> parse_ids(const std::string& json, const std::string& what);
