@@ -14,10 +14,13 @@
 #include "attention/layer_attention.h"
 #include "device/device.h"
 #include "hybridgen/error.h"
+#include "util/thread_pool.h"
 
 namespace hg::cli {
 
 namespace {
+
+constexpr int kMaxRepetitions = 10000;
 
 struct BenchOptions {
   ModelOptions model;
@@ -29,19 +32,22 @@ struct BenchOptions {
   double peak_gbps = 0.0;
 };
 
-std::vector<int> parse_list(const std::string& s, const std::string& flag, int min_value) {
+// A comma list of integers in [lo, hi]; `why` says where the bounds come from.
+std::vector<int> parse_list(const std::string& s, const std::string& flag, int lo, int hi, const std::string& why) {
   std::vector<int> out;
   std::stringstream ss(s);
   std::string item;
   while (std::getline(ss, item, ',')) {
+    int v = 0;
     try {
       size_t used = 0;
-      const int v = std::stoi(item, &used);
-      if (used != item.size() || v < min_value) throw std::invalid_argument(item);
-      out.push_back(v);
+      v = std::stoi(item, &used);
+      if (used != item.size()) throw std::invalid_argument(item);
     } catch (const std::exception&) {
-      throw Error(flag + ": '" + item + "' is not an integer >= " + std::to_string(min_value));
+      throw Error(flag + ": '" + item + "' is not an integer");
     }
+    check_range(flag, v, lo, hi, why);
+    out.push_back(v);
   }
   if (out.empty()) throw Error(flag + ": empty list");
   return out;
@@ -138,17 +144,20 @@ void run_bench(const BenchOptions& o) {
   setup_logging(o.runtime.verbose);
   if (o.output != "md" && o.output != "csv" && o.output != "json" && o.output != "jsonl")
     throw Error("-o: '" + o.output + "' is not one of md, csv, json, jsonl");
-  if (o.reps < 1) throw Error("-r must be at least 1");
-  const auto prompts = parse_list(o.prompts, "-p", 0);
-  const auto gens = parse_list(o.gens, "-n", 0);
-  const auto batches = parse_list(o.batches, "-b", 1);
-  const auto threads = parse_list(o.threads, "-t", 1);
+  check_range("-r", o.reps, 1, kMaxRepetitions);
+  check_real_range("--peak-gbps", o.peak_gbps, 0.0, 1e6, "GB/s");
+  const auto batches = parse_list(o.batches, "-b", 1, kMaxBatch, "sequences decoded together");
+  const auto threads = parse_list(o.threads, "-t", 1, hardware_threads(), "the CPUs of this machine");
   auto model = load_model(o.model);
   const ModelSpec& spec = model->spec;
+  const int max_ctx = std::max(spec.max_ctx, o.runtime.ctx);
+  const std::string ctx_why = "the model's context";
+  const auto prompts = parse_list(o.prompts, "-p", 0, max_ctx, ctx_why);
+  const auto gens = parse_list(o.gens, "-n", 0, max_ctx, ctx_why);
+  const auto depths = parse_list(o.depths, "-d", 0, max_ctx, ctx_why);
   int max_p = 0, max_n = 0;
   for (int p : prompts) max_p = std::max(max_p, p);
   for (int n : gens) max_n = std::max(max_n, n);
-  const auto depths = parse_list(o.depths, "-d", 0);
   int max_d = 0;
   for (int d : depths) max_d = std::max(max_d, d);
   const std::string model_name = spec.name.empty() ? model->source.filename().string() : spec.name;

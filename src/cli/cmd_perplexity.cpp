@@ -146,6 +146,8 @@ void run_decode_path(const PerplexityOptions& o, const Model& model, const std::
 void run_perplexity(const PerplexityOptions& o) {
   setup_logging(o.runtime.verbose);
   if (o.file.empty() == o.ids_file.empty()) throw Error("give exactly one of -f FILE and --ids-file FILE");
+  if (o.runtime.ctx == 1) throw Error("--ctx must be at least 2: a window scores every token after its first");
+  if (o.max_windows < 0) throw Error("--max-windows must be >= 0 (0: all), got " + std::to_string(o.max_windows));
   auto model = load_model(o.model);
   std::vector<int32_t> ids;
   if (!o.ids_file.empty()) {

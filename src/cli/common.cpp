@@ -3,6 +3,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,6 +12,7 @@
 
 #include "hybridgen/error.h"
 #include "mem/placement.h"
+#include "util/thread_pool.h"
 
 namespace hg::cli {
 
@@ -117,12 +120,31 @@ EngineOptions engine_options(const RuntimeOptions& r, const ModelSpec& spec, int
   e.device = r.device;
   e.gpu = r.gpu;
   e.batch = batch;
+  check_range("-t", r.threads, 0, hardware_threads(), "0: all; at most the CPUs of this machine");
+  if (r.gpu < 0) throw Error("--gpu must be >= 0 (a CUDA device index), got " + std::to_string(r.gpu));
   if (r.ctx < 0) throw Error("--ctx must be >= 0, got " + std::to_string(r.ctx));
   e.ctx = r.ctx > 0 ? r.ctx : needed_ctx;
   if (e.ctx > spec.max_ctx)
     throw Error("context of " + std::to_string(e.ctx) + " tokens is longer than the model's " +
                 std::to_string(spec.max_ctx) + " (max_position_embeddings)");
   return e;
+}
+
+namespace {
+template <typename T>
+void check_range_impl(const std::string& flag, T value, T lo, T hi, const std::string& why) {
+  if (value >= lo && value <= hi) return;  // false for NaN
+  std::ostringstream m;
+  m << flag << " must be between " << lo << " and " << hi << (why.empty() ? "" : " (" + why + ")") << ", got " << value;
+  throw Error(m.str());
+}
+}  // namespace
+
+void check_range(const std::string& flag, int64_t value, int64_t lo, int64_t hi, const std::string& why) {
+  check_range_impl(flag, value, lo, hi, why);
+}
+void check_real_range(const std::string& flag, double value, double lo, double hi, const std::string& why) {
+  check_range_impl(flag, value, lo, hi, why);
 }
 
 ProgressOptions progress_options(const RuntimeOptions& r) {
@@ -154,7 +176,9 @@ std::vector<int32_t> parse_ids(const std::string& text, const std::string& what)
   ids.reserve(j.size());
   for (const auto& v : j) {
     if (!v.is_number_integer()) throw Error(what + ": element " + v.dump() + " is not an integer token id");
-    ids.push_back(v.get<int32_t>());
+    const int64_t id = v.is_number_unsigned() && v.get<uint64_t>() > INT32_MAX ? INT64_MAX : v.get<int64_t>();
+    if (id < INT32_MIN || id > INT32_MAX) throw Error(what + ": token id " + v.dump() + " is out of range");
+    ids.push_back(static_cast<int32_t>(id));
   }
   return ids;
 }

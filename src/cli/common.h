@@ -16,6 +16,8 @@
 
 namespace hg::cli {
 
+inline constexpr int kMaxBatch = 256;  // sequences decoded together (llama.cpp's LLAMA_MAX_SEQ)
+
 struct ModelOptions {
   std::string model;            // -m: directory, .gguf or alias
   std::string synthetic;        // --synthetic configs/models/X.yaml
@@ -62,6 +64,11 @@ ProgressOptions progress_options(const RuntimeOptions& r);
 // the same), reporting tokens done / total.
 void prefill_with_progress(Engine& engine, int seq, std::span<const int32_t> tokens, float* logits_last,
                            const ProgressOptions& progress);
+
+// Range checks of numeric options: hg::Error "-t must be between 0 and 16 (the CPUs of this
+// machine), got 99999" (`why`, when given, says where the bounds come from).
+void check_range(const std::string& flag, int64_t value, int64_t lo, int64_t hi, const std::string& why = "");
+void check_real_range(const std::string& flag, double value, double lo, double hi, const std::string& why = "");
 
 // Parses a JSON array of token ids ("[1, 2, 3]"); `what` names the source in errors.
 std::vector<int32_t> parse_ids(const std::string& json, const std::string& what);
