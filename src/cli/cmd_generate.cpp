@@ -80,9 +80,11 @@ void run_generate(const GenerateOptions& o) {
   std::vector<int32_t> generated;
   generated.reserve(static_cast<size_t>(o.n_predict));
 
-  prefill_with_progress(engine, 0, history, logits.data(), progress_options(o.runtime));
+  // Ctrl-C stops between steps: the text so far stays, the stats still print, exit status 130.
+  const InterruptScope interrupt;
+  const bool prefilled = prefill_with_progress(engine, 0, history, logits.data(), progress_options(o.runtime), &interrupt);
   const int seq = 0;
-  for (int i = 0; i < o.n_predict; ++i) {
+  for (int i = 0; prefilled && i < o.n_predict && !interrupt.interrupted(); ++i) {
     const int32_t next = sampler.sample(logits.data(), history);
     if (std::find(stop.begin(), stop.end(), next) != stop.end()) break;
     history.push_back(next);
@@ -101,8 +103,12 @@ void run_generate(const GenerateOptions& o) {
     std::printf("%s\n", nlohmann::json(generated).dump().c_str());
   }
   std::fflush(stdout);
+  if (interrupt.interrupted())
+    std::fprintf(stderr, "interrupted: stopped after %zu generated tokens%s\n", generated.size(),
+                 prefilled ? "" : " (during prefill)");
   if (o.stats) print_run_stats(stderr, engine);
   if (!o.stats_json.empty()) write_stats_json(o.stats_json, engine);
+  if (interrupt.interrupted()) throw Interrupted();
 }
 
 }  // namespace

@@ -153,15 +153,17 @@ ProgressOptions progress_options(const RuntimeOptions& r) {
   return p;
 }
 
-void prefill_with_progress(Engine& engine, int seq, std::span<const int32_t> tokens, float* logits_last,
-                           const ProgressOptions& progress) {
+bool prefill_with_progress(Engine& engine, int seq, std::span<const int32_t> tokens, float* logits_last,
+                           const ProgressOptions& progress, const InterruptScope* interrupt) {
   Progress bar("prefill", static_cast<int64_t>(tokens.size()), "tokens", progress);
   const size_t chunk = static_cast<size_t>(std::max(1, engine.options().ubatch));
   for (size_t begin = 0; begin < tokens.size(); begin += chunk) {
+    if (interrupt && interrupt->interrupted()) return false;
     const size_t n = std::min(chunk, tokens.size() - begin);
     engine.prefill(seq, tokens.subspan(begin, n), begin + n == tokens.size() ? logits_last : nullptr);
     bar.update(static_cast<int64_t>(begin + n));
   }
+  return true;
 }
 
 std::vector<int32_t> parse_ids(const std::string& text, const std::string& what) {

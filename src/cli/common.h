@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/interrupt.h"
 #include "hybridgen/engine.h"
 #include "hybridgen/model.h"
 #include "hybridgen/policy.h"
@@ -61,9 +62,10 @@ EngineOptions engine_options(const RuntimeOptions& r, const ModelSpec& spec, int
 // Progress on stderr (a bar on a terminal, periodic lines otherwise), or none with --no-progress.
 ProgressOptions progress_options(const RuntimeOptions& r);
 // engine.prefill in chunks of the engine's ubatch (the chunks it would make itself, so the result is
-// the same), reporting tokens done / total.
-void prefill_with_progress(Engine& engine, int seq, std::span<const int32_t> tokens, float* logits_last,
-                           const ProgressOptions& progress);
+// the same), reporting tokens done / total. With `interrupt`, stops between chunks after a SIGINT
+// and returns false.
+bool prefill_with_progress(Engine& engine, int seq, std::span<const int32_t> tokens, float* logits_last,
+                           const ProgressOptions& progress, const InterruptScope* interrupt = nullptr);
 
 // Range checks of numeric options: hg::Error "-t must be between 0 and 16 (the CPUs of this
 // machine), got 99999" (`why`, when given, says where the bounds come from).

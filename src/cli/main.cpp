@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "cli/interrupt.h"
 #include "hybridgen/error.h"
 
 int main(int argc, char** argv) {
@@ -24,6 +25,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const hg::cli::Interrupted&) {
+    return hg::cli::kInterruptedExitStatus;  // the command has already said so and printed what it had
   } catch (const hg::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
