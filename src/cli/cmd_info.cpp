@@ -7,7 +7,9 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "hybridgen/error.h"
+#include "device/device.h"
 #include "kv/kv_cache.h"
+#include "kv/memory_plan.h"
 #include "mem/placement.h"
 #include "mem/report.h"
 
@@ -75,6 +77,11 @@ void run_info(const InfoOptions& o) {
       {"tied_embeddings", s.tied_embeddings}, {"n_params", model->n_params()}, {"weight_bytes", weights},
       {"params_by_dtype", dtype_params}, {"kv_dtype", o.kv_dtype}, {"kv_bytes_per_token", kv_per_token},
       {"ctx", ctx}, {"batch", o.batch}, {"kv_bytes", kv_total}, {"total_bytes", weights + kv_total}};
+  // Whether `full` attention at this context fits the device `--device auto` picks.
+  const std::unique_ptr<Device> device = cuda_device_count() > 0 ? make_cuda_device(0) : make_cpu_device(1);
+  const DeviceMemoryPlan plan = plan_device_memory(*model, Policy{}, kv_dtype, ctx, o.batch, device->name(), device->memory());
+  j["device_plan"] = plan.to_json();
+  j["fits"] = plan.fits();
   std::string numa_text;
   if (o.numa) j["numa"] = numa_plan(o, s, ctx, kv_dtype, &numa_text);
   if (o.json) {
@@ -93,6 +100,11 @@ void run_info(const InfoOptions& o) {
   std::printf("KV cache:     %s per token (%s)\n", format_bytes(static_cast<double>(kv_per_token)).c_str(), o.kv_dtype.c_str());
   std::printf("memory plan:  ctx %d x batch %d: KV %s + weights %s = %s\n", ctx, o.batch, format_bytes(kv_total).c_str(),
               format_bytes(weights).c_str(), format_bytes(weights + kv_total).c_str());
+  if (plan.fits())
+    std::printf("fits:         yes, on %s: needs %s of %s available\n", plan.device.c_str(), format_bytes(static_cast<double>(plan.needed())).c_str(),
+                format_bytes(static_cast<double>(plan.memory.free)).c_str());
+  else
+    std::printf("fits:         NO: %s\n", plan.problem().c_str());
   if (o.numa) std::printf("\n%s\n", numa_text.c_str());
 }
 

@@ -11,6 +11,7 @@
 #include "device/device.h"
 #include "engine/forward.h"
 #include "hybridgen/error.h"
+#include "kv/memory_plan.h"
 #include "attention/layer_attention.h"
 #include "mem/placement.h"
 
@@ -53,6 +54,9 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
   if (o.batch < 1) throw Error("--batch must be at least 1, got " + std::to_string(o.batch));
   if (o.ubatch < 1) o.ubatch = 256;
   impl_->device = make_device(o);
+  // Said before the weights and the KV cache are allocated (the host side: HybridAttention).
+  plan_device_memory(model, o.policy, o.kv_dtype, o.ctx, o.batch, impl_->device->name(), impl_->device->memory())
+      .require_fits();
   impl_->weights = upload_weights(*impl_->device, model);
   const AttentionContext ac{*impl_->device, model, o.kv_dtype, o.ctx, o.batch};
   if (window_covers_context(o.policy, o.ctx)) {
