@@ -42,7 +42,8 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
   validate_policy(policy_, c.ctx);
   if (policy_.query != QuerySource::Exact && policy_.window < 1)
     throw Error("--query speculative|refine needs --window >= 1: the current token must be on the device");
-  plan_host_kv(spec_, policy_, c.kv_dtype, c.ctx, c.n_seqs, topology_, placement_).require_fits();  // before any allocation
+  // The host K+V per NUMA node must fit: said before any allocation.
+  plan_host_kv(spec_, policy_, c.kv_dtype, c.ctx, c.n_seqs, topology_, placement_).require_fits();
   kv_ = std::make_unique<HybridKv>(device_, spec_, policy_, c.kv_dtype, c.ctx, c.n_seqs, topology_, placement_);
   std::vector<int> pin;
   try {

@@ -9,9 +9,9 @@
 #include <random>
 #include <sstream>
 
+#include "attention/layer_attention.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "attention/layer_attention.h"
 #include "device/device.h"
 #include "hybridgen/error.h"
 #include "util/thread_pool.h"
@@ -176,9 +176,10 @@ void run_bench(const BenchOptions& o) {
   int64_t tests_per_engine = 0;
   for (int p : prompts) tests_per_engine += p > 0;
   for (int n : gens) tests_per_engine += static_cast<int64_t>(depths.size()) * (n > 0);
-  Progress progress("bench", static_cast<int64_t>(policies.size() * threads.size() * batches.size()) * tests_per_engine *
-                                 (o.reps + 1),
-                    "runs", progress_options(o.runtime));
+  Progress progress(
+      "bench",
+      static_cast<int64_t>(policies.size() * threads.size() * batches.size()) * tests_per_engine * (o.reps + 1), "runs",
+      progress_options(o.runtime));
   for (const std::string& policy : policies)
   for (int t : threads) {
     for (int b : batches) {
@@ -237,7 +238,8 @@ void run_bench(const BenchOptions& o) {
           }
           const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           if (r > 0) tps.push_back(static_cast<double>(n) * b / s);
-          progress.advance(1, run_status(policy, "tg" + std::to_string(n) + (depth > 0 ? "@d" + std::to_string(depth) : ""), t, b));
+          progress.advance(
+              1, run_status(policy, "tg" + std::to_string(n) + (depth > 0 ? "@d" + std::to_string(depth) : ""), t, b));
         }
         auto [mean, sd] = mean_std(tps);
         nlohmann::json j = base_row("tg" + std::to_string(n) + (depth > 0 ? " @ d" + std::to_string(depth) : ""));

@@ -82,7 +82,8 @@ void run_generate(const GenerateOptions& o) {
 
   // Ctrl-C stops between steps: the text so far stays, the stats still print, exit status 130.
   const InterruptScope interrupt;
-  const bool prefilled = prefill_with_progress(engine, 0, history, logits.data(), progress_options(o.runtime), &interrupt);
+  const bool prefilled =
+      prefill_with_progress(engine, 0, history, logits.data(), progress_options(o.runtime), &interrupt);
   const int seq = 0;
   for (int i = 0; prefilled && i < o.n_predict && !interrupt.interrupted(); ++i) {
     const int32_t next = sampler.sample(logits.data(), history);

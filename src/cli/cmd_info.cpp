@@ -6,8 +6,8 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "hybridgen/error.h"
 #include "device/device.h"
+#include "hybridgen/error.h"
 #include "kv/kv_cache.h"
 #include "kv/memory_plan.h"
 #include "mem/placement.h"
@@ -79,7 +79,8 @@ void run_info(const InfoOptions& o) {
       {"ctx", ctx}, {"batch", o.batch}, {"kv_bytes", kv_total}, {"total_bytes", weights + kv_total}};
   // Whether `full` attention at this context fits the device `--device auto` picks.
   const std::unique_ptr<Device> device = cuda_device_count() > 0 ? make_cuda_device(0) : make_cpu_device(1);
-  const DeviceMemoryPlan plan = plan_device_memory(*model, Policy{}, kv_dtype, ctx, o.batch, device->name(), device->memory());
+  const DeviceMemoryPlan plan =
+      plan_device_memory(*model, Policy{}, kv_dtype, ctx, o.batch, device->name(), device->memory());
   j["device_plan"] = plan.to_json();
   j["fits"] = plan.fits();
   std::string numa_text;
@@ -101,7 +102,8 @@ void run_info(const InfoOptions& o) {
   std::printf("memory plan:  ctx %d x batch %d: KV %s + weights %s = %s\n", ctx, o.batch, format_bytes(kv_total).c_str(),
               format_bytes(weights).c_str(), format_bytes(weights + kv_total).c_str());
   if (plan.fits())
-    std::printf("fits:         yes, on %s: needs %s of %s available\n", plan.device.c_str(), format_bytes(static_cast<double>(plan.needed())).c_str(),
+    std::printf("fits:         yes, on %s: needs %s of %s available\n", plan.device.c_str(),
+                format_bytes(static_cast<double>(plan.needed())).c_str(),
                 format_bytes(static_cast<double>(plan.memory.free)).c_str());
   else
     std::printf("fits:         NO: %s\n", plan.problem().c_str());

@@ -2,17 +2,17 @@
 // forward pass (forward.cpp) over rows of tokens that may belong to different sequences.
 #include "hybridgen/engine.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
 
-#include <spdlog/spdlog.h>
-
+#include "attention/layer_attention.h"
 #include "device/device.h"
 #include "engine/forward.h"
 #include "hybridgen/error.h"
 #include "kv/memory_plan.h"
-#include "attention/layer_attention.h"
 #include "mem/placement.h"
 
 namespace hg {
@@ -62,7 +62,8 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
   if (window_covers_context(o.policy, o.ctx)) {
     // Nothing would ever leave the device window: that is full attention, without the host stage.
     impl_->all_on_device_note = o.policy.name + ": window " + std::to_string(o.policy.window) + " + " +
-                                std::to_string(o.policy.n_sinks) + " sinks cover the context of " + std::to_string(o.ctx) +
+                                std::to_string(o.policy.n_sinks) + " sinks cover the context of " +
+                                std::to_string(o.ctx) +
                                 " tokens, so every token stays on the device (as with --policy full)";
     spdlog::info("{}", impl_->all_on_device_note);
     impl_->attn = make_full_attention(ac);

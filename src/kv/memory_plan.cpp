@@ -39,8 +39,9 @@ void DeviceMemoryPlan::require_fits() const {
 }
 
 nlohmann::json DeviceMemoryPlan::to_json() const {
-  return {{"device", device},       {"weight_bytes", weight_bytes}, {"kv_bytes", kv_bytes},
-          {"needed_bytes", needed()}, {"free_bytes", memory.free},    {"total_bytes", memory.total},
+  return {{"device", device},           {"weight_bytes", weight_bytes},
+          {"kv_bytes", kv_bytes},       {"needed_bytes", needed()},
+          {"free_bytes", memory.free},  {"total_bytes", memory.total},
           {"host_memory", memory.host}, {"fits", fits()}};
 }
 
@@ -49,7 +50,8 @@ mem::PlacementPlan plan_host_kv(const ModelSpec& spec, const Policy& policy, DTy
   // K and V are separate stores of half the per-token bytes each; HybridKv keeps every token past
   // the sinks on the host (a pruning policy keeps none).
   const uint64_t half = KvCache::bytes_per_token(spec, kv_dtype) / 2 * static_cast<uint64_t>(n_seqs);
-  const int64_t host_tokens = policy.keep_evicted ? std::max<int64_t>(1, ctx - std::min<int64_t>(policy.n_sinks, ctx)) : 1;
+  const int64_t host_tokens =
+      policy.keep_evicted ? std::max<int64_t>(1, ctx - std::min<int64_t>(policy.n_sinks, ctx)) : 1;
   return mem::plan_placement(half, half, host_tokens, topology, placement);
 }
 

@@ -16,8 +16,8 @@
 namespace hg {
 
 struct DeviceMemoryPlan {
-  std::string device;         // the device's name
-  int64_t ctx = 0;            // tokens per sequence
+  std::string device;  // the device's name
+  int64_t ctx = 0;     // tokens per sequence
   int n_seqs = 1;
   uint64_t weight_bytes = 0;  // weights copied to the device (0 where they stay mapped in host memory)
   uint64_t kv_bytes = 0;      // KV the device holds

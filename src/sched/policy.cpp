@@ -130,7 +130,8 @@ void validate_policy(const Policy& p, int /*ctx*/) {
   if (!p.keep_evicted && p.K != 0 && p.select != Selection::All)
     throw Error("--k " + std::to_string(p.K) + " selects host tokens, but this policy drops evicted tokens (streaming)");
   if (p.window > 0 && p.window < p.evict_block)
-    throw Error("--window " + std::to_string(p.window) + " is smaller than --evict-block " + std::to_string(p.evict_block));
+    throw Error("--window " + std::to_string(p.window) + " is smaller than --evict-block " +
+                std::to_string(p.evict_block));
   if (p.query == QuerySource::Refine && p.select == Selection::All)
     throw Error("--query refine needs a selection (--select post|pre): with all host tokens use --query exact");
 }

@@ -91,12 +91,15 @@ std::string Progress::render(bool with_bar) const {
   if (with_bar && total_ > 0) {
     const double frac = std::clamp(static_cast<double>(done_) / static_cast<double>(total_), 0.0, 1.0);
     const int cells = static_cast<int>(frac * kBarCells);
-    text += " [" + std::string(static_cast<size_t>(cells), '#') + std::string(static_cast<size_t>(kBarCells - cells), '-') + "]";
+    text += " [" + std::string(static_cast<size_t>(cells), '#') +
+            std::string(static_cast<size_t>(kBarCells - cells), '-') + "]";
   }
   text += " " + std::to_string(done_);
   if (total_ > 0) text += "/" + std::to_string(total_);
   text += " " + unit_;
-  if (total_ > 0) text += " " + std::to_string(static_cast<int>(100.0 * static_cast<double>(done_) / static_cast<double>(total_))) + "%";
+  if (total_ > 0)
+    text +=
+        " " + std::to_string(static_cast<int>(100.0 * static_cast<double>(done_) / static_cast<double>(total_))) + "%";
   if (done_ > 0) text += " " + format_rate(rate) + " " + unit_ + "/s";
   if (done_ >= total_ && total_ > 0)
     text += " in " + format_duration(t);

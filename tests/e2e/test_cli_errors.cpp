@@ -84,7 +84,8 @@ TEST(CliErrors, BadTokenIds) {
 TEST(CliErrors, PoliciesThatContradictThemselves) {
   const std::string m = "-m '" + (bad_root() / "good").string() + "' --ids '[1,2,3,4]' -n 2";
   expect_one_error_line(run_hybridgen("generate " + m + " --policy warp-drive"), "is not a policy");
-  expect_one_error_line(run_hybridgen("generate " + m + " --policy hybrid --ctx 3 --window 100"), "longer than the context");
+  expect_one_error_line(run_hybridgen("generate " + m + " --policy hybrid --ctx 3 --window 100"),
+                        "longer than the context");
   expect_one_error_line(run_hybridgen("generate " + m + " --policy hybrid --ctx 64 --window 16 --k -3"), "--k must be >= 0");
   expect_one_error_line(run_hybridgen("generate " + m + " --policy streaming --ctx 64 --window 16 --select post --k 8"),
                         "drops evicted tokens");

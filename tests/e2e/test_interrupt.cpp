@@ -1,11 +1,10 @@
 // Ctrl-C during generate, with a real child process sent SIGINT: it stops cleanly, what was
 // generated so far stays printed, --stats still prints, and the exit status is 130.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fcntl.h>
 
 #include <chrono>
 #include <string>
@@ -78,8 +77,9 @@ class Interrupt : public ::testing::Test {
 
 TEST_F(Interrupt, DuringDecodeKeepsTextAndStats) {
   const fs::path stats = temp_dir("sigint_stats") / "stats.json";
-  const Child c = start_hybridgen({"generate", "-m", smollm2_path(), "-p", "Once upon a time", "-n", "4000",
-                                   "--ignore-eos", "--temp", "0", "-t", "2", "--stats", "--stats-json", stats.string()});
+  const Child c =
+      start_hybridgen({"generate", "-m", smollm2_path(), "-p", "Once upon a time", "-n", "4000", "--ignore-eos",
+                       "--temp", "0", "-t", "2", "--stats", "--stats-json", stats.string()});
   ASSERT_GT(c.pid, 0);
   ASSERT_TRUE(wait_for_output(c.out, 20, std::chrono::seconds(120))) << read_file(c.err);
   EXPECT_EQ(interrupt_and_wait(c), 130) << read_file(c.err);
@@ -96,8 +96,8 @@ TEST_F(Interrupt, DuringDecodeKeepsTextAndStats) {
 TEST_F(Interrupt, DuringPrefillStopsBetweenChunks) {
   const fs::path ids = temp_dir("sigint_ids") / "ids.json";
   write_ids(ids, random_ids(8000, 9, 40000));  // many seconds of prefill on a CPU
-  const Child c = start_hybridgen({"generate", "-m", smollm2_path(), "--ids-file", ids.string(), "-n", "8", "-t", "2",
-                                   "--stats"});
+  const Child c =
+      start_hybridgen({"generate", "-m", smollm2_path(), "--ids-file", ids.string(), "-n", "8", "-t", "2", "--stats"});
   ASSERT_GT(c.pid, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(800));
   EXPECT_EQ(interrupt_and_wait(c), 130) << read_file(c.err);

@@ -33,7 +33,8 @@ fs::path long_context_model() {
 class MemoryPlanCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (mem::system_memory().available >= (uint64_t{256} << 30)) GTEST_SKIP() << "this machine could hold the 256 GiB plan";
+    if (mem::system_memory().available >= (uint64_t{256} << 30))
+      GTEST_SKIP() << "this machine could hold the 256 GiB plan";
   }
 };
 
@@ -60,8 +61,8 @@ TEST_F(MemoryPlanCli, InfoSaysAPlanDoesNotFit) {
 }
 
 TEST_F(MemoryPlanCli, GenerateFailsBeforeAllocating) {
-  const std::string m = "generate -m '" + long_context_model().string() + "' --ids '[1,2,3]' -n 2 --kv-dtype f32 --ctx " +
-                        kHugeCtx;
+  const std::string m =
+      "generate -m '" + long_context_model().string() + "' --ids '[1,2,3]' -n 2 --kv-dtype f32 --ctx " + kHugeCtx;
   expect_one_line(run_hybridgen(m), "memory plan does not fit: device cpu");
   const RunResult full = run_hybridgen(m);
   EXPECT_NE(full.err.find("needs 256.0 GiB (KV cache 256.0 GiB"), std::string::npos) << full.err;

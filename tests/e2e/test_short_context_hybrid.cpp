@@ -45,13 +45,14 @@ TEST(ShortContextHybrid, EnginePresetsEqualFull) {
   for (const std::string preset : {"hybrid", "hgca", "streaming"}) {
     std::string text;
     const auto got = run_engine(*model, policy_preset(preset), ids, 9, &text);  // window 1024 > ctx 40
-    EXPECT_EQ(got, ref) << preset;  // the same computation, bit for bit
+    EXPECT_EQ(got, ref) << preset;                                              // the same computation, bit for bit
     EXPECT_NE(text.find("cover the context of 40 tokens"), std::string::npos) << text;
   }
 }
 
 TEST(ShortContextHybrid, GenerateEqualsFullAndLogsOnce) {
-  const std::string args = "generate -m '" + tiny_model("llama-gqa").string() + "' --ids '[5, 17, 3, 99, 42]' -n 12 --temp 0 -t 2";
+  const std::string args =
+      "generate -m '" + tiny_model("llama-gqa").string() + "' --ids '[5, 17, 3, 99, 42]' -n 12 --temp 0 -t 2";
   const RunResult full = run_hybridgen(args + " --policy full");
   const RunResult hybrid = run_hybridgen(args + " --policy hybrid -v");
   ASSERT_EQ(full.exit_code, 0) << full.err;

@@ -45,7 +45,8 @@ TEST(MemoryPlan, DeviceHoldsTheCacheOrTheWindow) {
   EXPECT_NE(msg.find("for ctx 200000000 x 1 sequences"), std::string::npos) << msg;
   EXPECT_NE(msg.find("has 1.0 GiB available (host memory)"), std::string::npos) << msg;
 
-  EXPECT_TRUE(plan_device_memory(*model, Policy{}, DType::BF16, 200'000'000, 1, "x", DeviceMemory{}).fits());  // unknown
+  EXPECT_TRUE(
+      plan_device_memory(*model, Policy{}, DType::BF16, 200'000'000, 1, "x", DeviceMemory{}).fits());  // unknown
 }
 
 TEST(MemoryPlan, HostKvPerNode) {

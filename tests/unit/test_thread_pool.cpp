@@ -1,7 +1,6 @@
 // The pool runs every index exactly once, in chunks aligned to the grain, across many
 // back-to-back jobs (the decode loop's pattern); built under TSan by `make test-tsan`.
 #include <gtest/gtest.h>
-
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
