@@ -12,6 +12,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
+#include "kv/memory_plan.h"
 #include "mem/report.h"
 
 namespace hg {
@@ -43,6 +44,8 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
   validate_policy(policy_, c.ctx);
   if (policy_.query != QuerySource::Exact && policy_.window < 1)
     throw Error("--query speculative|refine needs --window >= 1: the current token must be on the device");
+  // The host K+V per NUMA node must fit: said before any allocation.
+  plan_host_kv(spec_, policy_, c.kv_dtype, c.ctx, c.n_seqs, topology_, placement_).require_fits();
   const HybridKvLayout layout{policy_.window, policy_.n_sinks, policy_.keep_evicted, policy_.evict_block};
   kv_ = std::make_unique<HybridKv>(device_, spec_, layout, c.kv_dtype, c.ctx, c.n_seqs, topology_, placement_);
   std::vector<int> pin;

@@ -15,10 +15,13 @@
 #include "device/device.h"
 #include "hybridgen/error.h"
 #include "util/cpu_info.h"
+#include "util/thread_pool.h"
 
 namespace hg::cli {
 
 namespace {
+
+constexpr int kMaxRepetitions = 10000;
 
 struct BenchOptions {
   ModelOptions model;
@@ -30,19 +33,22 @@ struct BenchOptions {
   double peak_gbps = 0.0;
 };
 
-std::vector<int> parse_list(const std::string& s, const std::string& flag, int min_value) {
+// A comma list of integers in [lo, hi]; `why` says where the bounds come from.
+std::vector<int> parse_list(const std::string& s, const std::string& flag, int lo, int hi, const std::string& why) {
   std::vector<int> out;
   std::stringstream ss(s);
   std::string item;
   while (std::getline(ss, item, ',')) {
+    int v = 0;
     try {
       size_t used = 0;
-      const int v = std::stoi(item, &used);
-      if (used != item.size() || v < min_value) throw std::invalid_argument(item);
-      out.push_back(v);
+      v = std::stoi(item, &used);
+      if (used != item.size()) throw std::invalid_argument(item);
     } catch (const std::exception&) {
-      throw Error(flag + ": '" + item + "' is not an integer >= " + std::to_string(min_value));
+      throw Error(flag + ": '" + item + "' is not an integer");
     }
+    check_range(flag, v, lo, hi, why);
+    out.push_back(v);
   }
   if (out.empty()) throw Error(flag + ": empty list");
   return out;
@@ -138,21 +144,28 @@ std::pair<double, double> mean_std(const std::vector<double>& v) {
   return {mean, v.size() > 1 ? std::sqrt(var / static_cast<double>(v.size() - 1)) : 0.0};
 }
 
+std::string run_status(const std::string& policy, const std::string& test, int threads, int batch) {
+  return policy + " " + test + " t" + std::to_string(threads) + " b" + std::to_string(batch);
+}
+
 void run_bench(const BenchOptions& o) {
   setup_logging(o.runtime.verbose);
   if (o.output != "md" && o.output != "csv" && o.output != "json" && o.output != "jsonl")
     throw Error("-o: '" + o.output + "' is not one of md, csv, json, jsonl");
-  if (o.reps < 1) throw Error("-r must be at least 1");
-  const auto prompts = parse_list(o.prompts, "-p", 0);
-  const auto gens = parse_list(o.gens, "-n", 0);
-  const auto batches = parse_list(o.batches, "-b", 1);
-  const auto threads = parse_list(o.threads, "-t", 1);
+  check_range("-r", o.reps, 1, kMaxRepetitions);
+  check_real_range("--peak-gbps", o.peak_gbps, 0.0, 1e6, "GB/s");
+  const auto batches = parse_list(o.batches, "-b", 1, kMaxBatch, "sequences decoded together");
+  const auto threads = parse_list(o.threads, "-t", 1, hardware_threads(), "the CPUs of this machine");
   auto model = load_model(o.model);
   const ModelSpec& spec = model->spec;
+  const int max_ctx = std::max(spec.max_ctx, o.runtime.ctx);
+  const std::string ctx_why = "the model's context";
+  const auto prompts = parse_list(o.prompts, "-p", 0, max_ctx, ctx_why);
+  const auto gens = parse_list(o.gens, "-n", 0, max_ctx, ctx_why);
+  const auto depths = parse_list(o.depths, "-d", 0, max_ctx, ctx_why);
   int max_p = 0, max_n = 0;
   for (int p : prompts) max_p = std::max(max_p, p);
   for (int n : gens) max_n = std::max(max_n, n);
-  const auto depths = parse_list(o.depths, "-d", 0);
   int max_d = 0;
   for (int d : depths) max_d = std::max(max_d, d);
   const std::string model_name = spec.name.empty() ? model->source.filename().string() : spec.name;
@@ -167,6 +180,14 @@ void run_bench(const BenchOptions& o) {
     std::string item;
     while (std::getline(ss, item, ',')) policies.push_back(item);
   }
+  // One progress report over every timed and warm-up run of the grid.
+  int64_t tests_per_engine = 0;
+  for (int p : prompts) tests_per_engine += p > 0;
+  for (int n : gens) tests_per_engine += static_cast<int64_t>(depths.size()) * (n > 0);
+  Progress progress(
+      "bench",
+      static_cast<int64_t>(policies.size() * threads.size() * batches.size()) * tests_per_engine * (o.reps + 1), "runs",
+      progress_options(o.runtime));
   for (const std::string& policy : policies)
   for (int t : threads) {
     for (int b : batches) {
@@ -202,6 +223,7 @@ void run_bench(const BenchOptions& o) {
           engine.prefill(0, prompt, logits.data());
           const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           if (r > 0) tps.push_back(p / s);
+          progress.advance(1, run_status(policy, "pp" + std::to_string(p), t, b));
         }
         auto [mean, sd] = mean_std(tps);
         nlohmann::json j = base_row("pp" + std::to_string(p));
@@ -232,6 +254,8 @@ void run_bench(const BenchOptions& o) {
           }
           const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           if (r > 0) tps.push_back(static_cast<double>(n) * b / s);
+          progress.advance(
+              1, run_status(policy, "tg" + std::to_string(n) + (depth > 0 ? "@d" + std::to_string(depth) : ""), t, b));
         }
         auto [mean, sd] = mean_std(tps);
         nlohmann::json j = base_row("tg" + std::to_string(n) + (depth > 0 ? " @ d" + std::to_string(depth) : ""));
@@ -270,6 +294,7 @@ void run_bench(const BenchOptions& o) {
       }
     }
   }
+  progress.finish();
   print_rows(rows, o.output);
 }
 

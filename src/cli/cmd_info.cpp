@@ -6,8 +6,10 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "device/device.h"
 #include "hybridgen/error.h"
 #include "kv/kv_cache.h"
+#include "kv/memory_plan.h"
 #include "mem/placement.h"
 #include "mem/report.h"
 #include "util/cpu_info.h"
@@ -45,10 +47,11 @@ nlohmann::json numa_plan(const InfoOptions& o, const ModelSpec& s, int ctx, DTyp
 
 void run_info(const InfoOptions& o) {
   setup_logging(0);
+  if (o.ctx < 0) throw Error("--ctx must be >= 0 (0: the model's max), got " + std::to_string(o.ctx));
+  check_range("--batch", o.batch, 1, kMaxBatch, "sequences decoded together");
   auto model = load_model(o.model);
   const ModelSpec& s = model->spec;
   const int ctx = o.ctx > 0 ? o.ctx : s.max_ctx;
-  if (o.batch < 1) throw Error("--batch must be at least 1");
   const DType kv_dtype = parse_kv_dtype(o.kv_dtype);
   const size_t kv_per_token = KvCache::bytes_per_token(s, kv_dtype);
   const double kv_total = static_cast<double>(kv_per_token) * ctx * o.batch;
@@ -83,6 +86,12 @@ void run_info(const InfoOptions& o) {
               {"usable_cpus", cpu.usable_cpus},
               {"isa", cpu.isa},
               {"features", cpu.features}};
+  // Whether `full` attention at this context fits the device `--device auto` picks.
+  const std::unique_ptr<Device> device = cuda_device_count() > 0 ? make_cuda_device(0) : make_cpu_device(1);
+  const DeviceMemoryPlan plan =
+      plan_device_memory(*model, Policy{}, kv_dtype, ctx, o.batch, device->name(), device->memory());
+  j["device_plan"] = plan.to_json();
+  j["fits"] = plan.fits();
   std::string numa_text;
   if (o.numa) j["numa"] = numa_plan(o, s, ctx, kv_dtype, &numa_text);
   if (o.json) {
@@ -106,6 +115,12 @@ void run_info(const InfoOptions& o) {
   std::string features;
   for (const auto& f : cpu.features) features += (features.empty() ? "" : " ") + f;
   std::printf("cpu:          %s; CPU features: %s\n", cpu_summary().c_str(), features.c_str());
+  if (plan.fits())
+    std::printf("fits:         yes, on %s: needs %s of %s available\n", plan.device.c_str(),
+                format_bytes(static_cast<double>(plan.needed())).c_str(),
+                format_bytes(static_cast<double>(plan.memory.free)).c_str());
+  else
+    std::printf("fits:         NO: %s\n", plan.problem().c_str());
   if (o.numa) std::printf("\n%s\n", numa_text.c_str());
 }
 

@@ -57,6 +57,20 @@ double kl_divergence(const float* ref, const float* pol, int vocab) {
 
 int argmax_row(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
 
+int64_t total_positions(const std::vector<std::pair<size_t, size_t>>& windows) {
+  int64_t n = 0;
+  for (auto [b, e] : windows) n += static_cast<int64_t>(e - b);
+  return n;
+}
+
+// The progress status after window w: "window 2/5, ppl so far 12.3456".
+std::string window_status(size_t w, size_t n_windows, double nll, int64_t scored) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "window %zu/%zu, ppl so far %.4f", w + 1, n_windows,
+                std::exp(nll / static_cast<double>(std::max<int64_t>(scored, 1))));
+  return buf;
+}
+
 // Token by token through the decode path (so the policy applies to every position), optionally
 // beside a reference engine: perplexity of both, top-1 agreement and mean KL(ref || policy).
 void run_decode_path(const PerplexityOptions& o, const Model& model, const std::vector<int32_t>& ids, int ctx,
@@ -77,6 +91,7 @@ void run_decode_path(const PerplexityOptions& o, const Model& model, const std::
   double nll = 0.0, ref_nll = 0.0, kl = 0.0;
   int64_t scored = 0, agree = 0;
   const int seq = 0;
+  Progress progress("perplexity", total_positions(windows), "tokens", progress_options(o.runtime));
   for (size_t w = 0; w < windows.size(); ++w) {
     const auto [b, e] = windows[w];
     engine.reset(0);
@@ -98,15 +113,16 @@ void run_decode_path(const PerplexityOptions& o, const Model& model, const std::
       }
       if (npy) npy->write_rows(logits.data(), 1);
       ++scored;
+      progress.advance(1);
     }
     if (npy) {  // the window's last position: its logits predict past the window
       const int32_t tok = ids[e - 1];
       engine.decode(std::span(&seq, 1), std::span(&tok, 1), logits.data());
       npy->write_rows(logits.data(), 1);
     }
-    if (!o.json)
-      std::fprintf(stderr, "[%zu/%zu] ppl so far %.4f\n", w + 1, windows.size(), std::exp(nll / static_cast<double>(scored)));
+    progress.advance(1, window_status(w, windows.size(), nll, scored));
   }
+  progress.finish();
   const double n = static_cast<double>(scored);
   nlohmann::json j = {{"ppl", std::exp(nll / n)}, {"n_tokens", scored}, {"nll_mean", nll / n}, {"ctx", ctx},
                       {"windows", windows.size()}, {"policy", engine.describe_attention()}};
@@ -130,6 +146,8 @@ void run_decode_path(const PerplexityOptions& o, const Model& model, const std::
 void run_perplexity(const PerplexityOptions& o) {
   setup_logging(o.runtime.verbose);
   if (o.file.empty() == o.ids_file.empty()) throw Error("give exactly one of -f FILE and --ids-file FILE");
+  if (o.runtime.ctx == 1) throw Error("--ctx must be at least 2: a window scores every token after its first");
+  if (o.max_windows < 0) throw Error("--max-windows must be >= 0 (0: all), got " + std::to_string(o.max_windows));
   auto model = load_model(o.model);
   std::vector<int32_t> ids;
   if (!o.ids_file.empty()) {
@@ -152,10 +170,8 @@ void run_perplexity(const PerplexityOptions& o) {
     if (e - b >= 2) windows.emplace_back(b, e);
     if (o.max_windows > 0 && static_cast<int>(windows.size()) == o.max_windows) break;
   }
-  size_t positions = 0;
-  for (auto [b, e] : windows) positions += e - b;
   std::unique_ptr<NpyWriter> npy;
-  if (!o.save_logits.empty()) npy = std::make_unique<NpyWriter>(o.save_logits, static_cast<int64_t>(positions), vocab);
+  if (!o.save_logits.empty()) npy = std::make_unique<NpyWriter>(o.save_logits, total_positions(windows), vocab);
 
   if (o.policy.preset != "full" || !o.ref.empty()) {
     run_decode_path(o, *model, ids, ctx, windows, npy.get());
@@ -168,6 +184,7 @@ void run_perplexity(const PerplexityOptions& o) {
   std::vector<float> logits(static_cast<size_t>(ctx) * vocab);
   double nll = 0.0;
   int64_t scored = 0;
+  Progress progress("perplexity", total_positions(windows), "tokens", progress_options(o.runtime));
   for (size_t w = 0; w < windows.size(); ++w) {
     const auto [b, e] = windows[w];
     engine.reset(0);
@@ -176,9 +193,9 @@ void run_perplexity(const PerplexityOptions& o) {
     for (size_t i = 0; i + 1 < window.size(); ++i) nll -= log_prob(logits.data() + i * static_cast<size_t>(vocab), vocab, window[i + 1]);
     scored += static_cast<int64_t>(window.size()) - 1;
     if (npy) npy->write_rows(logits.data(), static_cast<int64_t>(window.size()));
-    if (!o.json)
-      std::fprintf(stderr, "[%zu/%zu] ppl so far %.4f\n", w + 1, windows.size(), std::exp(nll / static_cast<double>(scored)));
+    progress.advance(static_cast<int64_t>(window.size()), window_status(w, windows.size(), nll, scored));
   }
+  progress.finish();
   if (npy) npy->close();
   const double nll_mean = nll / static_cast<double>(scored);
   if (o.json) {

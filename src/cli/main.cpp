@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "cli/interrupt.h"
 #include "hybridgen/error.h"
 
 int main(int argc, char** argv) {
@@ -18,10 +19,15 @@ int main(int argc, char** argv) {
   hg::cli::add_bench_command(app);
   hg::cli::add_perplexity_command(app);
   hg::cli::add_tokenize_command(app);
+  // Parse errors (unknown option, a value that is not a number) as one line, like every other error.
+  app.failure_message(
+      [](const CLI::App*, const CLI::Error& e) { return "error: " + std::string(e.what()) + " (see --help)\n"; });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const hg::cli::Interrupted&) {
+    return hg::cli::kInterruptedExitStatus;  // the command has already said so and printed what it had
   } catch (const hg::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -19,6 +19,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
+#include "mem/topology.h"
 #include "util/thread_pool.h"
 
 namespace hg {
@@ -42,6 +43,10 @@ class CpuDevice final : public Device {
 
   std::string name() const override { return "cpu (" + std::string(cpu::cpu_isa_name()) + ")"; }
   int threads() const override { return pool_.size(); }
+  DeviceMemory memory() const override {
+    const mem::SystemMemory m = mem::system_memory();
+    return {m.available, m.total, /*host=*/true};
+  }
 
   void* alloc(size_t bytes) override {
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);

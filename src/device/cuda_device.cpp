@@ -102,6 +102,13 @@ void CudaDevice::make_current() const {
 
 // ---- memory ----
 
+DeviceMemory CudaDevice::memory() const {
+  make_current();
+  size_t free_b = 0, total_b = 0;
+  HG_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return {free_b, total_b, /*host=*/false};
+}
+
 void* CudaDevice::alloc(size_t bytes) {
   make_current();
   void* p = nullptr;

@@ -27,6 +27,7 @@ class CudaDevice final : public Device {
 
   std::string name() const override;
   int threads() const override { return 0; }
+  DeviceMemory memory() const override;
 
   void* alloc(size_t bytes) override;
   void free(void* ptr) override;

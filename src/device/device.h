@@ -45,6 +45,13 @@ struct KvView {
   int head_dim = 0;
 };
 
+// What a device can still allocate, for the memory plan checked before anything is allocated.
+struct DeviceMemory {
+  uint64_t free = 0;   // bytes; 0: unknown (nothing is checked against it)
+  uint64_t total = 0;  // bytes; 0: unknown
+  bool host = false;   // the device's memory is host memory (CpuDevice): weights stay mapped in place
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -53,6 +60,7 @@ class Device {
   virtual int threads() const = 0;
 
   // ---- memory ----
+  virtual DeviceMemory memory() const { return {}; }
   virtual void* alloc(size_t bytes) = 0;
   virtual void free(void* ptr) = 0;
   virtual void copy_to_device(void* dst, const void* src_host, size_t bytes) = 0;

@@ -2,14 +2,17 @@
 // forward pass (forward.cpp) over rows of tokens that may belong to different sequences.
 #include "hybridgen/engine.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
 
+#include "attention/layer_attention.h"
 #include "device/device.h"
 #include "engine/forward.h"
 #include "hybridgen/error.h"
-#include "attention/layer_attention.h"
+#include "kv/memory_plan.h"
 #include "mem/placement.h"
 
 namespace hg {
@@ -30,6 +33,7 @@ struct Engine::Impl {
   std::unique_ptr<Scratch> scratch;
   std::vector<StepPlan> plans;  // [batch]: the plan of each sequence's next steps
   RunStats stats;
+  std::string all_on_device_note;  // set when a hybrid policy's window covers the whole context
 
   Impl(const Model& m, const EngineOptions& o) : model(m), options(o) {}
 };
@@ -51,9 +55,20 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
   if (o.batch < 1) throw Error("--batch must be at least 1, got " + std::to_string(o.batch));
   if (o.ubatch < 1) o.ubatch = 256;
   impl_->device = make_device(o);
+  // Said before the weights and the KV cache are allocated (the host side: HybridAttention).
+  plan_device_memory(model, o.policy, o.kv_dtype, o.ctx, o.batch, impl_->device->name(), impl_->device->memory())
+      .require_fits();
   impl_->weights = upload_weights(*impl_->device, model);
   const AttentionContext ac{*impl_->device, model, o.kv_dtype, o.ctx, o.batch};
-  if (o.policy.hybrid || o.policy.offload) {
+  if (window_covers_context(o.policy, o.ctx)) {
+    // Nothing would ever leave the device window: that is full attention, without the host stage.
+    impl_->all_on_device_note = o.policy.name + ": window " + std::to_string(o.policy.window) + " + " +
+                                std::to_string(o.policy.n_sinks) + " sinks cover the context of " +
+                                std::to_string(o.ctx) +
+                                " tokens, so every token stays on the device (as with --policy full)";
+    spdlog::info("{}", impl_->all_on_device_note);
+    impl_->attn = make_full_attention(ac);
+  } else if (o.policy.hybrid || o.policy.offload) {
     mem::PlacementOptions po;
     po.policy = mem::parse_placement_policy(o.kv_placement);
     po.k_node = o.k_node;
@@ -89,7 +104,9 @@ void Engine::set_step_plan(int seq, const StepPlan& plan) {
 const StepPlan& Engine::step_plan(int seq) const { return impl_->plans.at(static_cast<size_t>(seq)); }
 const StepTiming* Engine::last_step_timing() const { return impl_->attn->last_step_timing(); }
 LayerAttention& Engine::attention() { return *impl_->attn; }
-std::string Engine::describe_attention() const { return impl_->attn->describe(); }
+std::string Engine::describe_attention() const {
+  return impl_->all_on_device_note.empty() ? impl_->attn->describe() : impl_->all_on_device_note;
+}
 std::vector<LayerStats> Engine::layer_stats() const {
   auto* s = impl_->attn->layer_stats();
   return s ? *s : std::vector<LayerStats>{};

@@ -91,6 +91,11 @@ std::vector<NumaNode> discover_without_sysfs(std::string& source) {
 
 }  // namespace
 
+SystemMemory system_memory() {
+  const std::string meminfo = read_text("/proc/meminfo");
+  return {meminfo_field(meminfo, "MemTotal"), meminfo_field(meminfo, "MemAvailable")};
+}
+
 std::vector<int> parse_cpulist(const std::string& text, const std::string& what) {
   std::vector<int> cpus;
   std::string trimmed;

@@ -59,6 +59,14 @@ class Topology {
   std::string source_;
 };
 
+// The whole machine's memory from /proc/meminfo (MemAvailable counts reclaimable page cache);
+// zeros when it cannot be read.
+struct SystemMemory {
+  uint64_t total = 0;
+  uint64_t available = 0;
+};
+SystemMemory system_memory();
+
 // "0-3,8,10-11" -> {0,1,2,3,8,10,11}. Throws hg::Error naming `what` on malformed text.
 std::vector<int> parse_cpulist(const std::string& text, const std::string& what);
 // "0-3,8" from a sorted list; the inverse of parse_cpulist.

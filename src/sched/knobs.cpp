@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "hybridgen/error.h"
+#include "util/thread_pool.h"
 
 namespace hg {
 
@@ -169,7 +170,8 @@ void register_policy_knobs(KnobRegistry& r) {
                                split));
   r.add(int_knob("exact-layers", "first layers that use the exact query when speculating", &Policy::exact_layers, 0,
                  INT_MAX, split));
-  r.add(int_knob("host-threads", "host attention worker threads", &Policy::host_threads, 1, 4096, split));
+  // At most the CPUs of this machine: more workers than CPUs only contend (and 5000 threads abort).
+  r.add(int_knob("host-threads", "host attention worker threads", &Policy::host_threads, 1, hardware_threads(), split));
 }
 
 const KnobRegistry& knob_registry() {

@@ -4,10 +4,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstdint>
 #include <sstream>
 
 #include "hybridgen/error.h"
 #include "sched/knobs.h"
+#include "util/thread_pool.h"
 
 namespace hg {
 
@@ -103,7 +105,11 @@ void apply_policy_yaml(Policy& p, const std::string& path) {
   }
 }
 
-void validate_policy(const Policy& p, int ctx) {
+bool window_covers_context(const Policy& p, int ctx) {
+  return p.hybrid && ctx > 0 && static_cast<int64_t>(p.window) + p.n_sinks >= ctx;
+}
+
+void validate_policy(const Policy& p, int /*ctx*/) {
   if (!p.hybrid) return;
   // Each knob's own range is checked by the knob registry when it is set; a Policy built in code
   // (tests, sweeps) is checked against the same ranges here.
@@ -112,17 +118,13 @@ void validate_policy(const Policy& p, int ctx) {
     Policy copy = p;
     k->parse(copy, k->describe(p));
   }
-  if (ctx > 0 && p.window + p.n_sinks > ctx)
-    throw Error("--window " + std::to_string(p.window) + " + --sinks " + std::to_string(p.n_sinks) +
-                " is larger than the context of " + std::to_string(ctx) + " tokens (use --policy full)");
   if (p.window == 0 && p.keep_evicted == false)
     throw Error("a window of 0 that drops evicted tokens keeps nothing to attend to");
   if (!p.keep_evicted && p.K != 0 && p.select != Selection::All)
     throw Error("--k " + std::to_string(p.K) + " selects host tokens, but this policy drops evicted tokens (streaming)");
   if (p.window > 0 && p.window < p.evict_block)
-    throw Error("--window " + std::to_string(p.window) + " is smaller than --evict-block " + std::to_string(p.evict_block));
-  if (p.select == Selection::Pre && p.predictor == Predictor::Partial && p.partial_dims < 1)
-    throw Error("--partial-dims must be >= 1");
+    throw Error("--window " + std::to_string(p.window) + " is smaller than --evict-block " +
+                std::to_string(p.evict_block));
   if (p.query == QuerySource::Refine && p.select == Selection::All)
     throw Error("--query refine needs a selection (--select post|pre): with all host tokens use --query exact");
 }
