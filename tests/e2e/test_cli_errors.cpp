@@ -143,7 +143,7 @@ TEST(CliErrors, BadNumbersGiveOneLineNeverAbort) {
       {gen + "--repeat-penalty 0", "--repeat-penalty must be between"},
       {gen + "--repeat-last-n -2", "--repeat-last-n must be between -1 and"},
       {gen + "--gpu -1", "--gpu must be >= 0"},
-      {"generate " + model + " --ids '[4294967297]' -n 2", "out of range"},
+      {"generate " + model + " --ids '[4294967297]' -n 2", "is not a token id"},
       {"bench " + model + " -t 99999 -p 8 -n 0 -r 1", "-t must be between 1 and"},
       {"bench " + model + " -b 100000 -p 8 -n 0 -r 1", "-b must be between 1 and 256"},
       {"bench " + model + " -p 2147483647 -n 0 -r 1", "-p must be between 0 and"},

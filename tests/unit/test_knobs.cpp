@@ -9,6 +9,7 @@
 #include "cli/common.h"
 #include "hybridgen/error.h"
 #include "sched/knobs.h"
+#include "util/thread_pool.h"
 #include "test_util.h"
 
 namespace hg::test {
@@ -100,7 +101,8 @@ TEST(Knobs, OutOfRangeAndBadTypeAreOneLineErrorsNamingTheFlag) {
   EXPECT_EQ(message({"--k", "-1"}), "");
   EXPECT_EQ(message({"--window", "-1"}), "--window must be >= 0, got -1");
   EXPECT_EQ(message({"--window", "12x"}), "--window: '12x' is not an integer >= 0");
-  EXPECT_EQ(message({"--host-threads", "0"}), "--host-threads must be in [1, 4096], got 0");
+  EXPECT_EQ(message({"--host-threads", "0"}),
+            "--host-threads must be in [1, " + std::to_string(hardware_threads()) + "], got 0");
   EXPECT_EQ(message({"--evict-block", "0"}), "--evict-block must be >= 1, got 0");
   EXPECT_EQ(message({"--select", "some"}), "--select: 'some' is not all|post|pre");
   EXPECT_EQ(message({"--keep-evicted", "maybe"}), "--keep-evicted: 'maybe' is not true|false");
