@@ -317,7 +317,20 @@ TEST(MemArena, AllocateAndFreeInALoopDoesNotGrowRss) {
     peak = std::max(peak, rss_pages());
   }
   const long growth = (rss_pages() - before) * page;
-  EXPECT_LT(growth, static_cast<long>(4 * MiB)) << "RSS grew by " << growth << " bytes";
+  // A leaked arena would add 8-64 MiB per iteration. Under AddressSanitizer (make test-asan) the
+  // sanitizer's own allocator and quarantine add a few MiB of RSS (5.3 MiB measured), not a leak.
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr long kSlack = static_cast<long>(16 * MiB);
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  constexpr long kSlack = static_cast<long>(16 * MiB);
+#else
+  constexpr long kSlack = static_cast<long>(4 * MiB);
+#endif
+#else
+  constexpr long kSlack = static_cast<long>(4 * MiB);
+#endif
+  EXPECT_LT(growth, kSlack) << "RSS grew by " << growth << " bytes";
   // The arenas were really committed (populated), not just reserved.
   EXPECT_GE((peak - before) * page, static_cast<long>(60 * MiB));
 }
