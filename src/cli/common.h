@@ -2,6 +2,7 @@
 // and how token input is read.
 #pragma once
 #include <CLI/CLI.hpp>
+
 #include <memory>
 #include <optional>
 #include <string>

@@ -1,8 +1,8 @@
 // hybridgen: the command-line front end. Errors from the library arrive as hg::Error and are
 // printed here, once, as one line on stderr.
+#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 
