@@ -10,6 +10,7 @@ namespace hg {
 
 HostStage::HostStage(int n_threads, int n_slots, std::vector<int> pin_cpus)
     : pin_cpus_(std::move(pin_cpus)), n_threads_(std::max(1, n_threads)), slots_(static_cast<size_t>(n_slots)) {
+  pool_ = std::make_unique<ThreadPool>(n_threads_, pin_cpus_);
   coordinator_ = std::thread([this] { loop(); });
 }
 
@@ -29,8 +30,7 @@ void HostStage::loop() {
     CPU_SET(pin_cpus_[0], &set);
     pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
   }
-  // The pool lives on this thread: parallel_for is only ever called from here.
-  ThreadPool pool(n_threads_, pin_cpus_);
+  ThreadPool& pool = *pool_;  // parallel_for is only ever called from this thread
   for (;;) {
     std::pair<int, Job> item;
     {

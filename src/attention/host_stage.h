@@ -7,6 +7,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -49,6 +50,9 @@ class HostStage {
   std::deque<std::pair<int, Job>> queue_;
   std::vector<Slot> slots_;
   bool stop_ = false;
+  // Made by the constructor, so that a thread the system refuses is an hg::Error for the caller
+  // (inside the coordinator it would be std::terminate); only the coordinator calls parallel_for.
+  std::unique_ptr<ThreadPool> pool_;
   std::thread coordinator_;
 };
 

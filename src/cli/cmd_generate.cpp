@@ -58,6 +58,9 @@ void check_options(const GenerateOptions& o, const ModelSpec& spec) {
 
 void run_generate(const GenerateOptions& o) {
   setup_logging(o.runtime.verbose);
+  // Ctrl-C (from here on, model loading included) stops before the next prefill chunk or decode
+  // step: the text so far stays, the stats still print, exit status 130.
+  const InterruptScope interrupt;
   auto model = load_model(o.model);
   check_options(o, model->spec);
   auto tok = load_tokenizer(o.model, *model);
@@ -80,8 +83,6 @@ void run_generate(const GenerateOptions& o) {
   std::vector<int32_t> generated;
   generated.reserve(static_cast<size_t>(o.n_predict));
 
-  // Ctrl-C stops between steps: the text so far stays, the stats still print, exit status 130.
-  const InterruptScope interrupt;
   const bool prefilled =
       prefill_with_progress(engine, 0, history, logits.data(), progress_options(o.runtime), &interrupt);
   const int seq = 0;

@@ -10,7 +10,8 @@ namespace hg {
 
 namespace {
 
-constexpr int kBarCells = 24;
+constexpr int kMaxBarCells = 24;
+constexpr int kMinBarCells = 10;
 
 // Columns of the terminal behind `out`, or 80 when it does not say.
 int terminal_columns(std::FILE* out) {
@@ -80,19 +81,22 @@ void Progress::advance(int64_t n, std::string_view status) { update(done_ + n, s
 void Progress::finish() {
   if (finished_) return;
   finished_ = true;
-  // Only a report already under way gets its final state: a quiet run stays quiet.
-  if (shown_) emit(true);
+  // Only a report already under way gets its final state: a quiet run stays quiet, and a last
+  // line already showing it is not repeated (the bar still ends its line).
+  if (!shown_) return;
+  if (mode_ == ProgressMode::Lines && last_emitted_done_ == done_) return;
+  emit(true);
 }
 
-std::string Progress::render(bool with_bar) const {
+std::string Progress::render(int bar_cells) const {
   const double t = elapsed();
   const double rate = t > 0 ? static_cast<double>(done_) / t : 0.0;
   std::string text = label_;
-  if (with_bar && total_ > 0) {
+  if (bar_cells > 0 && total_ > 0) {
     const double frac = std::clamp(static_cast<double>(done_) / static_cast<double>(total_), 0.0, 1.0);
-    const int cells = static_cast<int>(frac * kBarCells);
+    const int cells = static_cast<int>(frac * bar_cells);
     text += " [" + std::string(static_cast<size_t>(cells), '#') +
-            std::string(static_cast<size_t>(kBarCells - cells), '-') + "]";
+            std::string(static_cast<size_t>(bar_cells - cells), '-') + "]";
   }
   text += " " + std::to_string(done_);
   if (total_ > 0) text += "/" + std::to_string(total_);
@@ -112,16 +116,20 @@ std::string Progress::render(bool with_bar) const {
 void Progress::emit(bool final_report) {
   std::FILE* out = options_.out;
   if (mode_ == ProgressMode::Bar) {
-    std::string text = render(true);
-    const size_t columns = static_cast<size_t>(std::max(20, terminal_columns(out) - 1));
-    if (text.size() > columns) text.resize(columns);  // a wrapped line could not be redrawn in place
+    // The bar takes the room the numbers and the status leave (at least kMinBarCells); what still
+    // does not fit is cut, since a wrapped line could not be redrawn in place.
+    const int columns = std::max(20, terminal_columns(out) - 1);
+    const int room = columns - static_cast<int>(render(0).size()) - 3;
+    std::string text = render(std::clamp(room, kMinBarCells, kMaxBarCells));
+    if (text.size() > static_cast<size_t>(columns)) text.resize(static_cast<size_t>(columns));
     // \r back to the line start, \033[K clears what a longer previous draw left behind.
     std::fprintf(out, "\r%s\033[K%s", text.c_str(), final_report ? "\n" : "");
   } else {
-    std::fprintf(out, "%s\n", render(false).c_str());
+    std::fprintf(out, "%s\n", render(0).c_str());
   }
   std::fflush(out);
   shown_ = true;
+  last_emitted_done_ = done_;
 }
 
 }  // namespace hg

@@ -54,8 +54,9 @@ class Progress {
   int64_t done() const { return done_; }
   int64_t total() const { return total_; }
   bool shown() const { return shown_; }  // whether anything has been written
-  // The text of one report: "prefill [#####-----] 512/1024 tokens 50% 812 tokens/s ETA 0:01".
-  std::string render(bool with_bar) const;
+  // The text of one report: "prefill [#####-----] 512/1024 tokens 50% 812 tokens/s ETA 0:01";
+  // bar_cells 0: no bar.
+  std::string render(int bar_cells) const;
 
  private:
   double elapsed() const;
@@ -68,6 +69,7 @@ class Progress {
   ProgressMode mode_;
   std::chrono::steady_clock::time_point start_;
   double last_emit_ = -1e30;
+  int64_t last_emitted_done_ = -1;
   bool shown_ = false;
   bool finished_ = false;
 };

@@ -60,6 +60,18 @@ bool wait_for_output(const fs::path& path, uintmax_t bytes, std::chrono::seconds
   return false;
 }
 
+// Waits until the child catches SIGINT (its handler is installed: /proc/PID/status SigCgt).
+bool wait_for_handler(pid_t pid, std::chrono::seconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    const std::string status = read_file("/proc/" + std::to_string(pid) + "/status");
+    const size_t at = status.find("SigCgt:");
+    if (at != std::string::npos && (std::stoull(status.substr(at + 7), nullptr, 16) >> (SIGINT - 1) & 1)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
 int interrupt_and_wait(const Child& c) {
   kill(c.pid, SIGINT);
   int status = 0;
@@ -99,7 +111,8 @@ TEST_F(Interrupt, DuringPrefillStopsBetweenChunks) {
   const Child c =
       start_hybridgen({"generate", "-m", smollm2_path(), "--ids-file", ids.string(), "-n", "8", "-t", "2", "--stats"});
   ASSERT_GT(c.pid, 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  ASSERT_TRUE(wait_for_handler(c.pid, std::chrono::seconds(60)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // loading, or in the first chunks
   EXPECT_EQ(interrupt_and_wait(c), 130) << read_file(c.err);
   const std::string err = read_file(c.err);
   EXPECT_NE(err.find("stopped after 0 generated tokens (during prefill)"), std::string::npos) << err;

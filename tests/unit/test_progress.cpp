@@ -61,6 +61,23 @@ TEST(Progress, BarRedrawsInPlaceAndEndsTheLine) {
   EXPECT_EQ(std::count(t.begin(), t.end(), '\n'), 1) << t;  // one line, redrawn
 }
 
+TEST(Progress, BarNarrowsToLeaveRoomForTheStatus) {
+  MemoryStream s;  // not a terminal: 80 columns
+  {
+    Progress p("perplexity", 768, "tokens", immediate(ProgressMode::Bar, s.get()));
+    p.update(256, "window 1/3, ppl so far 123.4567");
+  }
+  const std::string t = s.text();
+  EXPECT_NE(t.find("perplexity [###-------] 256/768"), std::string::npos)
+      << t;  // the bar shrinks to its 10-cell minimum first
+  size_t longest = 0;
+  for (size_t b = 0, e; b < t.size(); b = e + 1) {
+    e = std::min(t.find_first_of("\r\n", b), t.size());
+    longest = std::max(longest, e - b);
+  }
+  EXPECT_LE(longest, 79u + 3u) << t;  // 79 columns of text (+ the \033[K)
+}
+
 TEST(Progress, LinesHaveNoBarAndNoCarriageReturn) {
   MemoryStream s;
   {
@@ -74,6 +91,7 @@ TEST(Progress, LinesHaveNoBarAndNoCarriageReturn) {
   EXPECT_NE(t.find("perplexity 1/3 windows 33%"), std::string::npos) << t;
   EXPECT_NE(t.find("| ppl 12.5"), std::string::npos) << t;  // the status stays until replaced
   EXPECT_NE(t.find("perplexity 3/3 windows 100%"), std::string::npos) << t;
+  EXPECT_EQ(std::count(t.begin(), t.end(), '\n'), 2) << t;  // the final state is not printed twice
 }
 
 TEST(Progress, QuickWorkAndOffShowNothing) {
