@@ -20,6 +20,7 @@ namespace hg {
 namespace {
 
 constexpr int64_t kElementGrain = 4096;  // elementwise ops: below this one thread does it all
+constexpr int kMaxGroup = 8;             // outputs of one matmul_group
 
 class CpuDevice final : public Device {
  public:
@@ -69,8 +70,23 @@ class CpuDevice final : public Device {
   }
 
   void matmul(const DeviceTensor& w, const DeviceTensor& bias, const float* x, int n, float* y) override {
-    cpu::matmul(pool_, w.dtype, w.data, w.rows, w.cols, x, n, y, w.rows);
-    if (bias.present()) add_bias(y, bias, n, static_cast<int>(w.rows));
+    const MatmulOut out{&w, &bias, y};
+    matmul_group(x, n, &out, 1);
+  }
+
+  void matmul_group(const float* x, int n, const MatmulOut* outs, int count) override {
+    if (count > kMaxGroup) throw Error("matmul_group: " + std::to_string(count) + " outputs > " + std::to_string(kMaxGroup));
+    cpu::MatmulTarget targets[kMaxGroup] = {};
+    for (int i = 0; i < count; ++i) {
+      const DeviceTensor& w = *outs[i].w;
+      if (w.cols != outs[0].w->cols)
+        throw Error("matmul_group: weights of " + std::to_string(w.cols) + " and " + std::to_string(outs[0].w->cols) +
+                    " columns share one input");
+      targets[i] = cpu::MatmulTarget{w.dtype, w.data, w.rows, outs[i].y, w.rows, outs[i].accumulate};
+    }
+    cpu::matmul_group(pool_, workspace_, targets, count, outs[0].w->cols, x, n);
+    for (int i = 0; i < count; ++i)
+      if (outs[i].bias && outs[i].bias->present()) add_bias(outs[i].y, *outs[i].bias, n, static_cast<int>(outs[i].w->rows));
   }
 
   void rmsnorm(const float* x, const DeviceTensor& weight, float eps, int n, int dim, float* y) override {
@@ -138,6 +154,7 @@ class CpuDevice final : public Device {
 
  private:
   ThreadPool pool_;
+  cpu::MatmulWorkspace workspace_;           // the device thread's matmul scratch
   std::vector<std::vector<float>> scratch_;  // per-thread attention scores
   std::mutex owned_mutex_;
   std::vector<std::vector<float>> owned_;    // fp32 copies of vectors
