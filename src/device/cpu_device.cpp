@@ -21,6 +21,8 @@ namespace {
 
 constexpr int64_t kElementGrain = 4096;  // elementwise ops: below this one thread does it all
 constexpr int kMaxGroup = 8;             // outputs of one matmul_group
+constexpr int kSplitMaxRows = 4;         // attention over at most this many query rows: split along the context
+constexpr int64_t kSplitChunk = 256;     // context slots per split item (its K and V rows stay in L2)
 
 class CpuDevice final : public Device {
  public:
@@ -132,6 +134,7 @@ class CpuDevice final : public Device {
   }
 
   void attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) override {
+    if (n <= kSplitMaxRows) return split_attention(q, n, n_heads, kv, past, scale, out);
     const size_t need = static_cast<size_t>(past + n) * static_cast<size_t>(n_heads / kv.n_kv_heads);
     for (auto& s : scratch_)
       if (s.size() < need) s.resize(need);  // grows with the context, not per step
@@ -153,9 +156,27 @@ class CpuDevice final : public Device {
   }
 
  private:
+  // Decode: the context split in chunks over the pool (one barrier), merged on this thread.
+  void split_attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) {
+    cpu::SplitAttentionArgs a{q,    n,     n_heads,     kv.n_kv_heads, kv.head_dim, kv.dtype, kv.k, kv.v,
+                              kv.capacity, past, scale, kSplitChunk, nullptr,       out};
+    const int64_t items = cpu::split_attention_items(a);
+    const size_t group = static_cast<size_t>(n_heads / kv.n_kv_heads);
+    const size_t need = static_cast<size_t>(items) * group * static_cast<size_t>(kv.head_dim + 2);
+    if (split_partials_.size() < need) split_partials_.resize(need);  // grows with the context
+    a.partial = split_partials_.data();
+    for (auto& s : scratch_)
+      if (s.size() < static_cast<size_t>(kSplitChunk) * group) s.resize(static_cast<size_t>(kSplitChunk) * group);
+    pool_.parallel_for(items, [&](int64_t b, int64_t e, int t) {
+      cpu::split_attention_partials(a, scratch_[static_cast<size_t>(t)].data(), b, e);
+    });
+    cpu::split_attention_combine(a, 0, static_cast<int64_t>(n) * n_heads);
+  }
+
   ThreadPool pool_;
   cpu::MatmulWorkspace workspace_;           // the device thread's matmul scratch
   std::vector<std::vector<float>> scratch_;  // per-thread attention scores
+  std::vector<float> split_partials_;        // split attention: per item and head, o, m, l
   std::mutex owned_mutex_;
   std::vector<std::vector<float>> owned_;    // fp32 copies of vectors
 };
