@@ -46,8 +46,8 @@ void BM_DecodeAttention(benchmark::State& state) {
       k[static_cast<size_t>(l)][i] = dt == DType::F16 ? hg::cpu::fp32_to_f16(a) : hg::cpu::fp32_to_bf16(a);
       v[static_cast<size_t>(l)][i] = dt == DType::F16 ? hg::cpu::fp32_to_f16(b) : hg::cpu::fp32_to_bf16(b);
     }
-    views[static_cast<size_t>(l)] =
-        hg::KvView{dt, k[static_cast<size_t>(l)].data(), v[static_cast<size_t>(l)].data(), capacity, kKvHeads, kHeadDim};
+    views[static_cast<size_t>(l)] = hg::KvView{
+        dt, k[static_cast<size_t>(l)].data(), v[static_cast<size_t>(l)].data(), capacity, kKvHeads, kHeadDim};
   }
   std::vector<float> q(kHeads * kHeadDim), out(q.size());
   for (auto& x : q) x = u(rng);

@@ -53,8 +53,8 @@ float exp_shift_sum_scalar(float* p, int64_t n, float shift) {
   return s;
 }
 
-const DotIsaFns kDotScalar = {dot_f32_scalar,   dot_rows_heads_scalar, axpy_rows_scalar,
-                              max_value_scalar, exp_shift_sum_scalar};
+const DotIsaFns kDotScalar = {dot_f32_scalar, dot_rows_heads_scalar, axpy_rows_scalar, max_value_scalar,
+                              exp_shift_sum_scalar};
 
 const DotIsaFns& fns(CpuIsa isa) {
   switch (isa) {

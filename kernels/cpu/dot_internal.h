@@ -1,7 +1,7 @@
 // Per-ISA entry points of the dot kernels (dot.cpp dispatches to them). Row strides in bytes.
 #pragma once
-#include <cstddef>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 

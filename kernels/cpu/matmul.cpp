@@ -187,8 +187,8 @@ void sgemm_rows(DequantFn dequant, FloatBuffer& tile, const MatmulTarget& t, int
   SingleThreadedOmp omp_guard;
   const float beta = t.accumulate ? 1.0f : 0.0f;
   if (t.wt == DType::F32) {
-    sgemm(n_tokens, row_end - row_begin, cols, X, cols, static_cast<const float*>(t.W) + row_begin * cols, cols,
-          beta, t.Y + row_begin, t.ldy);
+    sgemm(n_tokens, row_end - row_begin, cols, X, cols, static_cast<const float*>(t.W) + row_begin * cols, cols, beta,
+          t.Y + row_begin, t.ldy);
     return;
   }
   const size_t row_bytes = dtype_row_bytes(t.wt, cols);
@@ -258,8 +258,8 @@ void matmul_group_isa(CpuIsa isa, ThreadPool& pool, MatmulWorkspace& ws, const M
       kGemvGrainRows);
 }
 
-void matmul_isa(CpuIsa isa, ThreadPool& pool, MatmulWorkspace& ws, DType wt, const void* W, int64_t rows,
-                int64_t cols, const float* X, int64_t n_tokens, float* Y, int64_t ldy, bool accumulate) {
+void matmul_isa(CpuIsa isa, ThreadPool& pool, MatmulWorkspace& ws, DType wt, const void* W, int64_t rows, int64_t cols,
+                const float* X, int64_t n_tokens, float* Y, int64_t ldy, bool accumulate) {
   const MatmulTarget t{wt, W, rows, Y, ldy, accumulate};
   matmul_group_isa(isa, pool, ws, &t, 1, cols, X, n_tokens);
 }
@@ -270,8 +270,8 @@ void matmul_rows(DType wt, const void* W, int64_t cols, const float* X, int64_t 
                   row_end);
 }
 
-void matmul(ThreadPool& pool, MatmulWorkspace& ws, DType wt, const void* W, int64_t rows,
-            int64_t cols, const float* X, int64_t n_tokens, float* Y, int64_t ldy, bool accumulate) {
+void matmul(ThreadPool& pool, MatmulWorkspace& ws, DType wt, const void* W, int64_t rows, int64_t cols, const float* X,
+            int64_t n_tokens, float* Y, int64_t ldy, bool accumulate) {
   matmul_isa(active_cpu_isa(), pool, ws, wt, W, rows, cols, X, n_tokens, Y, ldy, accumulate);
 }
 

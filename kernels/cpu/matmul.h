@@ -48,8 +48,8 @@ void matmul_rows_scalar(DType wt, const void* W, int64_t cols, const float* X, i
 
 // Whole matmul over the pool; picks the GEMV path or the tiled sgemm path.
 // accumulate: Y += X · Wᵀ (a residual add fused into the matmul) instead of Y = X · Wᵀ.
-void matmul(ThreadPool& pool, MatmulWorkspace& ws, DType wt, const void* W, int64_t rows,
-            int64_t cols, const float* X, int64_t n_tokens, float* Y, int64_t ldy, bool accumulate = false);
+void matmul(ThreadPool& pool, MatmulWorkspace& ws, DType wt, const void* W, int64_t rows, int64_t cols, const float* X,
+            int64_t n_tokens, float* Y, int64_t ldy, bool accumulate = false);
 
 // One output of a matmul group: Y[n_tokens, ldy] (columns [0, rows)) (+)= X · Wᵀ.
 struct MatmulTarget {

@@ -67,8 +67,7 @@ void gemv_row_group(const GemvArgs& a, int64_t r0) {
       if constexpr (R * 2 <= kMaxAccumulators) gemv_plain<V, WT, 2, R>(a, r0, t0);
     } else {
       // Only reached with n == 1, or when R is too wide for n tokens (never: see gemv_rows_of).
-      for (int64_t t = t0; t < a.n_tokens && t < t0 + kMaxTokensPerPass; ++t)
-        gemv_plain<V, WT, 1, R>(a, r0, t);
+      for (int64_t t = t0; t < a.n_tokens && t < t0 + kMaxTokensPerPass; ++t) gemv_plain<V, WT, 1, R>(a, r0, t);
     }
   }
 }

@@ -28,9 +28,9 @@ namespace {
 // A decoded 32-block: codes (unsigned, or |w| and w for signed formats), the per-lane weight
 // scale and the coefficient of the activation block sum.
 struct Int8Block {
-  __m256i u;      // unsigned codes, or |w|
-  __m256i w;      // signed codes (signed formats only)
-  __m256 scale;   // per int32 lane (Q6_K: two scales, lanes 0-3 and 4-7)
+  __m256i u;     // unsigned codes, or |w|
+  __m256i w;     // signed codes (signed formats only)
+  __m256 scale;  // per int32 lane (Q6_K: two scales, lanes 0-3 and 4-7)
   float c;
 };
 
@@ -202,13 +202,19 @@ void gemv_int8_row_group(const GemvInt8Args& a, int64_t r0) {
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kInt8MaxTokens) {
     const int64_t n = a.n_tokens - t0;
     if constexpr (R == 1) {
-      if (n >= 4) gemv_int8_tile<D, WT, 4, 1>(a, r0, t0);
-      else if (n == 3) gemv_int8_tile<D, WT, 3, 1>(a, r0, t0);
-      else if (n == 2) gemv_int8_tile<D, WT, 2, 1>(a, r0, t0);
-      else gemv_int8_tile<D, WT, 1, 1>(a, r0, t0);
+      if (n >= 4)
+        gemv_int8_tile<D, WT, 4, 1>(a, r0, t0);
+      else if (n == 3)
+        gemv_int8_tile<D, WT, 3, 1>(a, r0, t0);
+      else if (n == 2)
+        gemv_int8_tile<D, WT, 2, 1>(a, r0, t0);
+      else
+        gemv_int8_tile<D, WT, 1, 1>(a, r0, t0);
     } else if constexpr (R == 2) {
-      if (n >= 2) gemv_int8_tile<D, WT, 2, 2>(a, r0, t0);
-      else gemv_int8_tile<D, WT, 1, 2>(a, r0, t0);
+      if (n >= 2)
+        gemv_int8_tile<D, WT, 2, 2>(a, r0, t0);
+      else
+        gemv_int8_tile<D, WT, 1, 2>(a, r0, t0);
     } else {
       gemv_int8_tile<D, WT, 1, R>(a, r0, t0);  // R == 4 only with one token
     }

@@ -76,7 +76,8 @@ CodeBlock decode_codes(DType wt, const uint8_t* row, int64_t j) {
       o.sc[1] = d * static_cast<float>(b.scales[2 * sub + 1]);
       break;
     }
-    default: break;  // plain types never reach the int8 path
+    default:
+      break;  // plain types never reach the int8 path
   }
   return o;
 }

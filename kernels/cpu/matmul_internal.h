@@ -70,9 +70,8 @@ void dequantize_span_avx512(DType wt, const uint8_t* row, int64_t n, float* out)
 void matmul_rows_isa(CpuIsa isa, MatmulWorkspace& ws, DType wt, const void* W, int64_t cols,
                      const float* X, int64_t n_tokens, float* Y, int64_t ldy, int64_t row_begin,
                      int64_t row_end);
-void matmul_isa(CpuIsa isa, ThreadPool& pool, MatmulWorkspace& ws, DType wt, const void* W,
-                int64_t rows, int64_t cols, const float* X, int64_t n_tokens, float* Y, int64_t ldy,
-                bool accumulate = false);
+void matmul_isa(CpuIsa isa, ThreadPool& pool, MatmulWorkspace& ws, DType wt, const void* W, int64_t rows, int64_t cols,
+                const float* X, int64_t n_tokens, float* Y, int64_t ldy, bool accumulate = false);
 void matmul_group_isa(CpuIsa isa, ThreadPool& pool, MatmulWorkspace& ws, const MatmulTarget* targets, int count,
                       int64_t cols, const float* X, int64_t n_tokens);
 

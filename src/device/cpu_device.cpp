@@ -77,7 +77,8 @@ class CpuDevice final : public Device {
   }
 
   void matmul_group(const float* x, int n, const MatmulOut* outs, int count) override {
-    if (count > kMaxGroup) throw Error("matmul_group: " + std::to_string(count) + " outputs > " + std::to_string(kMaxGroup));
+    if (count > kMaxGroup)
+      throw Error("matmul_group: " + std::to_string(count) + " outputs > " + std::to_string(kMaxGroup));
     cpu::MatmulTarget targets[kMaxGroup] = {};
     for (int i = 0; i < count; ++i) {
       const DeviceTensor& w = *outs[i].w;
@@ -88,7 +89,8 @@ class CpuDevice final : public Device {
     }
     cpu::matmul_group(pool_, workspace_, targets, count, outs[0].w->cols, x, n);
     for (int i = 0; i < count; ++i)
-      if (outs[i].bias && outs[i].bias->present()) add_bias(outs[i].y, *outs[i].bias, n, static_cast<int>(outs[i].w->rows));
+      if (outs[i].bias && outs[i].bias->present())
+        add_bias(outs[i].y, *outs[i].bias, n, static_cast<int>(outs[i].w->rows));
   }
 
   void rmsnorm(const float* x, const DeviceTensor& weight, float eps, int n, int dim, float* y) override {
@@ -158,8 +160,8 @@ class CpuDevice final : public Device {
  private:
   // Decode: the context split in chunks over the pool (one barrier), merged on this thread.
   void split_attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) {
-    cpu::SplitAttentionArgs a{q,    n,     n_heads,     kv.n_kv_heads, kv.head_dim, kv.dtype, kv.k, kv.v,
-                              kv.capacity, past, scale, kSplitChunk, nullptr,       out};
+    cpu::SplitAttentionArgs a{q,    n,           n_heads, kv.n_kv_heads, kv.head_dim, kv.dtype, kv.k,
+                              kv.v, kv.capacity, past,    scale,         kSplitChunk, nullptr,  out};
     const int64_t items = cpu::split_attention_items(a);
     const size_t group = static_cast<size_t>(n_heads / kv.n_kv_heads);
     const size_t need = static_cast<size_t>(items) * group * static_cast<size_t>(kv.head_dim + 2);

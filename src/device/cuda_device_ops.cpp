@@ -84,10 +84,10 @@ void CudaDevice::matmul_group(const float* x, int n, const MatmulOut* outs, int 
       converted_to = w.dtype;
     }
     const float one = 1.0f, beta = outs[i].accumulate ? 1.0f : 0.0f;
-    HG_CUBLAS_CHECK(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), n,
-                                 static_cast<int>(w.cols), &one, w.data, type, static_cast<int>(w.cols), input, type,
-                                 static_cast<int>(w.cols), &beta, outs[i].y, CUDA_R_32F, static_cast<int>(w.rows),
-                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    HG_CUBLAS_CHECK(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), n, static_cast<int>(w.cols),
+                                 &one, w.data, type, static_cast<int>(w.cols), input, type, static_cast<int>(w.cols),
+                                 &beta, outs[i].y, CUDA_R_32F, static_cast<int>(w.rows), CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
     if (outs[i].bias && outs[i].bias->present()) add_bias(outs[i].y, *outs[i].bias, n, static_cast<int>(w.rows));
   }
 }

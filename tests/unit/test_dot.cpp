@@ -214,8 +214,8 @@ TEST(SplitAttention, MatchesAttentionItemsOverChunkBoundaries) {
             std::vector<float> scores(static_cast<size_t>((past + n) * group + chunk * group));
             attention_items(q.data(), n_heads, n_kv, head_dim, dt, k.bytes.data(), v.bytes.data(), capacity, past,
                             scale, want.data(), scores.data(), 0, static_cast<int64_t>(n) * n_heads);
-            SplitAttentionArgs a{q.data(), n,    n_heads, n_kv,  head_dim, dt,      k.bytes.data(),
-                                 v.bytes.data(), capacity, past, scale,   chunk, nullptr, got.data()};
+            SplitAttentionArgs a{q.data(),       n,        n_heads, n_kv,  head_dim, dt,      k.bytes.data(),
+                                 v.bytes.data(), capacity, past,    scale, chunk,    nullptr, got.data()};
             EXPECT_EQ(split_attention_chunks(a), (past + n + chunk - 1) / chunk);
             std::vector<float> partial(static_cast<size_t>(split_attention_items(a) * group * (head_dim + 2)));
             a.partial = partial.data();

@@ -128,9 +128,9 @@ std::vector<double> int8_rounding_bound(DType wt, const std::vector<uint8_t>& W,
 
 // fp32 accumulation over `cols` terms: error grows ~ cols * eps * sum|w x|; allow a margin.
 // `extra` (optional): a further allowance per output (the int8 activation rounding).
-void expect_close(const float* Y, int64_t ldy, const std::vector<double>& ref,
-                  const std::vector<double>& magnitude, int64_t rows, int64_t n_tokens,
-                  int64_t cols, const std::string& what, const std::vector<double>* extra = nullptr) {
+void expect_close(const float* Y, int64_t ldy, const std::vector<double>& ref, const std::vector<double>& magnitude,
+                  int64_t rows, int64_t n_tokens, int64_t cols, const std::string& what,
+                  const std::vector<double>* extra = nullptr) {
   const double tol_rel = 4e-7 * std::sqrt(static_cast<double>(cols)) + 2e-6;
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int64_t r = 0; r < rows; ++r) {
@@ -200,8 +200,8 @@ TEST(Matmul, PoolBothPathsEveryIsa) {
             std::vector<float> Y(static_cast<size_t>(n_tokens * rows), NAN);
             matmul_isa(isa, pool, ws, wt, W.data(), rows, cols, X.data(), n_tokens, Y.data(), rows);
             expect_close(Y.data(), rows, ref, mag, rows, n_tokens, cols,
-                         std::string(dtype_name(wt)) + " pool " + cpu_isa_label(isa) +
-                             " rows=" + std::to_string(rows) + " n_tokens=" + std::to_string(n_tokens),
+                         std::string(dtype_name(wt)) + " pool " + cpu_isa_label(isa) + " rows=" + std::to_string(rows) +
+                             " n_tokens=" + std::to_string(n_tokens),
                          int8 ? &bound : nullptr);
           }
         }
@@ -269,7 +269,7 @@ TEST(MatmulInt8, QuantizerRoundsWithinHalfAStepAndAvx2AgreesBitForBit) {
   const int64_t n_tokens = 3, cols = 96;
   auto X = random_floats(n_tokens * cols, rng);
   for (int i = 32; i < 64; ++i) X[static_cast<size_t>(i)] = 0.0f;  // an all-zero block: scale 0, codes 0
-  X[70] = 1e-30f;                                                   // a tiny one among normal values
+  X[70] = 1e-30f;                                                  // a tiny one among normal values
   const QuantizedX a = quantize_scalar(X, n_tokens, cols);
   for (int64_t b = 0; b < n_tokens * cols / 32; ++b) {
     int sum = 0;
@@ -348,8 +348,8 @@ TEST(MatmulInt8, GroupAndAccumulateEqualSeparateMatmulsOnBothPaths) {
         if (i == 1) before = grouped[i];
         const bool acc = i == 1;
         targets[i] = MatmulTarget{types[i], W[i].data(), rows[i], grouped[i].data(), rows[i], acc};
-        matmul_isa(isa, pool, ws, types[i], W[i].data(), rows[i], cols, X.data(), n_tokens, separate[i].data(),
-                   rows[i], acc);
+        matmul_isa(isa, pool, ws, types[i], W[i].data(), rows[i], cols, X.data(), n_tokens, separate[i].data(), rows[i],
+                   acc);
       }
       matmul_group_isa(isa, pool, ws, targets, 3, cols, X.data(), n_tokens);
       for (int i = 0; i < 3; ++i)
