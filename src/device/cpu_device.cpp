@@ -1,5 +1,6 @@
 // CpuDevice: the Device ops on a CPU thread pool. Memory is host memory, so copies are memcpy
 // and matrices stay zero-copy in the mapped model file; vectors are converted to fp32 once.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -19,10 +20,16 @@ namespace hg {
 
 namespace {
 
-constexpr int64_t kElementGrain = 4096;  // elementwise ops: below this one thread does it all
-constexpr int kMaxGroup = 8;             // outputs of one matmul_group
-constexpr int kSplitMaxRows = 4;         // attention over at most this many query rows: split along the context
-constexpr int64_t kSplitChunk = 256;     // context slots per split item (its K and V rows stay in L2)
+// Small ops run on the calling thread: below ~16K values a pool barrier costs more than the work
+// (decode has a handful of rows), so the pool synchronizes only for the matmuls and attention.
+constexpr int64_t kElementGrain = 16384;  // elementwise ops: values per chunk
+// Row ops (norms, RoPE, bias): rows per chunk so that a chunk holds about kElementGrain values.
+int64_t row_grain(int64_t values_per_row) {
+  return std::max<int64_t>(1, kElementGrain / std::max<int64_t>(1, values_per_row));
+}
+constexpr int kMaxGroup = 8;          // outputs of one matmul_group
+constexpr int kSplitMaxRows = 4;      // attention over at most this many query rows: split along the context
+constexpr int64_t kSplitChunk = 256;  // context slots per split item (its K and V rows stay in L2)
 
 class CpuDevice final : public Device {
  public:
@@ -66,9 +73,13 @@ class CpuDevice final : public Device {
         throw Error("token id " + std::to_string(ids[i]) + " is outside the vocabulary [0, " +
                     std::to_string(table.rows) + ")");
     }
-    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i) cpu::dequantize_row(table.dtype, table.data, table.cols, ids[i], out + i * table.cols);
-    });
+    pool_.parallel_for(
+        n,
+        [&](int64_t b, int64_t e, int) {
+          for (int64_t i = b; i < e; ++i)
+            cpu::dequantize_row(table.dtype, table.data, table.cols, ids[i], out + i * table.cols);
+        },
+        row_grain(table.cols));
   }
 
   void matmul(const DeviceTensor& w, const DeviceTensor& bias, const float* x, int n, float* y) override {
@@ -94,14 +105,15 @@ class CpuDevice final : public Device {
   }
 
   void rmsnorm(const float* x, const DeviceTensor& weight, float eps, int n, int dim, float* y) override {
-    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) { cpu::rmsnorm_rows(x, weight.f32(), eps, dim, y, b, e); });
+    pool_.parallel_for(
+        n, [&](int64_t b, int64_t e, int) { cpu::rmsnorm_rows(x, weight.f32(), eps, dim, y, b, e); }, row_grain(dim));
   }
 
   void layernorm(const float* x, const DeviceTensor& weight, const DeviceTensor& bias, float eps, int n, int dim,
                  float* y) override {
-    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
-      cpu::layernorm_rows(x, weight.f32(), bias.f32(), eps, dim, y, b, e);
-    });
+    pool_.parallel_for(
+        n, [&](int64_t b, int64_t e, int) { cpu::layernorm_rows(x, weight.f32(), bias.f32(), eps, dim, y, b, e); },
+        row_grain(dim));
   }
 
   void rope(float* x, const int32_t* pos, int n, int n_heads, const RopeParams& p) override {
@@ -110,9 +122,12 @@ class CpuDevice final : public Device {
     cpu::rope_inv_freq(p.rotary_dim, p.theta, p.scaling.llama3, p.scaling.factor, p.scaling.low_freq_factor,
                        p.scaling.high_freq_factor, p.scaling.original_max_position, inv_freq);
     const bool interleaved = p.layout == RopeLayout::Interleaved;
-    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
-      cpu::rope_rows(x, pos, n_heads, p.head_dim, p.rotary_dim, inv_freq, interleaved, b, e);
-    });
+    pool_.parallel_for(
+        n,
+        [&](int64_t b, int64_t e, int) {
+          cpu::rope_rows(x, pos, n_heads, p.head_dim, p.rotary_dim, inv_freq, interleaved, b, e);
+        },
+        row_grain(static_cast<int64_t>(n_heads) * p.head_dim));
   }
 
   void silu_mul(float* gate, const float* up, int64_t count) override {
@@ -125,7 +140,8 @@ class CpuDevice final : public Device {
     pool_.parallel_for(count, [&](int64_t b, int64_t e, int) { cpu::add_range(y, x, b, e); }, kElementGrain);
   }
   void add_bias(float* y, const DeviceTensor& b, int n, int dim) override {
-    pool_.parallel_for(n, [&](int64_t rb, int64_t re, int) { cpu::add_bias_rows(y, b.f32(), dim, rb, re); });
+    pool_.parallel_for(
+        n, [&](int64_t rb, int64_t re, int) { cpu::add_bias_rows(y, b.f32(), dim, rb, re); }, row_grain(dim));
   }
 
   void kv_store(const KvView& kv, const float* k, const float* v, int n, int pos0) override {
