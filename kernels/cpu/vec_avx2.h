@@ -7,7 +7,8 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <initializer_list>
+
+#include "kernels/cpu/exp_poly.h"
 
 namespace hg::cpu {
 namespace {
@@ -28,16 +29,15 @@ struct Avx2 {
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
   }
-  // e^x for x <= 0 (see exp_nonpositive_scalar in dot_internal.h): 2^k built in the exponent bits.
+  // e^x for x <= 0 (the steps of exp_poly.h): 2^k built in the exponent bits.
   static F exp_nonpositive(F x) {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-    const F k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+    x = _mm256_max_ps(x, _mm256_set1_ps(kExpMin));
+    const F k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)),
                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    F r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
-    F p = _mm256_set1_ps(1.0f / 720.0f);
-    for (const float c : {1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f})
-      p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+    F r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kLn2Hi), x);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kLn2Lo), r);
+    F p = _mm256_set1_ps(kExpPoly[0]);
+    for (int i = 1; i < 7; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpPoly[i]));
     const __m256i two_k = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(two_k));
   }

@@ -15,7 +15,8 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <initializer_list>
+
+#include "kernels/cpu/exp_poly.h"
 
 namespace hg::cpu {
 namespace {
@@ -33,16 +34,15 @@ struct Avx512 {
   static float hsum(F v) { return _mm512_reduce_add_ps(v); }
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
   static float hmax(F v) { return _mm512_reduce_max_ps(v); }
-  // e^x for x <= 0 (see exp_nonpositive_scalar in dot_internal.h): 2^k applied with vscalefps.
+  // e^x for x <= 0 (the steps of exp_poly.h): 2^k applied with vscalefps.
   static F exp_nonpositive(F x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    const F k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+    x = _mm512_max_ps(x, _mm512_set1_ps(kExpMin));
+    const F k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    F r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-    F p = _mm512_set1_ps(1.0f / 720.0f);
-    for (const float c : {1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f})
-      p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+    F r = _mm512_fnmadd_ps(k, _mm512_set1_ps(kLn2Hi), x);
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(kLn2Lo), r);
+    F p = _mm512_set1_ps(kExpPoly[0]);
+    for (int i = 1; i < 7; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpPoly[i]));
     return _mm512_scalef_ps(p, k);
   }
   // out[r] = horizontal sum of v[r], r < 4: halve to 256 bits, then pairwise adds.

@@ -140,6 +140,13 @@ void expect_close(const float* Y, int64_t ldy, const std::vector<double>& ref, c
     }
 }
 
+// Columns beyond `rows` in each Y row (filled with NaN) are not the kernel's: untouched.
+void expect_untouched(const std::vector<float>& Y, int64_t ldy, int64_t rows, int64_t n_tokens,
+                      const std::string& what) {
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t r = rows; r < ldy; ++r) ASSERT_TRUE(std::isnan(Y[t * ldy + r])) << what << " t=" << t << " r=" << r;
+}
+
 std::vector<int64_t> cols_for(DType wt) {
   if (wt == DType::Q4_K || wt == DType::Q6_K) return {256, 512};
   if (dtype_is_quantized(wt)) return {32, 64, 96, 256, 512};
@@ -173,9 +180,7 @@ TEST(Matmul, RowsEveryDtypeIsaShape) {
             matmul_rows_isa(isa, ws, wt, W.data(), cols, X.data(), n_tokens, Y.data(), ldy, 0, mid);
             matmul_rows_isa(isa, ws, wt, W.data(), cols, X.data(), n_tokens, Y.data(), ldy, mid, rows);
             expect_close(Y.data(), ldy, ref, mag, rows, n_tokens, cols, what + " " + cpu_isa_label(isa), extra);
-            // Columns beyond `rows` in each Y row are not ours: untouched.
-            for (int64_t t = 0; t < n_tokens; ++t)
-              for (int64_t r = rows; r < ldy; ++r) ASSERT_TRUE(std::isnan(Y[t * ldy + r])) << what;
+            expect_untouched(Y, ldy, rows, n_tokens, what);
           }
         }
       }
@@ -321,8 +326,7 @@ TEST(MatmulInt8, EveryDotIsaMatchesScalarTwinOverAwkwardShapes) {
             int8_kernel(dot)(a, 0, mid);
             int8_kernel(dot)(a, mid, rows);
             expect_close(Y.data(), ldy, twin_d, mag, rows, n_tokens, cols, what + " " + dot_int8_label(dot));
-            for (int64_t t = 0; t < n_tokens; ++t)
-              for (int64_t r = rows; r < ldy; ++r) ASSERT_TRUE(std::isnan(Y[t * ldy + r])) << what;
+            expect_untouched(Y, ldy, rows, n_tokens, what);
           }
         }
       }
