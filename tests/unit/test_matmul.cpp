@@ -269,6 +269,25 @@ QuantizedX quantize_scalar(const std::vector<float>& X, int64_t n_tokens, int64_
   return o;
 }
 
+TEST(MatmulInt8, DotInstructionsFollowTheIsaLevel) {
+  EXPECT_EQ(dot_int8_for(CpuIsa::Scalar), DotInt8::Scalar);
+  EXPECT_TRUE(dot_int8_supported(DotInt8::Scalar));
+  for (CpuIsa isa : supported_isas()) {
+    const DotInt8 d = dot_int8_for(isa);
+    EXPECT_TRUE(dot_int8_supported(d)) << cpu_isa_label(isa);
+    // AVX512-VNNI only with an AVX-512 level; an AVX2 level gets AVX-VNNI or the maddubs emulation.
+    if (isa == CpuIsa::Avx2) {
+      EXPECT_TRUE(d == DotInt8::Avx2 || d == DotInt8::AvxVnni) << dot_int8_label(d);
+    }
+    if (isa != CpuIsa::Scalar) {
+      EXPECT_NE(d, DotInt8::Scalar);
+    }
+  }
+  if (dot_int8_supported(DotInt8::Avx512Vnni)) {
+    EXPECT_EQ(dot_int8_for(best_cpu_isa()), DotInt8::Avx512Vnni);
+  }
+}
+
 TEST(MatmulInt8, QuantizerRoundsWithinHalfAStepAndAvx2AgreesBitForBit) {
   std::mt19937 rng(21);
   const int64_t n_tokens = 3, cols = 96;
