@@ -162,17 +162,23 @@ TEST(HybridPipeline, ContradictoryKnobsAreClearErrors) {
   EXPECT_THROW(policy_preset("flexgen-but-faster"), Error);
 }
 
-// Exactness needs exact arithmetic on both sides: SmolLM2's shape (30 layers, 9 query / 3 kv heads)
-// with bf16 weights, which the GEMV multiplies in fp32 as they are.
-TEST(HybridPipeline, SmolLM2ShapeHybridExactEqualsFull) {
-  auto model = make_synthetic_model(source_dir() / "configs/models/smollm2-135m.yaml", DType::BF16, 5);
-  const auto ids = random_ids(200, 5, model->spec.vocab_size);
+// hybrid with every host token selected and the exact query: full attention, split differently.
+Policy exact_hybrid_policy() {
   Policy p = policy_preset("hybrid");
   p.window = 48;
   p.n_sinks = 4;
   p.select = Selection::All;
   p.K = -1;
   p.query = QuerySource::Exact;
+  return p;
+}
+
+// Exactness needs exact arithmetic on both sides: SmolLM2's shape (30 layers, 9 query / 3 kv heads)
+// with bf16 weights, which the GEMV multiplies in fp32 as they are.
+TEST(HybridPipeline, SmolLM2ShapeHybridExactEqualsFull) {
+  auto model = make_synthetic_model(source_dir() / "configs/models/smollm2-135m.yaml", DType::BF16, 5);
+  const auto ids = random_ids(200, 5, model->spec.vocab_size);
+  Policy p = exact_hybrid_policy();
   const auto full = decode_logits(*model, Policy{}, ids, 130, 256);
   EXPECT_LE(max_diff(full, decode_logits(*model, p, ids, 130, 256)), 1e-4);
   p = policy_preset("cpu-attn");
@@ -190,12 +196,7 @@ TEST(HybridPipeline, SmolLM2HybridExactTracksFullWithinInt8Rounding) {
   if (path.empty()) GTEST_SKIP() << "SmolLM2 GGUF not fetched (run tools/fetch_model.sh)";
   auto model = load_model(path);
   const auto ids = random_ids(200, 5, model->spec.vocab_size);
-  Policy p = policy_preset("hybrid");
-  p.window = 48;
-  p.n_sinks = 4;
-  p.select = Selection::All;
-  p.K = -1;
-  p.query = QuerySource::Exact;
+  Policy p = exact_hybrid_policy();
   const auto full = decode_logits(*model, Policy{}, ids, 130, 256);
   const auto hybrid = decode_logits(*model, p, ids, 130, 256);
   EXPECT_LE(max_diff(full, hybrid), 2.5);
