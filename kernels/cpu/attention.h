@@ -27,6 +27,36 @@ void attention_items(const float* q, int n_heads, int n_kv_heads, int head_dim, 
                      float scale, float* out, float* scores, int64_t item_begin, int64_t item_end);
 
 // In place: p = softmax(p) over n values; returns the log-sum-exp (used by LSE merges).
+// Vectorized (max_value, exp_shift_sum of dot.h: a polynomial exp, relative error < 2e-7).
 float softmax_inplace(float* p, int64_t n);
+
+// Decode attention split along the context (as flash-decoding does), so that a few query rows
+// still give every thread work and each item's keys and values stay in L2 between the score pass
+// and the P·V pass: item (i, g, c) = row i, kv-head g, slots [c * chunk, (c + 1) * chunk) ∩ [0, past + i].
+// It leaves, per query head of g's group, a partial result: m = max score, l = Σ e^(s - m),
+// o = Σ e^(s - m) · v; split_attention_combine merges a row's chunks into out. Same result as
+// attention_items up to fp32 rounding.
+struct SplitAttentionArgs {
+  const float* q;  // [n, n_heads, head_dim]
+  int n;
+  int n_heads;
+  int n_kv_heads;
+  int head_dim;
+  DType kv_dtype;
+  const void* k_cache;  // [n_kv_heads][capacity][head_dim]
+  const void* v_cache;
+  int64_t capacity;
+  int64_t past;
+  float scale;
+  int64_t chunk;   // context slots per item
+  float* partial;  // [split_attention_items][n_heads / n_kv_heads][head_dim + 2]: o, m, l
+  float* out;      // [n, n_heads, head_dim]
+};
+int64_t split_attention_chunks(const SplitAttentionArgs& a);  // per row: ceil((past + n) / chunk)
+int64_t split_attention_items(const SplitAttentionArgs& a);   // n * n_kv_heads * chunks
+// Items [item_begin, item_end); scores: scratch of chunk * (n_heads / n_kv_heads) floats.
+void split_attention_partials(const SplitAttentionArgs& a, float* scores, int64_t item_begin, int64_t item_end);
+// out for (row, head) pairs [begin, end) of n * n_heads, from the partials of all their chunks.
+void split_attention_combine(const SplitAttentionArgs& a, int64_t begin, int64_t end);
 
 }  // namespace hg::cpu

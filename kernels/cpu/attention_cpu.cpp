@@ -39,16 +39,11 @@ void kv_store_rows(DType kv_dtype, void* k_cache, void* v_cache, int64_t capacit
 }
 
 float softmax_inplace(float* p, int64_t n) {
-  float max_v = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) max_v = std::max(max_v, p[i]);
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    p[i] = std::exp(p[i] - max_v);
-    sum += p[i];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
+  const float max_v = max_value(p, n);
+  const float sum = exp_shift_sum(p, n, max_v);
+  const float inv = 1.0f / sum;
   for (int64_t i = 0; i < n; ++i) p[i] *= inv;
-  return max_v + static_cast<float>(std::log(sum));
+  return max_v + std::log(sum);
 }
 
 void attention_items(const float* q, int n_heads, int n_kv_heads, int head_dim, DType kv_dtype,
@@ -74,6 +69,76 @@ void attention_items(const float* q, int n_heads, int n_kv_heads, int head_dim, 
       axpy_rows(kv_dtype, vh, head_dim, n_ctx, p, head_dim, oh);
     }
     item += n_run;
+  }
+}
+
+int64_t split_attention_chunks(const SplitAttentionArgs& a) { return (a.past + a.n + a.chunk - 1) / a.chunk; }
+
+int64_t split_attention_items(const SplitAttentionArgs& a) {
+  return static_cast<int64_t>(a.n) * a.n_kv_heads * split_attention_chunks(a);
+}
+
+void split_attention_partials(const SplitAttentionArgs& a, float* scores, int64_t item_begin, int64_t item_end) {
+  const int group = a.n_heads / a.n_kv_heads;
+  const int64_t n_chunks = split_attention_chunks(a);
+  const int64_t stride = a.head_dim + 2;
+  const size_t elem = dtype_block_bytes(a.kv_dtype);
+  for (int64_t item = item_begin; item < item_end; ++item) {
+    const int64_t c = item % n_chunks;
+    const int g = static_cast<int>(item / n_chunks % a.n_kv_heads);
+    const int64_t i = item / n_chunks / a.n_kv_heads;
+    const int64_t begin = c * a.chunk, end = std::min(begin + a.chunk, a.past + i + 1);
+    float* part = a.partial + item * group * stride;
+    if (begin >= end) {  // a row that sees fewer slots than the longest one
+      for (int j = 0; j < group; ++j) {
+        std::fill(part + j * stride, part + j * stride + a.head_dim, 0.0f);
+        part[j * stride + a.head_dim] = -INFINITY;
+        part[j * stride + a.head_dim + 1] = 0.0f;
+      }
+      continue;
+    }
+    const int64_t n_slots = end - begin;
+    const size_t offset = static_cast<size_t>((g * a.capacity + begin) * a.head_dim) * elem;
+    const auto* kh = static_cast<const uint8_t*>(a.k_cache) + offset;
+    const auto* vh = static_cast<const uint8_t*>(a.v_cache) + offset;
+    const float* qg = a.q + (i * a.n_heads + static_cast<int64_t>(g) * group) * a.head_dim;
+    dot_rows_heads(a.kv_dtype, kh, a.head_dim, n_slots, qg, group, a.head_dim, a.head_dim, a.scale, scores, n_slots);
+    for (int j = 0; j < group; ++j) {
+      float* p = scores + j * n_slots;
+      float* o = part + j * stride;
+      const float m = max_value(p, n_slots);
+      o[a.head_dim] = m;
+      o[a.head_dim + 1] = exp_shift_sum(p, n_slots, m);
+      std::fill(o, o + a.head_dim, 0.0f);
+      axpy_rows(a.kv_dtype, vh, a.head_dim, n_slots, p, a.head_dim, o);  // this chunk's V is in L2 after head 0
+    }
+  }
+}
+
+void split_attention_combine(const SplitAttentionArgs& a, int64_t begin, int64_t end) {
+  const int group = a.n_heads / a.n_kv_heads;
+  const int64_t n_chunks = split_attention_chunks(a);
+  const int64_t stride = a.head_dim + 2;
+  for (int64_t rh = begin; rh < end; ++rh) {
+    const int64_t i = rh / a.n_heads;
+    const int h = static_cast<int>(rh % a.n_heads);
+    const int g = h / group, j = h % group;
+    const int64_t first = (i * a.n_kv_heads + g) * n_chunks;  // item of chunk 0
+    auto part = [&](int64_t c) { return a.partial + ((first + c) * group + j) * stride; };
+    float m = -INFINITY;
+    for (int64_t c = 0; c < n_chunks; ++c) m = std::max(m, part(c)[a.head_dim]);
+    float* o = a.out + rh * a.head_dim;
+    std::fill(o, o + a.head_dim, 0.0f);
+    float l = 0.0f;
+    for (int64_t c = 0; c < n_chunks; ++c) {
+      const float* p = part(c);
+      if (p[a.head_dim + 1] == 0.0f) continue;
+      const float w = std::exp(p[a.head_dim] - m);
+      l += w * p[a.head_dim + 1];
+      for (int d = 0; d < a.head_dim; ++d) o[d] += w * p[d];
+    }
+    const float inv = 1.0f / l;
+    for (int d = 0; d < a.head_dim; ++d) o[d] *= inv;
   }
 }
 

@@ -14,6 +14,22 @@ bool has_f16c() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
 }
+// VNNI from CPUID leaf 7 (compilers disagree on the __builtin_cpu_supports names). Read once:
+// cpuid traps to the hypervisor in a VM and costs microseconds.
+bool has_avx512_vnni() {
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) != 0 && (c & (1u << 11)) != 0;
+  }();
+  return has;
+}
+bool has_avx_vnni() {
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) != 0 && (a & (1u << 4)) != 0;
+  }();
+  return has;
+}
 }  // namespace
 
 CpuIsa best_cpu_isa() {
@@ -43,6 +59,33 @@ CpuIsa active_cpu_isa() {
     return want;
   }();
   return isa;
+}
+
+DotInt8 dot_int8_for(CpuIsa isa) {
+  if (!cpu_isa_supported(isa) || isa == CpuIsa::Scalar) return DotInt8::Scalar;
+  if (isa >= CpuIsa::Avx512 && has_avx512_vnni()) return DotInt8::Avx512Vnni;
+  if (has_avx_vnni()) return DotInt8::AvxVnni;
+  return DotInt8::Avx2;
+}
+
+bool dot_int8_supported(DotInt8 dot) {
+  switch (dot) {
+    case DotInt8::Scalar: return true;
+    case DotInt8::Avx2: return cpu_isa_supported(CpuIsa::Avx2);
+    case DotInt8::AvxVnni: return cpu_isa_supported(CpuIsa::Avx2) && has_avx_vnni();
+    case DotInt8::Avx512Vnni: return cpu_isa_supported(CpuIsa::Avx512) && has_avx512_vnni();
+  }
+  return false;
+}
+
+const char* dot_int8_label(DotInt8 dot) {
+  switch (dot) {
+    case DotInt8::Scalar: return "scalar";
+    case DotInt8::Avx2: return "avx2";
+    case DotInt8::AvxVnni: return "avx_vnni";
+    case DotInt8::Avx512Vnni: return "avx512_vnni";
+  }
+  return "?";
 }
 
 const char* cpu_isa_label(CpuIsa isa) {

@@ -17,4 +17,14 @@ CpuIsa active_cpu_isa();
 bool cpu_isa_supported(CpuIsa isa);
 const char* cpu_isa_label(CpuIsa isa);
 
+// Integer dot-product instructions of the int8 GEMV (u8 x s8 -> int32 in groups of four), an axis
+// apart from CpuIsa: AVX-VNNI exists without AVX-512 and AVX-512 without VNNI. AVX2 emulates the
+// instruction with vpmaddubsw + vpmaddwd.
+enum class DotInt8 : uint8_t { Scalar, Avx2, AvxVnni, Avx512Vnni };
+
+// Best instructions the CPU has that a CpuIsa level allows (Avx512Vnni needs an AVX-512 level).
+DotInt8 dot_int8_for(CpuIsa isa);
+bool dot_int8_supported(DotInt8 dot);
+const char* dot_int8_label(DotInt8 dot);
+
 }  // namespace hg::cpu

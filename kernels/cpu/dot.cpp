@@ -1,6 +1,8 @@
 // Dot kernels: argument checks, ISA dispatch and the scalar twins (baseline x86-64).
 #include "kernels/cpu/dot.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "hybridgen/error.h"
@@ -39,7 +41,20 @@ void axpy_rows_scalar(DType dt, const uint8_t* Vm, size_t row_bytes, int64_t n_r
     for (int64_t c = 0; c < head_dim; ++c) out[c] += p[i] * load_scalar(dt, Vm + i * row_bytes, c);
 }
 
-const DotIsaFns kDotScalar = {dot_f32_scalar, dot_rows_heads_scalar, axpy_rows_scalar};
+float max_value_scalar(const float* p, int64_t n) {
+  float m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, p[i]);
+  return m;
+}
+
+float exp_shift_sum_scalar(float* p, int64_t n, float shift) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += (p[i] = exp_nonpositive_scalar(p[i] - shift));
+  return s;
+}
+
+const DotIsaFns kDotScalar = {dot_f32_scalar, dot_rows_heads_scalar, axpy_rows_scalar, max_value_scalar,
+                              exp_shift_sum_scalar};
 
 const DotIsaFns& fns(CpuIsa isa) {
   switch (isa) {
@@ -80,7 +95,12 @@ void axpy_rows_isa(CpuIsa isa, DType kv_dtype, const void* V, int64_t ld_v, int6
   fns(isa).axpy_rows(kv_dtype, static_cast<const uint8_t*>(V), row_bytes, n_rows, p, head_dim, out);
 }
 
+float max_value_isa(CpuIsa isa, const float* p, int64_t n) { return fns(isa).max_value(p, n); }
+float exp_shift_sum_isa(CpuIsa isa, float* p, int64_t n, float shift) { return fns(isa).exp_shift_sum(p, n, shift); }
+
 float dot_f32(const float* a, const float* b, int64_t n) { return dot_f32_isa(active_cpu_isa(), a, b, n); }
+float max_value(const float* p, int64_t n) { return max_value_isa(active_cpu_isa(), p, n); }
+float exp_shift_sum(float* p, int64_t n, float shift) { return exp_shift_sum_isa(active_cpu_isa(), p, n, shift); }
 
 void dot_rows(DType kv_dtype, const void* K, int64_t ld_k, int64_t n_rows, const float* q,
               int64_t head_dim, float scale, float* out) {

@@ -28,6 +28,12 @@ void dot_rows_heads(DType kv_dtype, const void* K, int64_t ld_k, int64_t n_rows,
 void axpy_rows(DType kv_dtype, const void* V, int64_t ld_v, int64_t n_rows, const float* p,
                int64_t head_dim, float* out);
 
+// max of p[0 .. n) (-inf when n = 0)
+float max_value(const float* p, int64_t n);
+// p[i] = e^(p[i] - shift) for i < n, shift >= every p[i] (softmax numerators); returns their sum.
+// A polynomial exp (relative error < 2e-7), not libm's.
+float exp_shift_sum(float* p, int64_t n, float shift);
+
 // The same with a given ISA (must be supported by this CPU); tests run every supported one.
 float dot_f32_isa(CpuIsa isa, const float* a, const float* b, int64_t n);
 void dot_rows_isa(CpuIsa isa, DType kv_dtype, const void* K, int64_t ld_k, int64_t n_rows,
@@ -36,5 +42,7 @@ void dot_rows_heads_isa(CpuIsa isa, DType kv_dtype, const void* K, int64_t ld_k,
                         int n_q, int64_t ld_q, int64_t head_dim, float scale, float* out, int64_t ld_out);
 void axpy_rows_isa(CpuIsa isa, DType kv_dtype, const void* V, int64_t ld_v, int64_t n_rows,
                    const float* p, int64_t head_dim, float* out);
+float max_value_isa(CpuIsa isa, const float* p, int64_t n);
+float exp_shift_sum_isa(CpuIsa isa, float* p, int64_t n, float shift);
 
 }  // namespace hg::cpu

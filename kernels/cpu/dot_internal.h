@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "hybridgen/dtype.h"
+#include "kernels/cpu/exp_poly.h"
 
 namespace hg::cpu {
 
@@ -13,6 +14,8 @@ struct DotIsaFns {
                          int n_q, int64_t ld_q, int64_t head_dim, float scale, float* out, int64_t ld_out);
   void (*axpy_rows)(DType dt, const uint8_t* V, size_t row_bytes, int64_t n_rows, const float* p,
                     int64_t head_dim, float* out);
+  float (*max_value)(const float* p, int64_t n);
+  float (*exp_shift_sum)(float* p, int64_t n, float shift);
 };
 
 extern const DotIsaFns kDotAvx2;

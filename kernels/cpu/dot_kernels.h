@@ -7,6 +7,7 @@
 // rows stream past, so each V element is read once and `out` is loaded and stored once per chunk.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -146,6 +147,34 @@ void axpy_rows_t(const uint8_t* Vm, size_t row_bytes, int64_t n_rows, const floa
     for (int64_t i = 0; i < n_rows; ++i) s += p[i] * PlainLoad<V, DT>::scalar(Vm + i * row_bytes, c);
     out[c] = s;
   }
+}
+
+template <class V>
+float max_value_t(const float* p, int64_t n) {
+  using F = typename V::F;
+  F m = V::set1(-INFINITY);
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) m = V::max(m, V::load(p + i));
+  float r = V::hmax(m);
+  for (; i < n; ++i) r = std::max(r, p[i]);
+  return r;
+}
+
+// p[i] = e^(p[i] - shift) for i < n (shift >= every p[i]); returns the sum.
+template <class V>
+float exp_shift_sum_t(float* p, int64_t n, float shift) {
+  using F = typename V::F;
+  const F minus_shift = V::set1(-shift);
+  F acc = V::zero();
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) {
+    const F e = V::exp_nonpositive(V::add(V::load(p + i), minus_shift));
+    V::store(p + i, e);
+    acc = V::add(acc, e);
+  }
+  float s = V::hsum(acc);
+  for (; i < n; ++i) s += (p[i] = exp_nonpositive_scalar(p[i] - shift));
+  return s;
 }
 
 template <class V>

@@ -27,13 +27,14 @@ constexpr int64_t kGemvGrainRows = 16;   // rows per scheduling unit of the GEMV
 constexpr int64_t kTileRows = 128;       // rows of W dequantized per sgemm call
 constexpr size_t kAlign = 64;
 
-// A grow-only, 64-byte aligned float buffer.
-class FloatBuffer {
+// A grow-only, 64-byte aligned buffer.
+template <class T>
+class AlignedBuffer {
  public:
-  float* get(size_t n) {
+  T* get(size_t n) {
     if (n > size_) {
-      data_.reset(static_cast<float*>(std::aligned_alloc(kAlign, (n * sizeof(float) + kAlign - 1) / kAlign * kAlign)));
-      if (!data_) throw Error("matmul: out of memory for a workspace of " + std::to_string(n) + " floats");
+      data_.reset(static_cast<T*>(std::aligned_alloc(kAlign, (n * sizeof(T) + kAlign - 1) / kAlign * kAlign)));
+      if (!data_) throw Error("matmul: out of memory for a workspace of " + std::to_string(n * sizeof(T)) + " bytes");
       size_ = n;
     }
     return data_.get();
@@ -41,13 +42,16 @@ class FloatBuffer {
 
  private:
   struct Free {
-    void operator()(float* p) const { std::free(p); }
+    void operator()(T* p) const { std::free(p); }
   };
-  std::unique_ptr<float, Free> data_;
+  std::unique_ptr<T, Free> data_;
   size_t size_ = 0;
 };
+using FloatBuffer = AlignedBuffer<float>;
 
 using GemvFn = void (*)(const GemvArgs&, int64_t, int64_t);
+using GemvInt8Fn = void (*)(const GemvInt8Args&, int64_t, int64_t);
+using QuantizeActFn = void (*)(const float*, int64_t, int64_t, int8_t*, float*, float*);
 using DequantFn = void (*)(DType, const uint8_t*, int64_t, float*);
 
 GemvFn gemv_fn(CpuIsa isa) {
@@ -59,6 +63,18 @@ GemvFn gemv_fn(CpuIsa isa) {
   }
   return gemv_rows_scalar;
 }
+
+GemvInt8Fn gemv_int8_fn(DotInt8 dot) {
+  switch (dot) {
+    case DotInt8::Avx512Vnni: return gemv_int8_rows_avx512vnni;
+    case DotInt8::AvxVnni: return gemv_int8_rows_avxvnni;
+    case DotInt8::Avx2: return gemv_int8_rows_avx2;
+    case DotInt8::Scalar: break;
+  }
+  return gemv_int8_rows_scalar;
+}
+
+QuantizeActFn quantize_act_fn(DotInt8 dot) { return dot == DotInt8::Scalar ? quantize_act_scalar : quantize_act_avx2; }
 
 void dequantize_span_scalar(DType wt, const uint8_t* row, int64_t n, float* out) {
   dequantize_span(wt, row, n, out);
@@ -113,17 +129,18 @@ class SingleThreadedOmp {
   int saved_ = 1;
 };
 
-void sgemm(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb,
+void sgemm(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
            float* C, int64_t ldc) {
-  // Row-major C[m, n] = A[m, k] · B[n, k]ᵀ
-  const dnnl_status_t st = dnnl_sgemm('N', 'T', m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+  // Row-major C[m, n] = A[m, k] · B[n, k]ᵀ + beta C
+  const dnnl_status_t st = dnnl_sgemm('N', 'T', m, n, k, 1.0f, A, lda, B, ldb, beta, C, ldc);
   if (st != dnnl_success) throw Error("matmul: dnnl_sgemm failed with status " + std::to_string(st));
 }
 
 }  // namespace
 
 struct MatmulWorkspace::Impl {
-  FloatBuffer x_sums;               // [n_tokens, cols / 32]
+  AlignedBuffer<int8_t> x_q;        // [n_tokens, cols]: X quantized to int8
+  FloatBuffer x_d, x_s;             // [n_tokens, cols / 32]: block scales and sums
   std::vector<FloatBuffer> tiles;   // per pool thread: [kTileRows, cols]
 };
 
@@ -134,16 +151,29 @@ MatmulWorkspace& MatmulWorkspace::operator=(MatmulWorkspace&&) noexcept = defaul
 
 namespace {
 
-GemvArgs make_gemv_args(MatmulWorkspace& ws, DType wt, const void* W, int64_t cols, const float* X,
-                        int64_t n_tokens, float* Y, int64_t ldy) {
-  GemvArgs a{wt, static_cast<const uint8_t*>(W), dtype_row_bytes(wt, cols), cols, X, n_tokens,
-             nullptr, Y, ldy};
-  if (wt == DType::Q4_1) {
-    float* sums = ws.impl().x_sums.get(static_cast<size_t>(n_tokens * (cols / 32)));
-    x_block_sums(X, n_tokens, cols, sums);
-    a.x_block_sums = sums;
+// X quantized to int8 in the workspace (the int8 GEMV's input).
+ActQ8 quantize_x(CpuIsa isa, MatmulWorkspace& ws, const float* X, int64_t n_tokens, int64_t cols) {
+  auto& w = ws.impl();
+  const size_t n_blocks = static_cast<size_t>(n_tokens * (cols / 32));
+  int8_t* q = w.x_q.get(n_blocks * 32);
+  float* d = w.x_d.get(n_blocks);
+  float* s = w.x_s.get(n_blocks);
+  quantize_act_fn(dot_int8_for(isa))(X, n_tokens, cols, q, d, s);
+  return ActQ8{q, d, s};
+}
+
+// Rows [row_begin, row_end) of one target through the GEMV path (`xq`: X quantized, when W is).
+void gemv_target_rows(CpuIsa isa, const MatmulTarget& t, int64_t cols, const float* X, const ActQ8& xq,
+                      int64_t n_tokens, int64_t row_begin, int64_t row_end) {
+  const auto* W = static_cast<const uint8_t*>(t.W);
+  const size_t row_bytes = dtype_row_bytes(t.wt, cols);
+  if (dtype_is_quantized(t.wt)) {
+    const GemvInt8Args a{t.wt, W, row_bytes, cols, xq, n_tokens, t.Y, t.ldy, t.accumulate};
+    gemv_int8_fn(dot_int8_for(isa))(a, row_begin, row_end);
+  } else {
+    const GemvArgs a{t.wt, W, row_bytes, cols, X, n_tokens, t.Y, t.ldy, t.accumulate};
+    gemv_fn(isa)(a, row_begin, row_end);
   }
-  return a;
 }
 
 MatmulWorkspace& thread_workspace() {
@@ -151,24 +181,33 @@ MatmulWorkspace& thread_workspace() {
   return ws;
 }
 
-// Rows [row_begin, row_end) through the sgemm path, using `tile` as the fp32 copy of W.
-void sgemm_rows(DequantFn dequant, FloatBuffer& tile, DType wt, const void* W, int64_t cols,
-                const float* X, int64_t n_tokens, float* Y, int64_t ldy, int64_t row_begin,
-                int64_t row_end) {
+// Rows [row_begin, row_end) of one target through the sgemm path, using `tile` as the fp32 copy of W.
+void sgemm_rows(DequantFn dequant, FloatBuffer& tile, const MatmulTarget& t, int64_t cols, const float* X,
+                int64_t n_tokens, int64_t row_begin, int64_t row_end) {
   SingleThreadedOmp omp_guard;
-  if (wt == DType::F32) {
-    sgemm(n_tokens, row_end - row_begin, cols, X, cols, static_cast<const float*>(W) + row_begin * cols,
-          cols, Y + row_begin, ldy);
+  const float beta = t.accumulate ? 1.0f : 0.0f;
+  if (t.wt == DType::F32) {
+    sgemm(n_tokens, row_end - row_begin, cols, X, cols, static_cast<const float*>(t.W) + row_begin * cols, cols, beta,
+          t.Y + row_begin, t.ldy);
     return;
   }
-  const size_t row_bytes = dtype_row_bytes(wt, cols);
+  const size_t row_bytes = dtype_row_bytes(t.wt, cols);
   float* w = tile.get(static_cast<size_t>(kTileRows * cols));
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
     const int64_t n = std::min(kTileRows, row_end - r0);
     for (int64_t i = 0; i < n; ++i)
-      dequant(wt, static_cast<const uint8_t*>(W) + static_cast<size_t>(r0 + i) * row_bytes, cols,
-              w + i * cols);
-    sgemm(n_tokens, n, cols, X, cols, w, cols, Y + r0, ldy);
+      dequant(t.wt, static_cast<const uint8_t*>(t.W) + static_cast<size_t>(r0 + i) * row_bytes, cols, w + i * cols);
+    sgemm(n_tokens, n, cols, X, cols, w, cols, beta, t.Y + r0, t.ldy);
+  }
+}
+
+// Calls fn(target, begin, end) for the pieces of the concatenated row range [begin, end).
+template <class Fn>
+void for_target_rows(const MatmulTarget* targets, int count, int64_t begin, int64_t end, Fn&& fn) {
+  int64_t first = 0;
+  for (int i = 0; i < count && first < end; first += targets[i].rows, ++i) {
+    const int64_t b = std::max(begin, first), e = std::min(end, first + targets[i].rows);
+    if (b < e) fn(targets[i], b - first, e - first);
   }
 }
 
@@ -179,31 +218,50 @@ void matmul_rows_isa(CpuIsa isa, MatmulWorkspace& ws, DType wt, const void* W, i
                      int64_t row_end) {
   check_shape(wt, cols);
   if (n_tokens <= 0 || row_begin >= row_end) return;
-  const GemvArgs a = make_gemv_args(ws, wt, W, cols, X, n_tokens, Y, ldy);
-  gemv_fn(isa)(a, row_begin, row_end);
+  const ActQ8 xq = dtype_is_quantized(wt) ? quantize_x(isa, ws, X, n_tokens, cols) : ActQ8{};
+  const MatmulTarget t{wt, W, row_end, Y, ldy, false};
+  gemv_target_rows(isa, t, cols, X, xq, n_tokens, row_begin, row_end);
 }
 
-void matmul_isa(CpuIsa isa, ThreadPool& pool, MatmulWorkspace& ws, DType wt, const void* W,
-                int64_t rows, int64_t cols, const float* X, int64_t n_tokens, float* Y, int64_t ldy) {
-  check_shape(wt, cols);
-  if (n_tokens <= 0 || rows <= 0) return;
+void matmul_group_isa(CpuIsa isa, ThreadPool& pool, MatmulWorkspace& ws, const MatmulTarget* targets, int count,
+                      int64_t cols, const float* X, int64_t n_tokens) {
+  int64_t total_rows = 0;
+  bool any_quantized = false;
+  for (int i = 0; i < count; ++i) {
+    check_shape(targets[i].wt, cols);
+    total_rows += targets[i].rows;
+    any_quantized = any_quantized || dtype_is_quantized(targets[i].wt);
+  }
+  if (n_tokens <= 0 || total_rows <= 0) return;
   if (n_tokens >= kMatmulSgemmMinTokens) {
     auto& tiles = ws.impl().tiles;
     if (tiles.size() < static_cast<size_t>(pool.size())) tiles.resize(static_cast<size_t>(pool.size()));
     const DequantFn dequant = dequant_fn(isa);
     pool.parallel_for(
-        rows,
+        total_rows,
         [&](int64_t begin, int64_t end, int thread) {
-          sgemm_rows(dequant, tiles[static_cast<size_t>(thread)], wt, W, cols, X, n_tokens, Y, ldy,
-                     begin, end);
+          for_target_rows(targets, count, begin, end, [&](const MatmulTarget& t, int64_t b, int64_t e) {
+            sgemm_rows(dequant, tiles[static_cast<size_t>(thread)], t, cols, X, n_tokens, b, e);
+          });
         },
         kGemvGrainRows);
     return;
   }
-  const GemvArgs a = make_gemv_args(ws, wt, W, cols, X, n_tokens, Y, ldy);
-  const GemvFn fn = gemv_fn(isa);
+  const ActQ8 xq = any_quantized ? quantize_x(isa, ws, X, n_tokens, cols) : ActQ8{};
   pool.parallel_for(
-      rows, [&](int64_t begin, int64_t end, int) { fn(a, begin, end); }, kGemvGrainRows);
+      total_rows,
+      [&](int64_t begin, int64_t end, int) {
+        for_target_rows(targets, count, begin, end, [&](const MatmulTarget& t, int64_t b, int64_t e) {
+          gemv_target_rows(isa, t, cols, X, xq, n_tokens, b, e);
+        });
+      },
+      kGemvGrainRows);
+}
+
+void matmul_isa(CpuIsa isa, ThreadPool& pool, MatmulWorkspace& ws, DType wt, const void* W, int64_t rows, int64_t cols,
+                const float* X, int64_t n_tokens, float* Y, int64_t ldy, bool accumulate) {
+  const MatmulTarget t{wt, W, rows, Y, ldy, accumulate};
+  matmul_group_isa(isa, pool, ws, &t, 1, cols, X, n_tokens);
 }
 
 void matmul_rows(DType wt, const void* W, int64_t cols, const float* X, int64_t n_tokens, float* Y,
@@ -212,9 +270,14 @@ void matmul_rows(DType wt, const void* W, int64_t cols, const float* X, int64_t 
                   row_end);
 }
 
-void matmul(ThreadPool& pool, MatmulWorkspace& ws, DType wt, const void* W, int64_t rows,
-            int64_t cols, const float* X, int64_t n_tokens, float* Y, int64_t ldy) {
-  matmul_isa(active_cpu_isa(), pool, ws, wt, W, rows, cols, X, n_tokens, Y, ldy);
+void matmul(ThreadPool& pool, MatmulWorkspace& ws, DType wt, const void* W, int64_t rows, int64_t cols, const float* X,
+            int64_t n_tokens, float* Y, int64_t ldy, bool accumulate) {
+  matmul_isa(active_cpu_isa(), pool, ws, wt, W, rows, cols, X, n_tokens, Y, ldy, accumulate);
+}
+
+void matmul_group(ThreadPool& pool, MatmulWorkspace& ws, const MatmulTarget* targets, int count, int64_t cols,
+                  const float* X, int64_t n_tokens) {
+  matmul_group_isa(active_cpu_isa(), pool, ws, targets, count, cols, X, n_tokens);
 }
 
 void matmul(ThreadPool& pool, DType wt, const void* W, int64_t rows, int64_t cols, const float* X,
@@ -223,5 +286,7 @@ void matmul(ThreadPool& pool, DType wt, const void* W, int64_t rows, int64_t col
 }
 
 const char* cpu_isa_name() { return cpu_isa_label(active_cpu_isa()); }
+
+const char* dot_int8_name() { return dot_int8_label(dot_int8_for(active_cpu_isa())); }
 
 }  // namespace hg::cpu

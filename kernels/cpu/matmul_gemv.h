@@ -1,5 +1,6 @@
-// GEMV kernels written once over a vector-traits type V, instantiated by matmul_avx2.cpp and
-// matmul_avx512.cpp (each includes this header after its intrinsics, so everything here is
+// GEMV kernels of the plain types (F32, F16, BF16; the quantized ones take matmul_int8.h) and the
+// prefill tiles' dequantizers, written once over a vector-traits type V, instantiated by
+// matmul_avx2.cpp and matmul_avx512.cpp (each includes this header after its intrinsics, so everything here is
 // compiled with that file's ISA flags; the anonymous namespace keeps the copies apart).
 //
 // V provides: F (fp32 vector of V::W lanes), zero, load (W floats), set1, fmadd, mul, hsum,
@@ -12,7 +13,6 @@
 // the same R rows, which are still in L1/L2.
 #pragma once
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quant_blocks.h"
@@ -49,100 +49,9 @@ void gemv_plain(const GemvArgs& a, int64_t r0, int64_t t0) {
     for (int t = 0; t < T; ++t) {
       float s = V::hsum(acc[r][t]);
       for (int64_t k = c; k < a.cols; ++k) s += Wt::scalar(rows[r], k) * x[t][k];
-      a.Y[(t0 + t) * a.ldy + r0 + r] = s;
+      float& out = a.Y[(t0 + t) * a.ldy + r0 + r];
+      out = a.accumulate ? out + s : s;
     }
-}
-
-// 32-element blocks: Q8_0, Q4_0, Q4_1. Per block: p = sum(q * x) in a vector, then
-// acc += d * p; Q4_1 adds m * sum(x) from the precomputed block sums.
-template <class V, DType WT, int T, int R>
-void gemv_q32(const GemvArgs& a, int64_t r0, int64_t t0) {
-  using F = typename V::F;
-  constexpr int NV = 32 / V::W;
-  const int64_t n_blocks = a.cols / 32;
-  const uint8_t* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = a.W + static_cast<size_t>(r0 + r) * a.row_bytes;
-  const float* x[T];
-  const float* xs[T];
-  for (int t = 0; t < T; ++t) {
-    x[t] = a.X + (t0 + t) * a.cols;
-    xs[t] = a.x_block_sums ? a.x_block_sums + (t0 + t) * n_blocks : nullptr;
-  }
-  F acc[R][T];
-  float min_acc[R][T];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) {
-      acc[r][t] = V::zero();
-      min_acc[r][t] = 0.0f;
-    }
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    for (int r = 0; r < R; ++r) {
-      F q[NV];
-      float d, m = 0.0f;
-      if constexpr (WT == DType::Q8_0) {
-        const auto* blk = reinterpret_cast<const BlockQ8_0*>(rows[r]) + b;
-        d = V::f16_scalar(blk->d);
-        V::q8(blk->qs, q);
-      } else if constexpr (WT == DType::Q4_0) {
-        const auto* blk = reinterpret_cast<const BlockQ4_0*>(rows[r]) + b;
-        d = V::f16_scalar(blk->d);
-        V::q4(blk->qs, 8, q);
-      } else {
-        const auto* blk = reinterpret_cast<const BlockQ4_1*>(rows[r]) + b;
-        d = V::f16_scalar(blk->d);
-        m = V::f16_scalar(blk->m);
-        V::q4(blk->qs, 0, q);
-      }
-      const F dv = V::set1(d);
-      for (int t = 0; t < T; ++t) {
-        const float* xb = x[t] + 32 * b;
-        F p = V::mul(q[0], V::load(xb));
-        for (int k = 1; k < NV; ++k) p = V::fmadd(q[k], V::load(xb + k * V::W), p);
-        acc[r][t] = V::fmadd(dv, p, acc[r][t]);
-        if constexpr (WT == DType::Q4_1) min_acc[r][t] += m * xs[t][b];
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) a.Y[(t0 + t) * a.ldy + r0 + r] = V::hsum(acc[r][t]) + min_acc[r][t];
-}
-
-// K-quants (no fast path yet): each 256-value super-block is dequantized into a stack buffer by
-// the scalar decoder (compiled here with this ISA's flags) and multiplied with vector FMAs.
-template <class V, DType WT, int T, int R>
-void gemv_k(const GemvArgs& a, int64_t r0, int64_t t0) {
-  using F = typename V::F;
-  using Block = std::conditional_t<WT == DType::Q4_K, BlockQ4_K, BlockQ6_K>;
-  const int64_t n_blocks = a.cols / 256;
-  const Block* rows[R];
-  for (int r = 0; r < R; ++r)
-    rows[r] = reinterpret_cast<const Block*>(a.W + static_cast<size_t>(r0 + r) * a.row_bytes);
-  const float* x[T];
-  for (int t = 0; t < T; ++t) x[t] = a.X + (t0 + t) * a.cols;
-  F acc[R][T];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = V::zero();
-  alignas(64) float w[R][256];
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    for (int r = 0; r < R; ++r) dequantize_block(rows[r][b], w[r]);
-    for (int c = 0; c < 256; c += V::W)
-      for (int t = 0; t < T; ++t) {
-        const F xv = V::load(x[t] + 256 * b + c);
-        for (int r = 0; r < R; ++r) acc[r][t] = V::fmadd(V::load(w[r] + c), xv, acc[r][t]);
-      }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) a.Y[(t0 + t) * a.ldy + r0 + r] = V::hsum(acc[r][t]);
-}
-
-template <class V, DType WT, int T, int R>
-void gemv_tile(const GemvArgs& a, int64_t r0, int64_t t0) {
-  if constexpr (WT == DType::F32 || WT == DType::F16 || WT == DType::BF16)
-    gemv_plain<V, WT, T, R>(a, r0, t0);
-  else if constexpr (WT == DType::Q4_K || WT == DType::Q6_K)
-    gemv_k<V, WT, T, R>(a, r0, t0);
-  else
-    gemv_q32<V, WT, T, R>(a, r0, t0);
 }
 
 // All token groups for R rows starting at r0.
@@ -151,15 +60,14 @@ void gemv_row_group(const GemvArgs& a, int64_t r0) {
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kMaxTokensPerPass) {
     const int64_t n = a.n_tokens - t0;
     if (n >= 4 && R * 4 <= kMaxAccumulators) {
-      if constexpr (R * 4 <= kMaxAccumulators) gemv_tile<V, WT, 4, R>(a, r0, t0);
+      if constexpr (R * 4 <= kMaxAccumulators) gemv_plain<V, WT, 4, R>(a, r0, t0);
     } else if (n == 3 && R * 3 <= kMaxAccumulators) {
-      if constexpr (R * 3 <= kMaxAccumulators) gemv_tile<V, WT, 3, R>(a, r0, t0);
+      if constexpr (R * 3 <= kMaxAccumulators) gemv_plain<V, WT, 3, R>(a, r0, t0);
     } else if (n == 2 && R * 2 <= kMaxAccumulators) {
-      if constexpr (R * 2 <= kMaxAccumulators) gemv_tile<V, WT, 2, R>(a, r0, t0);
+      if constexpr (R * 2 <= kMaxAccumulators) gemv_plain<V, WT, 2, R>(a, r0, t0);
     } else {
       // Only reached with n == 1, or when R is too wide for n tokens (never: see gemv_rows_of).
-      for (int64_t t = t0; t < a.n_tokens && t < t0 + kMaxTokensPerPass; ++t)
-        gemv_tile<V, WT, 1, R>(a, r0, t);
+      for (int64_t t = t0; t < a.n_tokens && t < t0 + kMaxTokensPerPass; ++t) gemv_plain<V, WT, 1, R>(a, r0, t);
     }
   }
 }
@@ -182,11 +90,7 @@ void gemv_rows_dispatch(const GemvArgs& a, int64_t row_begin, int64_t row_end) {
     case DType::F32: return gemv_rows_of<V, DType::F32>(a, row_begin, row_end);
     case DType::F16: return gemv_rows_of<V, DType::F16>(a, row_begin, row_end);
     case DType::BF16: return gemv_rows_of<V, DType::BF16>(a, row_begin, row_end);
-    case DType::Q8_0: return gemv_rows_of<V, DType::Q8_0>(a, row_begin, row_end);
-    case DType::Q4_0: return gemv_rows_of<V, DType::Q4_0>(a, row_begin, row_end);
-    case DType::Q4_1: return gemv_rows_of<V, DType::Q4_1>(a, row_begin, row_end);
-    case DType::Q4_K: return gemv_rows_of<V, DType::Q4_K>(a, row_begin, row_end);
-    case DType::Q6_K: return gemv_rows_of<V, DType::Q6_K>(a, row_begin, row_end);
+    default: return;  // quantized types take the int8 GEMV (matmul_int8.h)
   }
 }
 

@@ -54,17 +54,6 @@ void dequantize_row(DType wt, const void* W, int64_t cols, int64_t row, float* o
   dequantize_span(wt, base, cols, out);
 }
 
-void x_block_sums(const float* X, int64_t n_tokens, int64_t cols, float* sums) {
-  const int64_t n_blocks = cols / 32;
-  for (int64_t t = 0; t < n_tokens; ++t)
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const float* x = X + t * cols + 32 * b;
-      float s = 0.0f;
-      for (int i = 0; i < 32; ++i) s += x[i];
-      sums[t * n_blocks + b] = s;
-    }
-}
-
 // Each row is dequantized a chunk at a time into a stack buffer (256 values: a multiple of every
 // block size), then multiplied element by element; Y itself holds the running sums.
 void gemv_rows_scalar(const GemvArgs& a, int64_t row_begin, int64_t row_end) {
@@ -73,7 +62,8 @@ void gemv_rows_scalar(const GemvArgs& a, int64_t row_begin, int64_t row_end) {
   float w[kChunk];
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* row = a.W + static_cast<size_t>(r) * a.row_bytes;
-    for (int64_t t = 0; t < a.n_tokens; ++t) a.Y[t * a.ldy + r] = 0.0f;
+    if (!a.accumulate)
+      for (int64_t t = 0; t < a.n_tokens; ++t) a.Y[t * a.ldy + r] = 0.0f;
     for (int64_t c = 0; c < a.cols; c += kChunk) {
       const int64_t n = std::min(kChunk, a.cols - c);
       dequantize_span(a.wt, row + static_cast<size_t>(c / block) * dtype_block_bytes(a.wt), n, w);
@@ -89,8 +79,7 @@ void gemv_rows_scalar(const GemvArgs& a, int64_t row_begin, int64_t row_end) {
 
 void matmul_rows_scalar(DType wt, const void* W, int64_t cols, const float* X, int64_t n_tokens,
                         float* Y, int64_t ldy, int64_t row_begin, int64_t row_end) {
-  const GemvArgs a{wt,       static_cast<const uint8_t*>(W), dtype_row_bytes(wt, cols), cols, X,
-                   n_tokens, nullptr,                        Y,                         ldy};
+  const GemvArgs a{wt, static_cast<const uint8_t*>(W), dtype_row_bytes(wt, cols), cols, X, n_tokens, Y, ldy, false};
   gemv_rows_scalar(a, row_begin, row_end);
 }
 

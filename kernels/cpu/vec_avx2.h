@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/exp_poly.h"
+
 namespace hg::cpu {
 namespace {
 
@@ -21,6 +23,24 @@ struct Avx2 {
   static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static float hmax(F v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+  }
+  // e^x for x <= 0 (the steps of exp_poly.h): 2^k built in the exponent bits.
+  static F exp_nonpositive(F x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(kExpMin));
+    const F k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    F r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kLn2Hi), x);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kLn2Lo), r);
+    F p = _mm256_set1_ps(kExpPoly[0]);
+    for (int i = 1; i < 7; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpPoly[i]));
+    const __m256i two_k = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(two_k));
+  }
   static float hsum(F v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));

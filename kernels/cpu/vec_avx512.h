@@ -16,6 +16,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/exp_poly.h"
+
 namespace hg::cpu {
 namespace {
 
@@ -30,6 +32,19 @@ struct Avx512 {
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static float hsum(F v) { return _mm512_reduce_add_ps(v); }
+  static F max(F a, F b) { return _mm512_max_ps(a, b); }
+  static float hmax(F v) { return _mm512_reduce_max_ps(v); }
+  // e^x for x <= 0 (the steps of exp_poly.h): 2^k applied with vscalefps.
+  static F exp_nonpositive(F x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(kExpMin));
+    const F k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    F r = _mm512_fnmadd_ps(k, _mm512_set1_ps(kLn2Hi), x);
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(kLn2Lo), r);
+    F p = _mm512_set1_ps(kExpPoly[0]);
+    for (int i = 1; i < 7; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpPoly[i]));
+    return _mm512_scalef_ps(p, k);
+  }
   // out[r] = horizontal sum of v[r], r < 4: halve to 256 bits, then pairwise adds.
   static void hsum4(const F v[4], float out[4]) {
     __m256 h[4];

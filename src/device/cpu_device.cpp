@@ -26,7 +26,16 @@ namespace hg {
 
 namespace {
 
-constexpr int64_t kElementGrain = 4096;  // elementwise ops: below this one thread does it all
+// Small ops run on the calling thread: below ~16K values a pool barrier costs more than the work
+// (decode has a handful of rows), so the pool synchronizes only for the matmuls and attention.
+constexpr int64_t kElementGrain = 16384;  // elementwise ops: values per chunk
+// Row ops (norms, RoPE, bias): rows per chunk so that a chunk holds about kElementGrain values.
+int64_t row_grain(int64_t values_per_row) {
+  return std::max<int64_t>(1, kElementGrain / std::max<int64_t>(1, values_per_row));
+}
+constexpr int kMaxGroup = 8;          // outputs of one matmul_group
+constexpr int kSplitMaxRows = 4;      // attention over at most this many query rows: split along the context
+constexpr int64_t kSplitChunk = 256;  // context slots per split item (its K and V rows stay in L2)
 
 class CpuDevice final : public Device {
  public:
@@ -84,25 +93,47 @@ class CpuDevice final : public Device {
         throw Error("token id " + std::to_string(ids[i]) + " is outside the vocabulary [0, " +
                     std::to_string(table.rows) + ")");
     }
-    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i) cpu::dequantize_row(table.dtype, table.data, table.cols, ids[i], out + i * table.cols);
-    });
+    pool_.parallel_for(
+        n,
+        [&](int64_t b, int64_t e, int) {
+          for (int64_t i = b; i < e; ++i)
+            cpu::dequantize_row(table.dtype, table.data, table.cols, ids[i], out + i * table.cols);
+        },
+        row_grain(table.cols));
   }
 
   void matmul(const DeviceTensor& w, const DeviceTensor& bias, const float* x, int n, float* y) override {
-    cpu::matmul(pool_, w.dtype, w.data, w.rows, w.cols, x, n, y, w.rows);
-    if (bias.present()) add_bias(y, bias, n, static_cast<int>(w.rows));
+    const MatmulOut out{&w, &bias, y};
+    matmul_group(x, n, &out, 1);
+  }
+
+  void matmul_group(const float* x, int n, const MatmulOut* outs, int count) override {
+    if (count > kMaxGroup)
+      throw Error("matmul_group: " + std::to_string(count) + " outputs > " + std::to_string(kMaxGroup));
+    cpu::MatmulTarget targets[kMaxGroup] = {};
+    for (int i = 0; i < count; ++i) {
+      const DeviceTensor& w = *outs[i].w;
+      if (w.cols != outs[0].w->cols)
+        throw Error("matmul_group: weights of " + std::to_string(w.cols) + " and " + std::to_string(outs[0].w->cols) +
+                    " columns share one input");
+      targets[i] = cpu::MatmulTarget{w.dtype, w.data, w.rows, outs[i].y, w.rows, outs[i].accumulate};
+    }
+    cpu::matmul_group(pool_, workspace_, targets, count, outs[0].w->cols, x, n);
+    for (int i = 0; i < count; ++i)
+      if (outs[i].bias && outs[i].bias->present())
+        add_bias(outs[i].y, *outs[i].bias, n, static_cast<int>(outs[i].w->rows));
   }
 
   void rmsnorm(const float* x, const DeviceTensor& weight, float eps, int n, int dim, float* y) override {
-    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) { cpu::rmsnorm_rows(x, weight.f32(), eps, dim, y, b, e); });
+    pool_.parallel_for(
+        n, [&](int64_t b, int64_t e, int) { cpu::rmsnorm_rows(x, weight.f32(), eps, dim, y, b, e); }, row_grain(dim));
   }
 
   void layernorm(const float* x, const DeviceTensor& weight, const DeviceTensor& bias, float eps, int n, int dim,
                  float* y) override {
-    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
-      cpu::layernorm_rows(x, weight.f32(), bias.f32(), eps, dim, y, b, e);
-    });
+    pool_.parallel_for(
+        n, [&](int64_t b, int64_t e, int) { cpu::layernorm_rows(x, weight.f32(), bias.f32(), eps, dim, y, b, e); },
+        row_grain(dim));
   }
 
   void rope(float* x, const int32_t* pos, int n, int n_heads, const RopeParams& p) override {
@@ -111,9 +142,12 @@ class CpuDevice final : public Device {
     cpu::rope_inv_freq(p.rotary_dim, p.theta, p.scaling.llama3, p.scaling.factor, p.scaling.low_freq_factor,
                        p.scaling.high_freq_factor, p.scaling.original_max_position, p.freq_factors, inv_freq);
     const bool interleaved = p.layout == RopeLayout::Interleaved;
-    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
-      cpu::rope_rows(x, pos, n_heads, p.head_dim, p.rotary_dim, inv_freq, interleaved, b, e);
-    });
+    pool_.parallel_for(
+        n,
+        [&](int64_t b, int64_t e, int) {
+          cpu::rope_rows(x, pos, n_heads, p.head_dim, p.rotary_dim, inv_freq, interleaved, b, e);
+        },
+        row_grain(static_cast<int64_t>(n_heads) * p.head_dim));
   }
 
   void silu_mul(float* gate, const float* up, int64_t count) override {
@@ -126,7 +160,8 @@ class CpuDevice final : public Device {
     pool_.parallel_for(count, [&](int64_t b, int64_t e, int) { cpu::add_range(y, x, b, e); }, kElementGrain);
   }
   void add_bias(float* y, const DeviceTensor& b, int n, int dim) override {
-    pool_.parallel_for(n, [&](int64_t rb, int64_t re, int) { cpu::add_bias_rows(y, b.f32(), dim, rb, re); });
+    pool_.parallel_for(
+        n, [&](int64_t rb, int64_t re, int) { cpu::add_bias_rows(y, b.f32(), dim, rb, re); }, row_grain(dim));
   }
 
   void kv_store(const KvView& kv, const float* k, const float* v, int n, int pos0) override {
@@ -137,6 +172,7 @@ class CpuDevice final : public Device {
   }
 
   void attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) override {
+    if (n <= kSplitMaxRows) return split_attention(q, n, n_heads, kv, past, scale, out);
     const size_t need = static_cast<size_t>(past + n) * static_cast<size_t>(n_heads / kv.n_kv_heads);
     for (auto& s : scratch_)
       if (s.size() < need) s.resize(need);  // grows with the context, not per step
@@ -212,8 +248,27 @@ class CpuDevice final : public Device {
 
   static constexpr int kTimingMarks = 4096;
 
+  // Decode: the context split in chunks over the pool (one barrier), merged on this thread.
+  void split_attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) {
+    cpu::SplitAttentionArgs a{q,    n,           n_heads, kv.n_kv_heads, kv.head_dim, kv.dtype, kv.k,
+                              kv.v, kv.capacity, past,    scale,         kSplitChunk, nullptr,  out};
+    const int64_t items = cpu::split_attention_items(a);
+    const size_t group = static_cast<size_t>(n_heads / kv.n_kv_heads);
+    const size_t need = static_cast<size_t>(items) * group * static_cast<size_t>(kv.head_dim + 2);
+    if (split_partials_.size() < need) split_partials_.resize(need);  // grows with the context
+    a.partial = split_partials_.data();
+    for (auto& s : scratch_)
+      if (s.size() < static_cast<size_t>(kSplitChunk) * group) s.resize(static_cast<size_t>(kSplitChunk) * group);
+    pool_.parallel_for(items, [&](int64_t b, int64_t e, int t) {
+      cpu::split_attention_partials(a, scratch_[static_cast<size_t>(t)].data(), b, e);
+    });
+    cpu::split_attention_combine(a, 0, static_cast<int64_t>(n) * n_heads);
+  }
+
   ThreadPool pool_;
+  cpu::MatmulWorkspace workspace_;           // the device thread's matmul scratch
   std::vector<std::vector<float>> scratch_;  // per-thread attention scores
+  std::vector<float> split_partials_;        // split attention: per item and head, o, m, l
   std::array<std::chrono::steady_clock::time_point, kTimingMarks> timing_{};
   int timing_next_ = 0;
   std::mutex copy_mutex_;

@@ -38,6 +38,7 @@ class CudaDevice final : public Device {
 
   void embed(const DeviceTensor& table, const int32_t* ids_host, int n, float* out) override;
   void matmul(const DeviceTensor& w, const DeviceTensor& bias, const float* x, int n, float* y) override;
+  void matmul_group(const float* x, int n, const MatmulOut* outs, int count) override;
   void rmsnorm(const float* x, const DeviceTensor& weight, float eps, int n, int dim, float* y) override;
   void layernorm(const float* x, const DeviceTensor& weight, const DeviceTensor& bias, float eps, int n, int dim,
                  float* y) override;

@@ -59,23 +59,37 @@ void CudaDevice::embed(const DeviceTensor& table, const int32_t* ids_host, int n
 }
 
 void CudaDevice::matmul(const DeviceTensor& w, const DeviceTensor& bias, const float* x, int n, float* y) {
-  if (!w.present()) throw Error("matmul: weight not uploaded");
+  const MatmulOut out{&w, &bias, y};
+  matmul_group(x, n, &out, 1);
+}
+
+// One cuBLAS GEMM per output (beta 1 for accumulate): the stream orders them, and the input's
+// conversion to the weights' dtype is shared by consecutive outputs of that dtype.
+void CudaDevice::matmul_group(const float* x, int n, const MatmulOut* outs, int count) {
   if (n <= 0) return;
   make_current();
-  const cudaDataType_t type = cuda_type(w.dtype, "matmul");
+  DType converted_to = DType::F32;
   const void* input = x;
-  if (w.dtype != DType::F32) {
-    const int64_t count = static_cast<int64_t>(n) * w.cols;
-    void* converted = grow(gemm_input_, sizeof(uint16_t) * static_cast<size_t>(count));
-    cuda::convert_from_f32(x, count, w.dtype, converted, compute_);
-    input = converted;
+  for (int i = 0; i < count; ++i) {
+    const DeviceTensor& w = *outs[i].w;
+    if (!w.present()) throw Error("matmul: weight not uploaded");
+    const cudaDataType_t type = cuda_type(w.dtype, "matmul");
+    if (w.dtype == DType::F32) {
+      input = x;
+    } else if (w.dtype != converted_to) {
+      const int64_t elems = static_cast<int64_t>(n) * w.cols;
+      void* converted = grow(gemm_input_, sizeof(uint16_t) * static_cast<size_t>(elems));
+      cuda::convert_from_f32(x, elems, w.dtype, converted, compute_);
+      input = converted;
+      converted_to = w.dtype;
+    }
+    const float one = 1.0f, beta = outs[i].accumulate ? 1.0f : 0.0f;
+    HG_CUBLAS_CHECK(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), n, static_cast<int>(w.cols),
+                                 &one, w.data, type, static_cast<int>(w.cols), input, type, static_cast<int>(w.cols),
+                                 &beta, outs[i].y, CUDA_R_32F, static_cast<int>(w.rows), CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
+    if (outs[i].bias && outs[i].bias->present()) add_bias(outs[i].y, *outs[i].bias, n, static_cast<int>(w.rows));
   }
-  const float one = 1.0f, zero = 0.0f;
-  HG_CUBLAS_CHECK(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), n, static_cast<int>(w.cols),
-                               &one, w.data, type, static_cast<int>(w.cols), input, type, static_cast<int>(w.cols),
-                               &zero, y, CUDA_R_32F, static_cast<int>(w.rows), CUBLAS_COMPUTE_32F,
-                               CUBLAS_GEMM_DEFAULT));
-  if (bias.present()) add_bias(y, bias, n, static_cast<int>(w.rows));
 }
 
 void CudaDevice::rmsnorm(const float* x, const DeviceTensor& weight, float eps, int n, int dim, float* y) {

@@ -79,6 +79,17 @@ class Device {
   // y[n, w.rows] = x[n, w.cols] · wᵀ (+ bias when present)
   virtual void matmul(const DeviceTensor& w, const DeviceTensor& bias, const float* x, int n,
                       float* y) = 0;
+  // One output of matmul_group: y[n, w->rows] = x · wᵀ (+ bias), or y += … with accumulate (a
+  // residual add fused into the product).
+  struct MatmulOut {
+    const DeviceTensor* w;
+    const DeviceTensor* bias;  // null or not present: none
+    float* y;
+    bool accumulate = false;
+  };
+  // Several matmuls over one input x[n, cols] (q/k/v; gate/up; Wo or W_down with the residual):
+  // CpuDevice quantizes x once for all of them and synchronizes its pool once.
+  virtual void matmul_group(const float* x, int n, const MatmulOut* outs, int count) = 0;
   virtual void rmsnorm(const float* x, const DeviceTensor& weight, float eps, int n, int dim,
                        float* y) = 0;
   virtual void layernorm(const float* x, const DeviceTensor& weight, const DeviceTensor& bias,

@@ -54,7 +54,6 @@ RopeParams rope_params(const ModelSpec& spec) {
 void transformer_layer(Device& d, const ModelSpec& spec, const DeviceLayer& l, LayerAttention& attn, Scratch& s,
                        int layer, const std::vector<TokenRow>& rows) {
   const int n = static_cast<int>(rows.size());
-  const int64_t dm = spec.d_model;
   const bool pre_norm = spec.do_layer_norm_before || !spec.is_opt();
   attn.layer_input(layer, s.x, rows);
 
@@ -64,10 +63,9 @@ void transformer_layer(Device& d, const ModelSpec& spec, const DeviceLayer& l, L
     norm(d, spec, l.attn_norm, l.attn_norm_bias, s.x, n, s.h);
     attn_in = s.h;
   }
-  // q, k, v = W·h + b  [n, q_dim], [n, kv_dim], [n, kv_dim]
-  d.matmul(l.wq, l.bq, attn_in, n, s.q);
-  d.matmul(l.wk, l.bk, attn_in, n, s.k);
-  d.matmul(l.wv, l.bv, attn_in, n, s.v);
+  // q, k, v = W·h + b  [n, q_dim], [n, kv_dim], [n, kv_dim]  (one pass over the shared input)
+  const Device::MatmulOut qkv[3] = {{&l.wq, &l.bq, s.q}, {&l.wk, &l.bk, s.k}, {&l.wv, &l.bv, s.v}};
+  d.matmul_group(attn_in, n, qkv, 3);
   // RoPE(q), RoPE(k) at each row's position (OPT uses learned positions instead)
   if (!spec.is_opt()) {
     const RopeParams rp = rope_params(spec);
@@ -76,9 +74,9 @@ void transformer_layer(Device& d, const ModelSpec& spec, const DeviceLayer& l, L
   }
   // attn = softmax(q·Kᵀ/√d)·V over each sequence's tokens, wherever they live  [n, q_dim]
   attn.attend(layer, s.q, s.k, s.v, rows, s.attn);
-  // x += Wo·attn + bo
-  d.matmul(l.wo, l.bo, s.attn, n, s.h);
-  d.add(s.x, s.h, n * dm);
+  // x += Wo·attn + bo  (the residual add fused into the matmul)
+  const Device::MatmulOut wo{&l.wo, &l.bo, s.x, true};
+  d.matmul_group(s.attn, n, &wo, 1);
   if (!pre_norm) norm(d, spec, l.attn_norm, l.attn_norm_bias, s.x, n, s.x);
 
   // h = norm(x)
@@ -90,8 +88,8 @@ void transformer_layer(Device& d, const ModelSpec& spec, const DeviceLayer& l, L
   const int64_t ff = static_cast<int64_t>(n) * spec.d_ff;
   if (l.w_gate.present()) {
     // SwiGLU: up = silu(W_gate·h) ⊙ (W_up·h)  [n, d_ff]
-    d.matmul(l.w_gate, DeviceTensor{}, ffn_in, n, s.gate);
-    d.matmul(l.w_up, l.b_up, ffn_in, n, s.up);
+    const Device::MatmulOut gate_up[2] = {{&l.w_gate, nullptr, s.gate}, {&l.w_up, &l.b_up, s.up}};
+    d.matmul_group(ffn_in, n, gate_up, 2);
     d.silu_mul(s.gate, s.up, ff);
   } else {
     // OPT: relu(fc1·h + b1)  [n, d_ff]
@@ -99,8 +97,8 @@ void transformer_layer(Device& d, const ModelSpec& spec, const DeviceLayer& l, L
     d.relu(s.gate, ff);
   }
   // x += W_down·up + b_down
-  d.matmul(l.w_down, l.b_down, s.gate, n, s.h);
-  d.add(s.x, s.h, n * dm);
+  const Device::MatmulOut down{&l.w_down, &l.b_down, s.x, true};
+  d.matmul_group(s.gate, n, &down, 1);
   if (!pre_norm) norm(d, spec, l.ffn_norm, l.ffn_norm_bias, s.x, n, s.x);
 }
 

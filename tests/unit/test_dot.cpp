@@ -2,10 +2,12 @@
 // strides, against double-precision references computed from the same (rounded) cache values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/half.h"
 
@@ -167,6 +169,64 @@ TEST(Dot, PublicEntryPointsAndBadDtype) {
   axpy_rows(DType::F16, K.bytes.data(), 64, 8, a.data(), 64, out.data());
   EXPECT_THROW(dot_rows(DType::Q4_0, K.bytes.data(), 64, 1, q.data(), 64, 1.0f, a.data()), std::exception);
   EXPECT_THROW(axpy_rows(DType::Q8_0, K.bytes.data(), 64, 1, q.data(), 64, out.data()), std::exception);
+}
+
+TEST(Dot, MaxAndExpShiftSumEveryIsaLength) {
+  std::mt19937 rng(17);
+  for (int64_t n : {0, 1, 7, 16, 33, 100, 1000})
+    for (CpuIsa isa : supported_isas()) {
+      auto p = random_floats(n, rng);
+      for (auto& x : p) x *= 40.0f;  // scores far below the max too: e^-80 stays positive, no denormal
+      if (n > 2) p[static_cast<size_t>(n / 2)] = -1e30f;
+      const float m = max_value_isa(isa, p.data(), n);
+      EXPECT_EQ(m, n == 0 ? -INFINITY : *std::max_element(p.begin(), p.end())) << cpu_isa_label(isa);
+      const auto before = p;
+      const float sum = exp_shift_sum_isa(isa, p.data(), n, m);
+      double want_sum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const float x = before[i] - m;  // the kernel's argument, rounded as it rounds it
+        const double want = std::exp(static_cast<double>(std::max(x, -87.0f)));
+        // relative 2e-7 from the polynomial; arguments below -87 are clamped (e^-87, not 0)
+        ASSERT_NEAR(p[i], want, 4e-7 * want) << cpu_isa_label(isa) << " n=" << n << " i=" << i;
+        ASSERT_GT(p[i], 0.0f);
+        want_sum += want;
+      }
+      EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum + 1e-30) << cpu_isa_label(isa);
+    }
+}
+
+// Split (flash-decoding) attention against attention_items: chunk boundaries inside, at and past
+// the context, GQA groups of 1 and 3, rows that see different numbers of slots.
+TEST(SplitAttention, MatchesAttentionItemsOverChunkBoundaries) {
+  std::mt19937 rng(23);
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (int group : {1, 3})
+      for (int64_t past : {0, 1, 62, 63, 64, 200})
+        for (int n : {1, 2, 4})
+          for (int64_t chunk : {16, 64}) {
+            const int n_kv = 2, n_heads = n_kv * group, head_dim = 40;
+            const int64_t capacity = past + n + 3;
+            const Cache k = random_cache(dt, n_kv * capacity, head_dim, rng);
+            const Cache v = random_cache(dt, n_kv * capacity, head_dim, rng);
+            const auto q = random_floats(static_cast<int64_t>(n) * n_heads * head_dim, rng);
+            const float scale = 0.3f;
+            std::vector<float> want(q.size()), got(q.size(), NAN);
+            std::vector<float> scores(static_cast<size_t>((past + n) * group + chunk * group));
+            attention_items(q.data(), n_heads, n_kv, head_dim, dt, k.bytes.data(), v.bytes.data(), capacity, past,
+                            scale, want.data(), scores.data(), 0, static_cast<int64_t>(n) * n_heads);
+            SplitAttentionArgs a{q.data(),       n,        n_heads, n_kv,  head_dim, dt,      k.bytes.data(),
+                                 v.bytes.data(), capacity, past,    scale, chunk,    nullptr, got.data()};
+            EXPECT_EQ(split_attention_chunks(a), (past + n + chunk - 1) / chunk);
+            std::vector<float> partial(static_cast<size_t>(split_attention_items(a) * group * (head_dim + 2)));
+            a.partial = partial.data();
+            const int64_t items = split_attention_items(a);
+            split_attention_partials(a, scores.data(), 0, items / 2);  // two ranges, as the pool splits them
+            split_attention_partials(a, scores.data(), items / 2, items);
+            split_attention_combine(a, 0, static_cast<int64_t>(n) * n_heads);
+            for (size_t i = 0; i < want.size(); ++i)
+              ASSERT_NEAR(got[i], want[i], 2e-5f) << dtype_name(dt) << " group=" << group << " past=" << past
+                                                  << " n=" << n << " chunk=" << chunk << " i=" << i;
+          }
 }
 
 }  // namespace

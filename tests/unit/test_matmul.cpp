@@ -103,17 +103,48 @@ void reference(DType wt, const std::vector<uint8_t>& W, int64_t rows, int64_t co
   }
 }
 
+// What the int8 GEMV's activation rounding may cost, output by output: X is quantized in
+// 32-blocks with step d = max|x| / 127 and each element moves by at most d / 2, so
+//   |W·x - W·x̂| <= sum over blocks of (d / 2) * sum |w| over the block.
+// Computed from X alone (not from the quantizer under test).
+std::vector<double> int8_rounding_bound(DType wt, const std::vector<uint8_t>& W, int64_t rows, int64_t cols,
+                                        const std::vector<float>& X, int64_t n_tokens) {
+  std::vector<double> bound(static_cast<size_t>(n_tokens * rows), 0.0);
+  std::vector<float> w(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(wt, W.data(), cols, r, w.data());
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        double amax = 0, wsum = 0;
+        for (int64_t i = 32 * b; i < 32 * b + 32; ++i) {
+          amax = std::max(amax, static_cast<double>(std::fabs(X[t * cols + i])));
+          wsum += std::fabs(w[i]);
+        }
+        bound[t * rows + r] += amax / 127.0 / 2.0 * wsum;
+      }
+  }
+  return bound;
+}
+
 // fp32 accumulation over `cols` terms: error grows ~ cols * eps * sum|w x|; allow a margin.
-void expect_close(const float* Y, int64_t ldy, const std::vector<double>& ref,
-                  const std::vector<double>& magnitude, int64_t rows, int64_t n_tokens,
-                  int64_t cols, const std::string& what) {
+// `extra` (optional): a further allowance per output (the int8 activation rounding).
+void expect_close(const float* Y, int64_t ldy, const std::vector<double>& ref, const std::vector<double>& magnitude,
+                  int64_t rows, int64_t n_tokens, int64_t cols, const std::string& what,
+                  const std::vector<double>* extra = nullptr) {
   const double tol_rel = 4e-7 * std::sqrt(static_cast<double>(cols)) + 2e-6;
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int64_t r = 0; r < rows; ++r) {
       const double want = ref[t * rows + r];
-      const double tol = tol_rel * magnitude[t * rows + r] + 1e-30;
+      const double tol = tol_rel * magnitude[t * rows + r] + (extra ? 1.001 * (*extra)[t * rows + r] : 0.0) + 1e-30;
       ASSERT_NEAR(Y[t * ldy + r], want, tol) << what << " t=" << t << " r=" << r;
     }
+}
+
+// Columns beyond `rows` in each Y row (filled with NaN) are not the kernel's: untouched.
+void expect_untouched(const std::vector<float>& Y, int64_t ldy, int64_t rows, int64_t n_tokens,
+                      const std::string& what) {
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t r = rows; r < ldy; ++r) ASSERT_TRUE(std::isnan(Y[t * ldy + r])) << what << " t=" << t << " r=" << r;
 }
 
 std::vector<int64_t> cols_for(DType wt) {
@@ -139,16 +170,17 @@ TEST(Matmul, RowsEveryDtypeIsaShape) {
           const std::string what = std::string(dtype_name(wt)) + " rows=" + std::to_string(rows) +
                                    " cols=" + std::to_string(cols) + " n_tokens=" + std::to_string(n_tokens);
           expect_close(scalar.data(), ldy, ref, mag, rows, n_tokens, cols, what + " scalar twin");
+          // Quantized weights take the int8 GEMV in matmul_rows: allow its activation rounding.
+          const auto bound = int8_rounding_bound(wt, W, rows, cols, X, n_tokens);
+          const std::vector<double>* extra = dtype_is_quantized(wt) ? &bound : nullptr;
           for (CpuIsa isa : supported_isas()) {
             std::vector<float> Y(static_cast<size_t>(n_tokens * ldy), NAN);
             // Two row ranges, as the pool would split them.
             const int64_t mid = rows / 2;
             matmul_rows_isa(isa, ws, wt, W.data(), cols, X.data(), n_tokens, Y.data(), ldy, 0, mid);
             matmul_rows_isa(isa, ws, wt, W.data(), cols, X.data(), n_tokens, Y.data(), ldy, mid, rows);
-            expect_close(Y.data(), ldy, ref, mag, rows, n_tokens, cols, what + " " + cpu_isa_label(isa));
-            // Columns beyond `rows` in each Y row are not ours: untouched.
-            for (int64_t t = 0; t < n_tokens; ++t)
-              for (int64_t r = rows; r < ldy; ++r) ASSERT_TRUE(std::isnan(Y[t * ldy + r])) << what;
+            expect_close(Y.data(), ldy, ref, mag, rows, n_tokens, cols, what + " " + cpu_isa_label(isa), extra);
+            expect_untouched(Y, ldy, rows, n_tokens, what);
           }
         }
       }
@@ -166,12 +198,16 @@ TEST(Matmul, PoolBothPathsEveryIsa) {
           const auto X = random_floats(n_tokens * cols, rng);
           std::vector<double> ref, mag;
           reference(wt, W, rows, cols, X, n_tokens, ref, mag);
+          // The GEMV path (n_tokens < kMatmulSgemmMinTokens) of quantized weights rounds X to int8.
+          const auto bound = int8_rounding_bound(wt, W, rows, cols, X, n_tokens);
+          const bool int8 = dtype_is_quantized(wt) && n_tokens < kMatmulSgemmMinTokens;
           for (CpuIsa isa : supported_isas()) {
             std::vector<float> Y(static_cast<size_t>(n_tokens * rows), NAN);
             matmul_isa(isa, pool, ws, wt, W.data(), rows, cols, X.data(), n_tokens, Y.data(), rows);
             expect_close(Y.data(), rows, ref, mag, rows, n_tokens, cols,
-                         std::string(dtype_name(wt)) + " pool " + cpu_isa_label(isa) +
-                             " rows=" + std::to_string(rows) + " n_tokens=" + std::to_string(n_tokens));
+                         std::string(dtype_name(wt)) + " pool " + cpu_isa_label(isa) + " rows=" + std::to_string(rows) +
+                             " n_tokens=" + std::to_string(n_tokens),
+                         int8 ? &bound : nullptr);
           }
         }
       }
@@ -188,12 +224,168 @@ TEST(Matmul, PublicEntryPointsAgree) {
     matmul(pool, DType::Q4_1, W.data(), rows, cols, X.data(), n_tokens, a.data(), rows);
     matmul_rows(DType::Q4_1, W.data(), cols, X.data(), n_tokens, b.data(), rows, 0, rows);
     matmul_rows_scalar(DType::Q4_1, W.data(), cols, X.data(), n_tokens, c.data(), rows, 0, rows);
+    const auto bound = int8_rounding_bound(DType::Q4_1, W, rows, cols, X, n_tokens);
     for (size_t i = 0; i < a.size(); ++i) {
-      EXPECT_NEAR(a[i], c[i], 1e-4f * (1.0f + std::fabs(c[i])));
-      EXPECT_NEAR(b[i], c[i], 1e-4f * (1.0f + std::fabs(c[i])));
+      // n_tokens 1: both round X to int8 (the same way); 20: matmul takes the exact sgemm path.
+      EXPECT_NEAR(a[i], c[i], 1e-4f * (1.0f + std::fabs(c[i])) + (n_tokens == 1 ? bound[i] : 0.0));
+      EXPECT_NEAR(b[i], c[i], 1e-4f * (1.0f + std::fabs(c[i])) + bound[i]);
     }
   }
   EXPECT_STRNE(cpu_isa_name(), "?");
+  EXPECT_STRNE(dot_int8_name(), "?");
+}
+
+// ---- int8 GEMV: every dot instruction set against the scalar twin, on the same int8 X ----
+
+const DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K};
+
+std::vector<DotInt8> supported_dots() {
+  std::vector<DotInt8> out;
+  for (DotInt8 d : {DotInt8::Avx2, DotInt8::AvxVnni, DotInt8::Avx512Vnni})
+    if (dot_int8_supported(d)) out.push_back(d);
+  return out;
+}
+
+using GemvInt8Fn = void (*)(const GemvInt8Args&, int64_t, int64_t);
+GemvInt8Fn int8_kernel(DotInt8 d) {
+  switch (d) {
+    case DotInt8::Avx2: return gemv_int8_rows_avx2;
+    case DotInt8::AvxVnni: return gemv_int8_rows_avxvnni;
+    case DotInt8::Avx512Vnni: return gemv_int8_rows_avx512vnni;
+    case DotInt8::Scalar: break;
+  }
+  return gemv_int8_rows_scalar;
+}
+
+struct QuantizedX {
+  std::vector<int8_t> q;
+  std::vector<float> d, s;
+  ActQ8 view() const { return ActQ8{q.data(), d.data(), s.data()}; }
+};
+
+QuantizedX quantize_scalar(const std::vector<float>& X, int64_t n_tokens, int64_t cols) {
+  QuantizedX o{std::vector<int8_t>(X.size()), std::vector<float>(X.size() / 32), std::vector<float>(X.size() / 32)};
+  quantize_act_scalar(X.data(), n_tokens, cols, o.q.data(), o.d.data(), o.s.data());
+  return o;
+}
+
+TEST(MatmulInt8, DotInstructionsFollowTheIsaLevel) {
+  EXPECT_EQ(dot_int8_for(CpuIsa::Scalar), DotInt8::Scalar);
+  EXPECT_TRUE(dot_int8_supported(DotInt8::Scalar));
+  for (CpuIsa isa : supported_isas()) {
+    const DotInt8 d = dot_int8_for(isa);
+    EXPECT_TRUE(dot_int8_supported(d)) << cpu_isa_label(isa);
+    // AVX512-VNNI only with an AVX-512 level; an AVX2 level gets AVX-VNNI or the maddubs emulation.
+    if (isa == CpuIsa::Avx2) {
+      EXPECT_TRUE(d == DotInt8::Avx2 || d == DotInt8::AvxVnni) << dot_int8_label(d);
+    }
+    if (isa != CpuIsa::Scalar) {
+      EXPECT_NE(d, DotInt8::Scalar);
+    }
+  }
+  if (dot_int8_supported(DotInt8::Avx512Vnni)) {
+    EXPECT_EQ(dot_int8_for(best_cpu_isa()), DotInt8::Avx512Vnni);
+  }
+}
+
+TEST(MatmulInt8, QuantizerRoundsWithinHalfAStepAndAvx2AgreesBitForBit) {
+  std::mt19937 rng(21);
+  const int64_t n_tokens = 3, cols = 96;
+  auto X = random_floats(n_tokens * cols, rng);
+  for (int i = 32; i < 64; ++i) X[static_cast<size_t>(i)] = 0.0f;  // an all-zero block: scale 0, codes 0
+  X[70] = 1e-30f;                                                  // a tiny one among normal values
+  const QuantizedX a = quantize_scalar(X, n_tokens, cols);
+  for (int64_t b = 0; b < n_tokens * cols / 32; ++b) {
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) {
+      const float x = X[static_cast<size_t>(32 * b + i)], dq = a.d[b] * a.q[32 * b + i];
+      EXPECT_LE(std::fabs(x - dq), 0.5f * a.d[b] * 1.0001f + 1e-37f) << "block " << b << " element " << i;
+      EXPECT_LE(std::abs(static_cast<int>(a.q[32 * b + i])), 127);
+      sum += a.q[32 * b + i];
+    }
+    EXPECT_EQ(a.s[b], a.d[b] * static_cast<float>(sum));
+  }
+  EXPECT_EQ(a.d[1], 0.0f);
+  if (!cpu_isa_supported(CpuIsa::Avx2)) GTEST_SKIP() << "no AVX2";
+  QuantizedX v = a;
+  quantize_act_avx2(X.data(), n_tokens, cols, v.q.data(), v.d.data(), v.s.data());
+  EXPECT_EQ(v.q, a.q);
+  EXPECT_EQ(v.d, a.d);
+  EXPECT_EQ(v.s, a.s);
+}
+
+TEST(MatmulInt8, EveryDotIsaMatchesScalarTwinOverAwkwardShapes) {
+  std::mt19937 rng(77);
+  for (DType wt : kQuantTypes)
+    for (int64_t rows : {1, 3, 7, 33})
+      for (int64_t cols : cols_for(wt)) {
+        const auto W = random_weights(wt, rows, cols, rng);
+        for (int64_t n_tokens : {1, 2, 3, 4, 5, 9, 15}) {
+          const auto X = random_floats(n_tokens * cols, rng);
+          const QuantizedX xq = quantize_scalar(X, n_tokens, cols);
+          const int64_t ldy = rows + 2;
+          std::vector<float> twin(static_cast<size_t>(n_tokens * ldy), NAN);
+          GemvInt8Args a{wt, W.data(), dtype_row_bytes(wt, cols), cols, xq.view(), n_tokens, twin.data(), ldy, false};
+          gemv_int8_rows_scalar(a, 0, rows);
+          // The twin against the exact product: fp32 rounding plus the int8 rounding of X.
+          std::vector<double> ref, mag;
+          reference(wt, W, rows, cols, X, n_tokens, ref, mag);
+          const auto bound = int8_rounding_bound(wt, W, rows, cols, X, n_tokens);
+          const std::string what = std::string(dtype_name(wt)) + " rows=" + std::to_string(rows) +
+                                   " cols=" + std::to_string(cols) + " n_tokens=" + std::to_string(n_tokens);
+          expect_close(twin.data(), ldy, ref, mag, rows, n_tokens, cols, what + " scalar int8 twin", &bound);
+          // The SIMD kernels against the twin on the same int8 X: only the fp32 summation order differs.
+          std::vector<double> twin_d(static_cast<size_t>(n_tokens * rows));
+          for (int64_t t = 0; t < n_tokens; ++t)
+            for (int64_t r = 0; r < rows; ++r) twin_d[t * rows + r] = twin[t * ldy + r];
+          for (DotInt8 dot : supported_dots()) {
+            std::vector<float> Y(twin.size(), NAN);
+            a.Y = Y.data();
+            const int64_t mid = rows / 2;  // two row ranges, as the pool splits them
+            int8_kernel(dot)(a, 0, mid);
+            int8_kernel(dot)(a, mid, rows);
+            expect_close(Y.data(), ldy, twin_d, mag, rows, n_tokens, cols, what + " " + dot_int8_label(dot));
+            expect_untouched(Y, ldy, rows, n_tokens, what);
+          }
+        }
+      }
+}
+
+TEST(MatmulInt8, GroupAndAccumulateEqualSeparateMatmulsOnBothPaths) {
+  std::mt19937 rng(31);
+  ThreadPool pool(2);
+  MatmulWorkspace ws;
+  const int64_t cols = 256;
+  const DType types[3] = {DType::Q4_1, DType::Q6_K, DType::BF16};  // mixed, as q/k/v may be
+  const int64_t rows[3] = {37, 16, 5};
+  std::vector<uint8_t> W[3];
+  for (int i = 0; i < 3; ++i) W[i] = random_weights(types[i], rows[i], cols, rng);
+  for (int64_t n_tokens : {1, 2, 20}) {
+    const auto X = random_floats(n_tokens * cols, rng);
+    for (CpuIsa isa : supported_isas()) {
+      std::vector<float> grouped[3], separate[3], before;
+      MatmulTarget targets[3];
+      for (int i = 0; i < 3; ++i) {
+        grouped[i] = random_floats(n_tokens * rows[i], rng);  // what accumulate adds to
+        separate[i] = grouped[i];
+        if (i == 1) before = grouped[i];
+        const bool acc = i == 1;
+        targets[i] = MatmulTarget{types[i], W[i].data(), rows[i], grouped[i].data(), rows[i], acc};
+        matmul_isa(isa, pool, ws, types[i], W[i].data(), rows[i], cols, X.data(), n_tokens, separate[i].data(), rows[i],
+                   acc);
+      }
+      matmul_group_isa(isa, pool, ws, targets, 3, cols, X.data(), n_tokens);
+      for (int i = 0; i < 3; ++i)
+        for (size_t k = 0; k < grouped[i].size(); ++k)
+          ASSERT_NEAR(grouped[i][k], separate[i][k], 1e-5f * (1.0f + std::fabs(separate[i][k])))
+              << cpu_isa_label(isa) << " target " << i << " n_tokens " << n_tokens;
+      // accumulate really adds: target 1 minus a fresh product is what it held before.
+      std::vector<float> fresh(separate[1].size());
+      matmul_isa(isa, pool, ws, types[1], W[1].data(), rows[1], cols, X.data(), n_tokens, fresh.data(), rows[1]);
+      for (size_t k = 0; k < fresh.size(); ++k)
+        ASSERT_NEAR(separate[1][k] - fresh[k], before[k], 1e-5f * (1.0f + std::fabs(separate[1][k])));
+    }
+  }
 }
 
 TEST(Matmul, RejectsColsNotWholeBlocks) {

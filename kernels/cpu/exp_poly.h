@@ -1,0 +1,30 @@
+// e^x for x <= 0 (softmax numerators: scores minus their maximum), the constants shared by the
+// scalar twin (exp_nonpositive_scalar below) and the vector traits (vec_avx2.h, vec_avx512.h),
+// which evaluate the same steps lane by lane:
+//   x = max(x, kExpMin); k = round(x log2 e); r = x - k ln2 (ln2 in two parts, Cody-Waite, so
+//   |r| <= ln2 / 2 exactly enough); p = Taylor polynomial of e^r to degree 6 (relative error
+//   < 2e-7 on that range); e^x = p · 2^k.
+// x is clamped at -87 (e^-87 ~ 1.6e-38, still a normal float): no lane underflows to a denormal.
+// `static` for the same reason as half.h (included by per-ISA translation units).
+#pragma once
+#include <cmath>
+
+namespace hg::cpu {
+
+constexpr float kExpMin = -87.0f;
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693359375f;  // exact in 9 bits: k * kLn2Hi is exact
+constexpr float kLn2Lo = -2.12194440e-4f;
+// Horner coefficients of 1 + r + r²/2 + … + r⁶/720, highest degree first.
+constexpr float kExpPoly[7] = {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f};
+
+static inline float exp_nonpositive_scalar(float x) {
+  x = x < kExpMin ? kExpMin : x;
+  const float k = std::nearbyint(x * kLog2e);
+  const float r = (x - k * kLn2Hi) - k * kLn2Lo;
+  float p = kExpPoly[0];
+  for (int i = 1; i < 7; ++i) p = p * r + kExpPoly[i];
+  return std::ldexp(p, static_cast<int>(k));
+}
+
+}  // namespace hg::cpu

@@ -1,0 +1,130 @@
+// Scalar twin of the int8 GEMV (matmul_int8.h) and of the activation quantizer: the test oracle,
+// and the path on CPUs without AVX2.
+//
+// Every weight format is read as 32-blocks of small integer codes w with a scale per 16 codes and
+// an offset coefficient c, so that block j of a row contributes
+//   sc0 * d_j * sum_{i<16} w_i q_i + sc1 * d_j * sum_{i>=16} w_i q_i + c * s_j
+// (d_j, s_j: the activation block's scale and sum, see ActQ8). Only Q6_K has sc0 != sc1.
+#include <cmath>
+
+#include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/quant_blocks.h"
+
+namespace hg::cpu {
+
+namespace {
+
+struct CodeBlock {
+  int8_t w[32];
+  float sc[2];  // scale of codes 0..15 and 16..31
+  float c;      // coefficient of the activation block sum s
+};
+
+// Block j (of 32 values) of a row of `wt`.
+CodeBlock decode_codes(DType wt, const uint8_t* row, int64_t j) {
+  CodeBlock o{};
+  switch (wt) {
+    case DType::Q8_0: {
+      const auto& b = reinterpret_cast<const BlockQ8_0*>(row)[j];
+      for (int i = 0; i < 32; ++i) o.w[i] = b.qs[i];
+      o.sc[0] = o.sc[1] = f16_to_fp32(b.d);
+      break;
+    }
+    case DType::Q4_0:
+    case DType::Q4_1: {
+      // Q4_0: (nibble - 8) * d = nibble * d - 8d;  Q4_1: nibble * d + m.
+      const uint8_t* qs = wt == DType::Q4_0 ? reinterpret_cast<const BlockQ4_0*>(row)[j].qs
+                                            : reinterpret_cast<const BlockQ4_1*>(row)[j].qs;
+      for (int i = 0; i < 16; ++i) {
+        o.w[i] = static_cast<int8_t>(qs[i] & 0xf);
+        o.w[i + 16] = static_cast<int8_t>(qs[i] >> 4);
+      }
+      if (wt == DType::Q4_0) {
+        o.sc[0] = o.sc[1] = f16_to_fp32(reinterpret_cast<const BlockQ4_0*>(row)[j].d);
+        o.c = -8.0f * o.sc[0];
+      } else {
+        const auto& b = reinterpret_cast<const BlockQ4_1*>(row)[j];
+        o.sc[0] = o.sc[1] = f16_to_fp32(b.d);
+        o.c = f16_to_fp32(b.m);
+      }
+      break;
+    }
+    case DType::Q4_K: {
+      const auto& b = reinterpret_cast<const BlockQ4_K*>(row)[j / 8];
+      const int sub = static_cast<int>(j % 8);
+      int scale, min;
+      q4_k_scale_min(b.scales, sub, scale, min);
+      const uint8_t* qs = b.qs + 32 * (sub / 2);
+      for (int i = 0; i < 32; ++i) o.w[i] = static_cast<int8_t>(sub % 2 == 0 ? qs[i] & 0xf : qs[i] >> 4);
+      o.sc[0] = o.sc[1] = f16_to_fp32(b.d) * static_cast<float>(scale);
+      o.c = -f16_to_fp32(b.dmin) * static_cast<float>(min);
+      break;
+    }
+    case DType::Q6_K: {
+      const auto& b = reinterpret_cast<const BlockQ6_K*>(row)[j / 8];
+      const int sub = static_cast<int>(j % 8);  // values 32 sub .. 32 sub + 31 of the super-block
+      const int half = sub / 4, quarter = sub % 4;
+      const uint8_t* ql = b.ql + 64 * half + 32 * (quarter % 2);
+      const uint8_t* qh = b.qh + 32 * half;
+      for (int l = 0; l < 32; ++l) {
+        const int low = quarter < 2 ? ql[l] & 0xf : ql[l] >> 4;
+        const int high = (qh[l] >> (2 * quarter)) & 3;
+        o.w[l] = static_cast<int8_t>((low | (high << 4)) - 32);
+      }
+      const float d = f16_to_fp32(b.d);
+      o.sc[0] = d * static_cast<float>(b.scales[2 * sub]);
+      o.sc[1] = d * static_cast<float>(b.scales[2 * sub + 1]);
+      break;
+    }
+    default:
+      break;  // plain types never reach the int8 path
+  }
+  return o;
+}
+
+}  // namespace
+
+void quantize_act_scalar(const float* X, int64_t n_tokens, int64_t cols, int8_t* q, float* d, float* s) {
+  const int64_t n_blocks = cols / 32;
+  for (int64_t b = 0; b < n_tokens * n_blocks; ++b) {
+    const float* x = X + 32 * b;
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    const float scale = amax / 127.0f;
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) {
+      const int v = static_cast<int>(std::nearbyint(x[i] * inv));
+      q[32 * b + i] = static_cast<int8_t>(v);
+      sum += v;
+    }
+    d[b] = scale;
+    s[b] = scale * static_cast<float>(sum);
+  }
+}
+
+void gemv_int8_rows_scalar(const GemvInt8Args& a, int64_t row_begin, int64_t row_end) {
+  const int64_t n_blocks = a.cols / 32;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* row = a.W + static_cast<size_t>(r) * a.row_bytes;
+    for (int64_t t = 0; t < a.n_tokens; ++t) {
+      const int8_t* xq = a.x.q + t * a.cols;
+      float y = 0.0f;
+      for (int64_t j = 0; j < n_blocks; ++j) {
+        const CodeBlock blk = decode_codes(a.wt, row, j);
+        int32_t lo = 0, hi = 0;
+        for (int i = 0; i < 16; ++i) {
+          lo += blk.w[i] * xq[32 * j + i];
+          hi += blk.w[i + 16] * xq[32 * j + 16 + i];
+        }
+        const float dx = a.x.d[t * n_blocks + j];
+        y += blk.sc[0] * dx * static_cast<float>(lo) + blk.sc[1] * dx * static_cast<float>(hi) +
+             blk.c * a.x.s[t * n_blocks + j];
+      }
+      float& out = a.Y[t * a.ldy + r];
+      out = a.accumulate ? out + y : y;
+    }
+  }
+}
+
+}  // namespace hg::cpu
