@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "attention/host_ops.h"
 #include "attention/host_stage.h"
 #include "attention/layer_attention.h"
 #include "kv/hybrid_kv.h"
@@ -26,6 +27,7 @@ class HybridAttention final : public LayerAttention {
   void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
               float* out) override;
   void end_step(const std::vector<TokenRow>& rows) override;
+  void fill_random(int seq, int n_tokens, uint64_t seed) override;  // hybrid_fill.cpp
   std::vector<LayerStats>* layer_stats() override { return &stats_; }
   std::string describe() const override;
   nlohmann::json memory_report() const override;
@@ -91,6 +93,8 @@ class HybridAttention final : public LayerAttention {
   std::vector<std::vector<TokenLocation>> places_;   // per sequence, this step's new positions
   std::vector<std::vector<SeqResult>> results_;      // [layer % 2][row]
   std::vector<Scratch> scratch_;                     // per host thread
+  HostPrefillAttention prefill_attention_;           // tiled host part of prefill
+  std::vector<int64_t> prefill_visible_;             // [rows] host tokens each prefill row sees
   std::vector<std::vector<float>> x_host_;           // [layer % 2]: [rows][d_model]
   std::vector<float> q_host_, k_host_, v_host_;      // [rows][q_dim], [rows][kv_dim] x2
   std::vector<std::vector<float>> h2o_acc_;          // [seq * n_layers + layer]: [n_kv_heads][ctx]

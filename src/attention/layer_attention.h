@@ -2,6 +2,7 @@
 // orchestrates: FullAttention (every token on the device) and HybridAttention (window on the
 // device, older tokens on the host, both computing at once) implement it.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -52,6 +53,9 @@ class LayerAttention {
   virtual void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
                       float* out) = 0;
   virtual void end_step(const std::vector<TokenRow>& rows) = 0;
+  // Benchmarks (bench --depth-fill random): makes `seq` (empty) n_tokens long with seeded random
+  // K/V rows (random_fill.h), written where a prefill of that length puts its K/V; no attention.
+  virtual void fill_random(int seq, int n_tokens, uint64_t seed);
 
   virtual std::vector<LayerStats>* layer_stats() { return nullptr; }
   // Where the host KV stores live, checked page by page (JSON; null when there are none).
