@@ -10,16 +10,10 @@
 
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/prefill_attention.h"
+#include "test_util.h"
 
 namespace hg::cpu {
 namespace {
-
-std::vector<CpuIsa> supported_isas() {
-  std::vector<CpuIsa> out;
-  for (CpuIsa i : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Bf16})
-    if (cpu_isa_supported(i)) out.push_back(i);
-  return out;
-}
 
 // One layer's K or V of n_tokens tokens in token blocks of block_tokens (with a second layer's
 // part between blocks, as in the host store), and the fp32 values it holds [g][t][d].
@@ -121,7 +115,7 @@ void check_against_twin(const Problem& p, const std::string& name) {
   const PrefillAttentionArgs ra = p.args(ref_out, ref_lse);
   const int64_t items = prefill_attention_items(ra);
   prefill_attention_scalar(ra, 0, items, scratch);
-  for (CpuIsa isa : supported_isas()) {
+  for (CpuIsa isa : test::supported_cpu_isas()) {
     const PrefillAttentionArgs a = p.args(out, lse);
     const int64_t mid = items / 2;
     prefill_attention_isa(isa, a, 0, mid, scratch);
