@@ -1,7 +1,7 @@
 // Helpers shared by the tests: paths to the build, the sources and ../shared; running the CLI.
 #pragma once
-#include <cstdint>
 #include <filesystem>
+#include <cstdint>
 #include <string>
 #include <vector>
 
