@@ -3,7 +3,8 @@
 
 usage: plot_depth.py ROWS.jsonl OUT.png [--title TEXT]
 
-Left: decode ms/token per policy against depth (log2 axis); right: host->device bytes per token
+Left: decode ms/token per policy against depth (log2 axis), wall time and the process's CPU
+time per token (less disturbed on a shared machine); right: host->device bytes per token
 and peak RSS. Prints the same data as a markdown table on stdout. Rows of other tests (ppN,
 depth 0) are ignored; rows whose depth was filled with random K/V are labelled so in the title.
 """
@@ -44,17 +45,21 @@ def main():
     policies = list(dict.fromkeys(r["policy"] for r in rows))
     fills = sorted({r.get("depth_fill", "prefill") for r in rows})
 
-    print("| policy | depth | ms/token | tok/s | h2d bytes/token | peak RSS |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| policy | depth | ms/token | tok/s | CPU ms/token | h2d bytes/token | peak RSS |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['policy']} | {r['depth']} | {1e3 / r['avg_ts']:.1f} | {r['avg_ts']:.2f} | "
+        cpu = f"{r['cpu_ms_per_token']:.1f}" if "cpu_ms_per_token" in r else ""
+        print(f"| {r['policy']} | {r['depth']} | {1e3 / r['avg_ts']:.1f} | {r['avg_ts']:.2f} | {cpu} | "
               f"{human(r.get('h2d_bytes_per_token', 0))} | {human(r.get('peak_rss_bytes', 0))} |")
 
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.5))
     for p in policies:
         pr = sorted((r for r in rows if r["policy"] == p), key=lambda r: r["depth"])
         d = [r["depth"] for r in pr]
-        ax.plot(d, [1e3 / r["avg_ts"] for r in pr], marker="o", label=p)
+        line, = ax.plot(d, [1e3 / r["avg_ts"] for r in pr], marker="o", label=f"{p} wall")
+        if all("cpu_ms_per_token" in r for r in pr):
+            ax.plot(d, [r["cpu_ms_per_token"] for r in pr], marker="x", linestyle=":", color=line.get_color(),
+                    label=f"{p} CPU time")
         bx.plot(d, [r.get("peak_rss_bytes", 0) / 2**20 for r in pr], marker="s", label=f"{p} peak RSS")
         h2d = [r.get("h2d_bytes_per_token", 0) / 2**20 for r in pr]
         if any(h2d):

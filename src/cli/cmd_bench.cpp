@@ -135,6 +135,15 @@ double peak_rss_bytes() {
   return static_cast<double>(u.ru_maxrss) * 1024.0;
 }
 
+// CPU time of this process so far (user + system, all threads, s). On a shared machine the CPU
+// time of a run is much less disturbed than its wall time (it only counts what this process ran).
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
 // Attention-stage statistics of the timed decode steps, summed over layers and repetitions.
 struct DecodeStats {
   double dev = 0, host = 0, tx = 0, wait = 0, selected = 0, bytes_h2d = 0;
@@ -213,15 +222,21 @@ void run_bench(const BenchOptions& o) {
         std::vector<int32_t> prompt(static_cast<size_t>(p));
         for (auto& id : prompt) id = token(rng);
         std::vector<double> tps;
+        double cpu = 0;
         for (int r = 0; r < o.reps + 1; ++r) {  // first run warms caches and pages
           engine.reset_all();
+          const double c0 = process_cpu_seconds();
           const auto t0 = std::chrono::steady_clock::now();
           engine.prefill(0, prompt, logits.data());
           const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          if (r > 0) tps.push_back(p / s);
+          if (r > 0) {
+            tps.push_back(p / s);
+            cpu += process_cpu_seconds() - c0;
+          }
         }
         auto [mean, sd] = mean_std(tps);
         nlohmann::json j = base_row("pp" + std::to_string(p));
+        j["cpu_seconds_per_run"] = cpu / o.reps;
         j["avg_ts"] = mean;
         j["stddev_ts"] = sd;
         j["samples_ts"] = tps;
@@ -236,6 +251,7 @@ void run_bench(const BenchOptions& o) {
         std::vector<int32_t> context(static_cast<size_t>(depth));
         for (auto& id : context) id = token(rng);
         std::vector<double> tps;
+        double cpu = 0;
         DecodeStats stats;
         for (int r = 0; r < o.reps + 1; ++r) {
           engine.reset_all();
@@ -249,6 +265,7 @@ void run_bench(const BenchOptions& o) {
               engine.prefill(i, context, nullptr);
           }
           const auto before = engine.layer_stats();
+          const double c0 = process_cpu_seconds();
           const auto t0 = std::chrono::steady_clock::now();
           for (int step = 0; step < n; ++step) {
             for (auto& id : toks) id = token(rng);
@@ -257,6 +274,7 @@ void run_bench(const BenchOptions& o) {
           const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           if (r > 0) {
             tps.push_back(static_cast<double>(n) * b / s);
+            cpu += process_cpu_seconds() - c0;
             stats.add(before, engine.layer_stats());
           }
         }
@@ -269,6 +287,7 @@ void run_bench(const BenchOptions& o) {
         j["stddev_ts"] = sd;
         j["samples_ts"] = tps;
         j["ms_per_token"] = 1e3 / mean;
+        j["cpu_ms_per_token"] = cpu * 1e3 / (static_cast<double>(o.reps) * n * b);
         // One step reads every weight once for the whole batch.
         j["weight_gbps"] = weight_bytes * (mean / b) / 1e9;
         if (o.peak_gbps > 0) j["peak_fraction"] = j["weight_gbps"].get<double>() / o.peak_gbps;
