@@ -69,6 +69,7 @@ def main():
         x.set_xlabel("context depth (tokens)")
         x.grid(True, which="both", alpha=0.3)
         x.legend(fontsize=8)
+    ax.set_yscale("log")  # wall and CPU time differ by orders of magnitude on a shared machine
     ax.set_ylabel("decode ms / token")
     bx.set_ylabel("MiB")
     title = a.title or f"{rows[0]['model']}, {rows[0]['backend']}, {rows[0]['threads']} threads"

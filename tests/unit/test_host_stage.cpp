@@ -12,6 +12,12 @@
 #include "attention/host_stage.h"
 #include "hybridgen/error.h"
 
+// Both the allocation and the deallocation functions are replaced (malloc / free); GCC's
+// -Wmismatched-new-delete cannot see that pairing once it inlines std::allocator.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
 namespace {
 std::atomic<bool> g_counting{false};
 std::atomic<int64_t> g_allocations{0};
