@@ -29,7 +29,7 @@ test: build model
 
 # ThreadSanitizer build of the concurrent parts: the thread pool and the hybrid pipeline (host
 # workers running the next layer while the device runs this one).
-TSAN_TESTS = test_thread_pool test_hybrid_pipeline test_hybrid_exactness
+TSAN_TESTS = test_thread_pool test_host_stage test_hybrid_pipeline test_hybrid_exactness
 test-tsan: setup
 	cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHG_TSAN=ON -DHG_CUDA=OFF
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target $(TSAN_TESTS)

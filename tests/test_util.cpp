@@ -126,4 +126,11 @@ std::string smollm2_path() {
   return fs::exists(p) ? p.string() : std::string();
 }
 
+std::vector<cpu::CpuIsa> supported_cpu_isas() {
+  std::vector<cpu::CpuIsa> out;
+  for (cpu::CpuIsa i : {cpu::CpuIsa::Scalar, cpu::CpuIsa::Avx2, cpu::CpuIsa::Avx512, cpu::CpuIsa::Avx512Bf16})
+    if (cpu::cpu_isa_supported(i)) out.push_back(i);
+  return out;
+}
+
 }  // namespace hg::test

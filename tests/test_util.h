@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/cpu_isa.h"
+
 namespace hg::test {
 
 std::filesystem::path source_dir();
@@ -33,6 +35,9 @@ void write_ids(const std::filesystem::path& p, const std::vector<int32_t>& ids);
 std::filesystem::path tiny_model(const std::string& variant);
 // n random token ids in [0, vocab), seeded.
 std::vector<int32_t> random_ids(int n, uint32_t seed, int vocab = 256);
+
+// Every CPU kernel ISA this machine runs (tests compare each against the scalar twin).
+std::vector<cpu::CpuIsa> supported_cpu_isas();
 
 // The cached default model (SmolLM2 GGUF) or "" when it is not fetched.
 std::string smollm2_path();

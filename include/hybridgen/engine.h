@@ -49,6 +49,10 @@ class Engine {
   // Appends `tokens` to sequence `seq`. logits_last: [vocab] for the last token (may be null);
   // logits_all: [tokens.size(), vocab] for every token (may be null).
   void prefill(int seq, std::span<const int32_t> tokens, float* logits_last, float* logits_all = nullptr);
+  // Benchmarks (bench --depth-fill random): resets `seq` and fills it with n_tokens positions of
+  // seeded random K/V in the cache's dtype and layout, as if prefilled, in seconds rather than a
+  // quadratic prefill. Decode after it runs at that depth; its logits measure speed, not quality.
+  void fill_random(int seq, int n_tokens, uint64_t seed);
   // One token for each listed sequence; logits: [seqs.size(), vocab].
   void decode(std::span<const int> seqs, std::span<const int32_t> tokens, float* logits);
   int position(int seq) const;  // tokens the sequence holds

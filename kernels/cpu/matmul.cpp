@@ -2,12 +2,7 @@
 // path (dequantize tiles of W to fp32, then oneDNN sgemm per tile).
 //
 // Threading of the prefill path: each pool thread owns a contiguous range of weight rows and
-// calls dnnl_sgemm on its own tiles. Debian's oneDNN is built with OpenMP, so an sgemm call from
-// a thread would otherwise start a team of omp_get_max_threads() threads per caller and
-// oversubscribe the cores; we pin the calling thread's OpenMP team size to 1 around the call
-// (looked up with dlsym so that a oneDNN built with another runtime needs nothing).
-#include <dlfcn.h>
-#include <oneapi/dnnl/dnnl.h>
+// calls sgemm (sgemm.h: single-threaded oneDNN) on its own tiles.
 
 #include <algorithm>
 #include <cstdlib>
@@ -17,6 +12,7 @@
 #include "hybridgen/error.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/sgemm.h"
 #include "util/thread_pool.h"
 
 namespace hg::cpu {
@@ -94,46 +90,6 @@ void check_shape(DType wt, int64_t cols) {
   if (cols <= 0 || cols % dtype_block_elems(wt) != 0)
     throw Error("matmul: cols " + std::to_string(cols) + " is not a positive multiple of the " +
                 std::string(dtype_name(wt)) + " block size " + std::to_string(dtype_block_elems(wt)));
-}
-
-// Sets this thread's OpenMP team size to 1 for the scope (no-op without an OpenMP runtime).
-class SingleThreadedOmp {
- public:
-  SingleThreadedOmp() {
-    if (api().set) {
-      saved_ = api().get();
-      api().set(1);
-    }
-  }
-  ~SingleThreadedOmp() {
-    if (api().set) api().set(saved_);
-  }
-  SingleThreadedOmp(const SingleThreadedOmp&) = delete;
-  SingleThreadedOmp& operator=(const SingleThreadedOmp&) = delete;
-
- private:
-  struct Api {
-    void (*set)(int) = nullptr;
-    int (*get)() = nullptr;
-  };
-  static const Api& api() {
-    static const Api a = [] {
-      Api r;
-      r.set = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-      r.get = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
-      if (!r.get) r.set = nullptr;
-      return r;
-    }();
-    return a;
-  }
-  int saved_ = 1;
-};
-
-void sgemm(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
-           float* C, int64_t ldc) {
-  // Row-major C[m, n] = A[m, k] · B[n, k]ᵀ + beta C
-  const dnnl_status_t st = dnnl_sgemm('N', 'T', m, n, k, 1.0f, A, lda, B, ldb, beta, C, ldc);
-  if (st != dnnl_success) throw Error("matmul: dnnl_sgemm failed with status " + std::to_string(st));
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 #include <span>
 #include <vector>
 
+#include "kernels/cpu/prefill_attention.h"
 #include "kv/host_store.h"
+#include "util/thread_pool.h"
 
 namespace hg {
 
@@ -33,5 +35,18 @@ void partial_attention(const float* logits, const float* v_sel, int n_heads, int
 // and the exact all-tokens policies): out[h], lse[h] for heads [h_begin, h_end).
 void prefix_attention(const HostKvLayout& k, const HostKvLayout& v, const float* q, int n_heads, float scale,
                       int64_t n_tokens, int h_begin, int h_end, float* out, float* lse, std::vector<float>& scratch);
+
+// Exact causal partial attention of a prefill chunk over the host tokens: row i (query
+// q + i * n_heads * head_dim) sees host tokens [0, visible[i]); out [n_rows][n_heads][head_dim],
+// lse [n_rows][n_heads]. Flash-attention style tiles (kernels/cpu/prefill_attention.h), split
+// over the pool by (query tile, kv-head).
+class HostPrefillAttention {
+ public:
+  void run(ThreadPool& pool, const HostKvLayout& k, const HostKvLayout& v, const float* q, int64_t n_rows, int n_heads,
+           float scale, const int64_t* visible, float* out, float* lse);
+
+ private:
+  std::vector<cpu::PrefillAttentionScratch> scratch_;  // per pool thread
+};
 
 }  // namespace hg

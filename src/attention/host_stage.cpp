@@ -3,13 +3,17 @@
 #include <pthread.h>
 
 #include <chrono>
+#include <string>
 
 #include "hybridgen/error.h"
 
 namespace hg {
 
 HostStage::HostStage(int n_threads, int n_slots, std::vector<int> pin_cpus)
-    : pin_cpus_(std::move(pin_cpus)), n_threads_(std::max(1, n_threads)), slots_(static_cast<size_t>(n_slots)) {
+    : pin_cpus_(std::move(pin_cpus)),
+      n_threads_(std::max(1, n_threads)),
+      ring_(static_cast<size_t>(n_slots)),
+      slots_(static_cast<size_t>(n_slots)) {
   pool_ = std::make_unique<ThreadPool>(n_threads_, pin_cpus_);
   coordinator_ = std::thread([this] { loop(); });
 }
@@ -32,25 +36,29 @@ void HostStage::loop() {
   }
   ThreadPool& pool = *pool_;  // parallel_for is only ever called from this thread
   for (;;) {
-    std::pair<int, Job> item;
+    int slot;
+    Slot* job;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (stop_ && queue_.empty()) return;
-      item = std::move(queue_.front());
-      queue_.pop_front();
+      work_cv_.wait(lock, [&] { return stop_ || count_ > 0; });
+      if (stop_ && count_ == 0) return;
+      slot = ring_[head_];
+      head_ = (head_ + 1) % ring_.size();
+      --count_;
+      job = &slots_[static_cast<size_t>(slot)];
     }
+    // The slot's storage is not written again before wait(slot) has seen `done`.
     const auto t0 = std::chrono::steady_clock::now();
     std::exception_ptr error;
     try {
-      item.second(pool);
+      job->invoke(job->storage, pool);
     } catch (...) {
       error = std::current_exception();
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      Slot& s = slots_[static_cast<size_t>(item.first)];
+      Slot& s = *job;
       s.done = true;
       s.seconds = seconds;
       s.error = error;
@@ -59,14 +67,21 @@ void HostStage::loop() {
   }
 }
 
-void HostStage::submit(int slot, Job job) {
+void HostStage::submit_raw(int slot, Invoke invoke, const void* job, size_t bytes) {
+  if (slot < 0 || static_cast<size_t>(slot) >= slots_.size())
+    throw Error("host stage: slot " + std::to_string(slot) + " is outside [0, " + std::to_string(slots_.size()) + ")");
   {
     std::lock_guard<std::mutex> lock(mutex_);
     Slot& s = slots_[static_cast<size_t>(slot)];
     if (s.queued) throw Error("host stage: slot " + std::to_string(slot) + " already has a job");
-    s = Slot{};
+    std::memcpy(s.storage, job, bytes);
+    s.invoke = invoke;
     s.queued = true;
-    queue_.emplace_back(slot, std::move(job));
+    s.done = false;
+    s.seconds = 0;
+    s.error = nullptr;
+    ring_[(head_ + count_) % ring_.size()] = slot;
+    ++count_;
   }
   work_cv_.notify_one();
 }
@@ -84,11 +99,6 @@ double HostStage::wait(int slot) {
   s.queued = false;
   if (s.error) std::rethrow_exception(s.error);
   return s.seconds;
-}
-
-double HostStage::run(int slot, Job job) {
-  submit(slot, std::move(job));
-  return wait(slot);
 }
 
 }  // namespace hg

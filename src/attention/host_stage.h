@@ -2,14 +2,23 @@
 // queue. The device thread submits a layer's host work (logits, selection, gathers) and later
 // waits for it on that layer's completion event; waits block on a condition variable, so the
 // device stage keeps the cores it needs. Exceptions thrown by a job resurface in wait().
+//
+// Job-slot protocol (no allocation per job): a job is a small trivially copyable callable (a
+// lambda capturing pointers, sizes and references) copied into its completion slot's inline
+// storage at submit(); the slot owns that copy until wait(slot) returns, so the job's arguments
+// outlive the job by construction. What the captured pointers and references point to must stay
+// valid until wait(slot) returns — run() waits itself; the decode pipeline waits for layer L's
+// job within the step that submitted it. The queue is a ring of slot indices (each slot is
+// queued at most once), so submitting never allocates either.
 #pragma once
 #include <condition_variable>
-#include <deque>
+#include <cstddef>
+#include <cstring>
 #include <exception>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "util/thread_pool.h"
@@ -18,7 +27,7 @@ namespace hg {
 
 class HostStage {
  public:
-  using Job = std::function<void(ThreadPool&)>;
+  static constexpr size_t kJobBytes = 64;  // inline storage of one job (8 pointers)
 
   // n_threads host threads in all (the coordinator is one of them), pinned to pin_cpus if given.
   HostStage(int n_threads, int n_slots, std::vector<int> pin_cpus = {});
@@ -26,28 +35,46 @@ class HostStage {
   HostStage(const HostStage&) = delete;
   HostStage& operator=(const HostStage&) = delete;
 
-  // Queues a job for completion slot `slot` (e.g. a layer); the slot must not have a job pending.
-  void submit(int slot, Job job);
+  // Queues job(pool) for completion slot `slot` (e.g. a layer); the slot must not have a job
+  // pending. The job is copied into the slot (see the protocol above).
+  template <typename Job>
+  void submit(int slot, const Job& job) {
+    static_assert(std::is_trivially_copyable_v<Job>, "a host job must be trivially copyable (capture pointers)");
+    static_assert(sizeof(Job) <= kJobBytes && alignof(Job) <= alignof(std::max_align_t),
+                  "a host job must fit HostStage::kJobBytes");
+    submit_raw(
+        slot, [](const void* storage, ThreadPool& pool) { (*static_cast<const Job*>(storage))(pool); }, &job,
+        sizeof(Job));
+  }
   // Blocks until slot's job finished; returns how long it ran (s). Rethrows its exception.
   double wait(int slot);
   bool pending(int slot);
   // submit + wait
-  double run(int slot, Job job);
+  template <typename Job>
+  double run(int slot, const Job& job) {
+    submit(slot, job);
+    return wait(slot);
+  }
 
  private:
+  using Invoke = void (*)(const void* storage, ThreadPool& pool);
   struct Slot {
+    alignas(std::max_align_t) std::byte storage[kJobBytes];  // the job's copy
+    Invoke invoke = nullptr;
     bool queued = false;
     bool done = false;
     double seconds = 0;
     std::exception_ptr error;
   };
+  void submit_raw(int slot, Invoke invoke, const void* job, size_t bytes);
   void loop();
 
   std::vector<int> pin_cpus_;
   int n_threads_;
   std::mutex mutex_;
   std::condition_variable work_cv_, done_cv_;
-  std::deque<std::pair<int, Job>> queue_;
+  std::vector<int> ring_;  // queued slot indices, FIFO: [head_, head_ + count_) mod size
+  size_t head_ = 0, count_ = 0;
   std::vector<Slot> slots_;
   bool stop_ = false;
   // Made by the constructor, so that a thread the system refuses is an hg::Error for the caller

@@ -311,16 +311,13 @@ void HybridAttention::prefill_host_part(int layer, const std::vector<TokenRow>& 
   const HostStore& host = kv_->host(seq);
   const HostKvLayout kl = host.k_layout(layer), vl = host.v_layout(layer);
   const int sinks = kv_->sink_slots();
+  prefill_visible_.resize(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i)
+    prefill_visible_[static_cast<size_t>(i)] =
+        policy_.keep_evicted ? std::clamp<int64_t>(rows[static_cast<size_t>(i)].pos + 1 - sinks, 0, host.n_tokens()) : 0;
   stage_->run(spec_.n_layers, [&](ThreadPool& pool) {
-    pool.parallel_for(static_cast<int64_t>(n) * spec_.n_heads, [&](int64_t b, int64_t e, int t) {
-      for (int64_t item = b; item < e; ++item) {
-        const int i = static_cast<int>(item / spec_.n_heads), h = static_cast<int>(item % spec_.n_heads);
-        const int64_t visible = policy_.keep_evicted ? std::clamp<int64_t>(rows[static_cast<size_t>(i)].pos + 1 - sinks, 0, host.n_tokens()) : 0;
-        prefix_attention(kl, vl, q_host_.data() + static_cast<size_t>(i) * spec_.q_dim(), spec_.n_heads, scale_, visible, h,
-                         h + 1, r.out.data() + static_cast<size_t>(i) * spec_.q_dim(),
-                         r.lse.data() + static_cast<size_t>(i) * spec_.n_heads, scratch_[static_cast<size_t>(t)].scores);
-      }
-    });
+    prefill_attention_.run(pool, kl, vl, q_host_.data(), n, spec_.n_heads, scale_, prefill_visible_.data(),
+                           r.out.data(), r.lse.data());
   });
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "attention/host_ops.h"
 #include "attention/host_stage.h"
 #include "attention/layer_attention.h"
 #include "attention/selectors/selector.h"
@@ -29,6 +30,7 @@ class HybridAttention final : public LayerAttention {
   void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
               float* out) override;
   void end_step(const std::vector<TokenRow>& rows) override;
+  void fill_random(int seq, int n_tokens, uint64_t seed) override;  // hybrid_fill.cpp
   std::vector<LayerStats>* layer_stats() override { return &stats_; }
   const StepTiming* last_step_timing() const override { return step_timing_.step >= 0 ? &step_timing_ : nullptr; }
   std::string describe() const override;
@@ -103,6 +105,8 @@ class HybridAttention final : public LayerAttention {
   std::unique_ptr<Selector> post_;                   // Post-QKᵀ top-K (and "every host token")
   std::array<std::unique_ptr<Selector>, 3> pre_;     // Pre-QKᵀ predictors, by Predictor
   std::vector<Selector*> observers_;                 // the selectors that accumulate scores
+  HostPrefillAttention prefill_attention_;           // tiled host part of prefill
+  std::vector<int64_t> prefill_visible_;             // [rows] host tokens each prefill row sees
   std::vector<std::vector<float>> x_host_;           // [layer % 2]: [rows][d_model]
   std::vector<float> q_host_, k_host_, v_host_;      // [rows][q_dim], [rows][kv_dim] x2
   std::vector<DeviceSeqBuffers> dev_bufs_;           // per row

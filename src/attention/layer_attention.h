@@ -3,6 +3,7 @@
 // host, streamed to the device per layer) and HybridAttention (window on the device, older tokens
 // on the host, both computing at once) implement it.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -57,6 +58,9 @@ class LayerAttention {
   virtual void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
                       float* out) = 0;
   virtual void end_step(const std::vector<TokenRow>& rows) = 0;
+  // Benchmarks (bench --depth-fill random): makes `seq` (empty) n_tokens long with seeded random
+  // K/V rows (random_fill.h), written where a prefill of that length puts its K/V; no attention.
+  virtual void fill_random(int seq, int n_tokens, uint64_t seed);
 
   virtual std::vector<LayerStats>* layer_stats() { return nullptr; }
   // The latest decode step's per-layer T_dev / T_host / T_tx (null when the stage keeps none).

@@ -2,6 +2,8 @@
 // batch (-b), prompt length (-p, prefill test "ppN") and generation length (-n, decode test
 // "tgN"), run -r repetitions and report mean ± std tokens/s; decode rows also report the weight
 // bytes streamed per second and, with --peak-gbps, its fraction of the machine's read bandwidth.
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +32,7 @@ struct BenchOptions {
   std::string prompts = "512", gens = "128", batches = "1", threads = "2", depths = "0";
   int reps = 3;
   std::string output = "md";
+  std::string depth_fill = "prefill";
   double peak_gbps = 0.0;
 };
 
@@ -70,7 +73,7 @@ struct Row {
 };
 
 void print_rows(const std::vector<Row>& rows, const std::string& format) {
-  static const char* cols[] = {"model", "size", "params", "backend", "policy", "threads", "batch", "kv", "test", "t/s", "GB/s", "peak%", "T_dev/host/tx ms", "h2d B/tok"};
+  static const char* cols[] = {"model", "size", "params", "backend", "policy", "threads", "batch", "kv", "test", "t/s", "GB/s", "peak%", "T_dev/host/tx ms", "h2d B/tok", "peak RSS"};
   auto cell = [](const nlohmann::json& j, const std::string& c) -> std::string {
     char buf[64];
     if (c == "size") return format_bytes(j["size_bytes"].get<double>());
@@ -94,11 +97,8 @@ void print_rows(const std::vector<Row>& rows, const std::string& format) {
                     j["t_tx_ms"].get<double>());
       return buf;
     }
-    if (c == "h2d B/tok") {
-      if (!j.contains("h2d_bytes_per_token")) return "";
-      std::snprintf(buf, sizeof buf, "%.0f", j["h2d_bytes_per_token"].get<double>());
-      return buf;
-    }
+    if (c == "h2d B/tok") return j.contains("h2d_bytes_per_token") ? format_bytes(j["h2d_bytes_per_token"].get<double>()) : "";
+    if (c == "peak RSS") return j.contains("peak_rss_bytes") ? format_bytes(j["peak_rss_bytes"].get<double>()) : "";
     if (!j.contains(c)) return "";
     return j[c].is_string() ? j[c].get<std::string>() : j[c].dump();
   };
@@ -136,6 +136,40 @@ void print_rows(const std::vector<Row>& rows, const std::string& format) {
   std::fflush(stdout);
 }
 
+// Peak resident set of this process so far (bytes): run one configuration per process to read it
+// as that configuration's peak.
+double peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0;
+}
+
+// CPU time of this process so far (user + system, all threads, s). On a shared machine the CPU
+// time of a run is much less disturbed than its wall time (it only counts what this process ran).
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
+// Attention-stage statistics of the timed decode steps, summed over layers and repetitions.
+struct DecodeStats {
+  double dev = 0, host = 0, tx = 0, wait = 0, selected = 0, bytes_h2d = 0;
+  int layers = 0;
+  void add(const std::vector<LayerStats>& before, const std::vector<LayerStats>& after) {
+    layers = static_cast<int>(after.size());
+    for (size_t l = 0; l < after.size() && l < before.size(); ++l) {
+      dev += after[l].t_dev() - before[l].t_dev();
+      host += after[l].t_host - before[l].t_host;
+      tx += after[l].t_tx - before[l].t_tx;
+      wait += after[l].t_wait - before[l].t_wait;
+      selected += static_cast<double>(after[l].selected - before[l].selected);
+      bytes_h2d += static_cast<double>(after[l].bytes_h2d - before[l].bytes_h2d);
+    }
+  }
+};
+
 std::pair<double, double> mean_std(const std::vector<double>& v) {
   double mean = 0.0, var = 0.0;
   for (double x : v) mean += x;
@@ -156,6 +190,9 @@ void run_bench(const BenchOptions& o) {
   check_real_range("--peak-gbps", o.peak_gbps, 0.0, 1e6, "GB/s");
   const auto batches = parse_list(o.batches, "-b", 1, kMaxBatch, "sequences decoded together");
   const auto threads = parse_list(o.threads, "-t", 1, hardware_threads(), "the CPUs of this machine");
+  if (o.depth_fill != "prefill" && o.depth_fill != "random")
+    throw Error("--depth-fill: '" + o.depth_fill + "' is not one of prefill, random");
+  const bool random_fill = o.depth_fill == "random";
   auto model = load_model(o.model);
   const ModelSpec& spec = model->spec;
   const int max_ctx = std::max(spec.max_ctx, o.runtime.ctx);
@@ -217,16 +254,22 @@ void run_bench(const BenchOptions& o) {
         std::vector<int32_t> prompt(static_cast<size_t>(p));
         for (auto& id : prompt) id = token(rng);
         std::vector<double> tps;
+        double cpu = 0;
         for (int r = 0; r < o.reps + 1; ++r) {  // first run warms caches and pages
           engine.reset_all();
+          const double c0 = process_cpu_seconds();
           const auto t0 = std::chrono::steady_clock::now();
           engine.prefill(0, prompt, logits.data());
           const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          if (r > 0) tps.push_back(p / s);
+          if (r > 0) {
+            tps.push_back(p / s);
+            cpu += process_cpu_seconds() - c0;
           progress.advance(1, run_status(policy, "pp" + std::to_string(p), t, b));
+          }
         }
         auto [mean, sd] = mean_std(tps);
         nlohmann::json j = base_row("pp" + std::to_string(p));
+        j["cpu_seconds_per_run"] = cpu / o.reps;
         j["avg_ts"] = mean;
         j["stddev_ts"] = sd;
         j["samples_ts"] = tps;
@@ -241,28 +284,45 @@ void run_bench(const BenchOptions& o) {
         std::vector<int32_t> context(static_cast<size_t>(depth));
         for (auto& id : context) id = token(rng);
         std::vector<double> tps;
-        std::vector<LayerStats> before;
+        double cpu = 0;
+        DecodeStats stats;
         for (int r = 0; r < o.reps + 1; ++r) {
           engine.reset_all();
-          // Decode at a context depth: the prompt is not timed (llama-bench's -d).
-          for (int i = 0; i < b && depth > 0; ++i) engine.prefill(i, context, nullptr);
-          if (r == 1) before = engine.layer_stats();
+          // Decode at a context depth: filling the context is not timed (llama-bench's -d). A
+          // random fill writes seeded random K/V instead of running the prompt (seconds, not a
+          // quadratic prefill): the speed of decode at that depth, not its quality.
+          for (int i = 0; i < b && depth > 0; ++i) {
+            if (random_fill)
+              engine.fill_random(i, depth, 1234 + static_cast<uint64_t>(i));
+            else
+              engine.prefill(i, context, nullptr);
+          }
+          const auto before = engine.layer_stats();
+          const double c0 = process_cpu_seconds();
           const auto t0 = std::chrono::steady_clock::now();
           for (int step = 0; step < n; ++step) {
             for (auto& id : toks) id = token(rng);
             engine.decode(seqs, toks, logits.data());
           }
           const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          if (r > 0) tps.push_back(static_cast<double>(n) * b / s);
+          if (r > 0) {
+            tps.push_back(static_cast<double>(n) * b / s);
+            cpu += process_cpu_seconds() - c0;
+            stats.add(before, engine.layer_stats());
           progress.advance(
               1, run_status(policy, "tg" + std::to_string(n) + (depth > 0 ? "@d" + std::to_string(depth) : ""), t, b));
+          }
         }
         auto [mean, sd] = mean_std(tps);
-        nlohmann::json j = base_row("tg" + std::to_string(n) + (depth > 0 ? " @ d" + std::to_string(depth) : ""));
+        const std::string fill_label = depth > 0 && random_fill ? " (random KV)" : "";
+        nlohmann::json j = base_row("tg" + std::to_string(n) + (depth > 0 ? " @ d" + std::to_string(depth) : "") + fill_label);
         j["depth"] = depth;
+        j["depth_fill"] = depth > 0 ? o.depth_fill : "none";
         j["avg_ts"] = mean;
         j["stddev_ts"] = sd;
         j["samples_ts"] = tps;
+        j["ms_per_token"] = 1e3 / mean;
+        j["cpu_ms_per_token"] = cpu * 1e3 / (static_cast<double>(o.reps) * n * b);
         // One step reads every weight once for the whole batch.
         j["weight_gbps"] = weight_bytes * (mean / b) / 1e9;
         if (o.peak_gbps > 0) j["peak_fraction"] = j["weight_gbps"].get<double>() / o.peak_gbps;
@@ -271,24 +331,16 @@ void run_bench(const BenchOptions& o) {
           j["memory"] = memory;
           j["placement_matched"] = memory["matched"];
         }
-        const auto after = engine.layer_stats();
-        if (!after.empty() && !before.empty()) {
+        const double steps = static_cast<double>(o.reps) * n;
+        j["h2d_bytes_per_token"] = stats.bytes_h2d / (steps * b);
+        j["peak_rss_bytes"] = peak_rss_bytes();
+        if (stats.layers > 0) {
           // Per decode step, summed over layers, for the timed repetitions.
-          double dev = 0, host = 0, tx = 0, wait = 0, sel = 0, bytes = 0, steps = static_cast<double>(o.reps) * n;
-          for (size_t l = 0; l < after.size(); ++l) {
-            bytes += static_cast<double>(after[l].bytes_h2d - before[l].bytes_h2d);
-            dev += after[l].t_dev() - before[l].t_dev();
-            host += after[l].t_host - before[l].t_host;
-            tx += after[l].t_tx - before[l].t_tx;
-            wait += after[l].t_wait - before[l].t_wait;
-            sel += static_cast<double>(after[l].selected - before[l].selected);
-          }
-          j["t_dev_ms"] = dev / steps * 1e3;
-          j["t_host_ms"] = host / steps * 1e3;
-          j["t_tx_ms"] = tx / steps * 1e3;
-          j["t_wait_ms"] = wait / steps * 1e3;
-          j["selected_per_layer"] = sel / steps / static_cast<double>(after.size());
-          j["h2d_bytes_per_token"] = bytes / (steps * b);
+          j["t_dev_ms"] = stats.dev / steps * 1e3;
+          j["t_host_ms"] = stats.host / steps * 1e3;
+          j["t_tx_ms"] = stats.tx / steps * 1e3;
+          j["t_wait_ms"] = stats.wait / steps * 1e3;
+          j["selected_per_layer"] = stats.selected / steps / stats.layers;
         }
         rows.push_back({j});
       }
@@ -314,6 +366,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-b,--batch", o->batches, "comma list of batch sizes (sequences decoded together)")->capture_default_str();
   cmd->add_option("-r,--repetitions", o->reps, "repetitions of each test")->capture_default_str();
   cmd->add_option("-o,--output", o->output, "md|csv|json|jsonl")->capture_default_str();
+  cmd->add_option("--depth-fill", o->depth_fill,
+                  "how decode tests reach their depth: prefill (run a random prompt) or random (seeded random K/V, "
+                  "seconds; measures speed, not quality)")
+      ->capture_default_str();
   cmd->add_option("--peak-gbps", o->peak_gbps, "measured read bandwidth (build/bin/membw) to report decode's fraction of it");
   cmd->callback([o] { run_bench(*o); });
 }

@@ -135,9 +135,12 @@ EngineOptions engine_options(const RuntimeOptions& r, const ModelSpec& spec, int
   if (r.gpu < 0) throw Error("--gpu must be >= 0 (a CUDA device index), got " + std::to_string(r.gpu));
   if (r.ctx < 0) throw Error("--ctx must be >= 0, got " + std::to_string(r.ctx));
   e.ctx = r.ctx > 0 ? r.ctx : needed_ctx;
-  if (e.ctx > spec.max_ctx)
-    throw Error("context of " + std::to_string(e.ctx) + " tokens is longer than the model's " +
-                std::to_string(spec.max_ctx) + " (max_position_embeddings)");
+  // Past the trained context RoPE keeps working, the model just never saw such distances; allowed
+  // with a warning, as llama.cpp does (OPT's learned positions end there: the engine refuses it).
+  if (e.ctx > spec.max_ctx && !spec.is_opt())
+    spdlog::warn("--ctx {} is longer than the model's trained context of {} tokens (max_position_embeddings): "
+                 "quality will degrade past {} tokens",
+                 e.ctx, spec.max_ctx, spec.max_ctx);
   return e;
 }
 

@@ -52,6 +52,9 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
   auto& o = impl_->options;
   const ModelSpec& spec = model.spec;
   if (o.ctx <= 0) o.ctx = spec.max_ctx;
+  if (spec.is_opt() && o.ctx > spec.max_ctx)
+    throw Error("--ctx " + std::to_string(o.ctx) + ": OPT's learned position embeddings end at " +
+                std::to_string(spec.max_ctx) + " positions (max_position_embeddings)");
   if (o.batch < 1) throw Error("--batch must be at least 1, got " + std::to_string(o.batch));
   if (o.ubatch < 1) o.ubatch = 256;
   impl_->device = make_device(o);
@@ -103,6 +106,17 @@ void Engine::set_step_plan(int seq, const StepPlan& plan) {
 }
 const StepPlan& Engine::step_plan(int seq) const { return impl_->plans.at(static_cast<size_t>(seq)); }
 const StepTiming* Engine::last_step_timing() const { return impl_->attn->last_step_timing(); }
+
+void Engine::fill_random(int seq, int n_tokens, uint64_t seed) {
+  auto& im = *impl_;
+  if (seq < 0 || seq >= im.options.batch)
+    throw Error("sequence " + std::to_string(seq) + " is outside the batch of " + std::to_string(im.options.batch));
+  if (n_tokens < 0 || n_tokens > im.options.ctx)
+    throw Error("--depth-fill random: " + std::to_string(n_tokens) + " tokens do not fit the context of " +
+                std::to_string(im.options.ctx) + " tokens");
+  im.attn->reset(seq);
+  im.attn->fill_random(seq, n_tokens, seed);
+}
 LayerAttention& Engine::attention() { return *impl_->attn; }
 std::string Engine::describe_attention() const {
   return impl_->all_on_device_note.empty() ? impl_->attn->describe() : impl_->all_on_device_note;
@@ -122,7 +136,7 @@ void Engine::prefill(int seq, std::span<const int32_t> tokens, float* logits_las
   const int start = im.attn->length(seq);
   if (start + static_cast<int64_t>(tokens.size()) > im.options.ctx)
     throw Error("prompt of " + std::to_string(start + tokens.size()) + " tokens is longer than the context (" +
-                std::to_string(im.options.ctx) + " tokens; raise --ctx, the model allows " +
+                std::to_string(im.options.ctx) + " tokens; raise --ctx, the model was trained on " +
                 std::to_string(im.model.spec.max_ctx) + ")");
   const auto t0 = std::chrono::steady_clock::now();
   const int vocab = im.model.spec.vocab_size;

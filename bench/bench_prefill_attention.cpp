@@ -1,0 +1,138 @@
+// Host prefill attention: one prefill chunk of ROWS query rows over a host K/V store of TOKENS
+// tokens (row i sees TOKENS - ROWS + 1 + i of them, as the last chunk of a prompt does), SmolLM2's
+// shape by default (9 query heads, 3 kv-heads, head_dim 64, bf16, 256-token blocks), on one
+// thread. Compares the row-by-row path (hg::prefix_attention per row and head, what prefill used
+// before the tiled kernel) with the tiled kernel of every ISA this CPU runs. Reported per variant:
+// best thread-CPU time of REPS runs (the machine may be shared: CPU time is less disturbed than
+// wall time) and GFLOP/s = 4 · head_dim · Σ visible · n_heads / time.
+//
+//   bench_prefill_attention [-n TOKENS] [-b ROWS] [-r REPS] [--heads H,KV] [--head-dim D]
+//                           [--dtype bf16|f16|f32]
+#include <time.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention/host_ops.h"
+#include "hybridgen/model.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/prefill_attention.h"
+#include "kv/host_store.h"
+#include "mem/placement.h"
+#include "mem/topology.h"
+
+namespace {
+
+double thread_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double best_of(int reps, const std::function<void()>& fn) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = thread_cpu_seconds();
+    fn();
+    best = std::min(best, thread_cpu_seconds() - t0);
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int tokens = 3072, rows = 256, reps = 3, n_heads = 9, n_kv = 3, head_dim = 64;
+  hg::DType dtype = hg::DType::BF16;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "-n")
+      tokens = std::atoi(v.c_str());
+    else if (a == "-b")
+      rows = std::atoi(v.c_str());
+    else if (a == "-r")
+      reps = std::atoi(v.c_str());
+    else if (a == "--heads")
+      std::sscanf(v.c_str(), "%d,%d", &n_heads, &n_kv);
+    else if (a == "--head-dim")
+      head_dim = std::atoi(v.c_str());
+    else if (a == "--dtype")
+      dtype = v == "f32" ? hg::DType::F32 : v == "f16" ? hg::DType::F16 : hg::DType::BF16;
+    else {
+      std::fprintf(stderr, "bench_prefill_attention: unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  rows = std::min(rows, tokens);
+  hg::ModelSpec spec;
+  spec.n_layers = 1;
+  spec.n_heads = n_heads;
+  spec.n_kv_heads = n_kv;
+  spec.head_dim = head_dim;
+  const hg::mem::Topology topo = hg::mem::Topology::discover();
+  const hg::mem::Placement placement = hg::mem::resolve_placement(topo, hg::mem::PlacementOptions{});
+  hg::HostStore store(spec, dtype, tokens, topo, placement);
+  store.append_tokens(tokens);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> row(static_cast<size_t>(head_dim));
+  for (int g = 0; g < n_kv; ++g)
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (auto& x : row) x = u(rng);
+      hg::cpu::store_kv_row(dtype, store.k_row(0, g, t), row.data(), head_dim);
+      for (auto& x : row) x = u(rng);
+      hg::cpu::store_kv_row(dtype, store.v_row(0, g, t), row.data(), head_dim);
+    }
+  const int q_dim = n_heads * head_dim;
+  std::vector<float> q(static_cast<size_t>(rows) * q_dim), out(q.size()), lse(static_cast<size_t>(rows) * n_heads);
+  for (auto& x : q) x = u(rng);
+  std::vector<int64_t> visible(static_cast<size_t>(rows));
+  double pairs = 0;
+  for (int i = 0; i < rows; ++i) pairs += static_cast<double>(visible[static_cast<size_t>(i)] = tokens - rows + 1 + i);
+  const double flops = 4.0 * head_dim * pairs * n_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const hg::HostKvLayout kl = store.k_layout(0), vl = store.v_layout(0);
+  std::printf("prefill chunk: %d rows over %d host tokens, %d/%d heads, head_dim %d, %s; one thread\n", rows, tokens,
+              n_heads, n_kv, head_dim, std::string(hg::dtype_name(dtype)).c_str());
+  std::printf("| variant | best CPU ms | GFLOP/s |\n| --- | --- | --- |\n");
+  auto report = [&](const std::string& name, double s) {
+    std::printf("| %s | %.2f | %.1f |\n", name.c_str(), s * 1e3, flops / s / 1e9);
+    std::fflush(stdout);
+  };
+  std::vector<float> scratch;
+  report("row by row (prefix_attention)", best_of(reps, [&] {
+           for (int i = 0; i < rows; ++i)
+             hg::prefix_attention(kl, vl, q.data() + static_cast<size_t>(i) * q_dim, n_heads, scale,
+                                  visible[static_cast<size_t>(i)], 0, n_heads,
+                                  out.data() + static_cast<size_t>(i) * q_dim,
+                                  lse.data() + static_cast<size_t>(i) * n_heads, scratch);
+         }));
+  hg::cpu::PrefillAttentionArgs a;
+  a.q = q.data();
+  a.ld_q = q_dim;
+  a.n_rows = rows;
+  a.n_heads = n_heads;
+  a.n_kv_heads = n_kv;
+  a.head_dim = head_dim;
+  a.scale = scale;
+  a.k = {kl.dtype, kl.block_tokens, kl.block_stride, kl.base};
+  a.v = {vl.dtype, vl.block_tokens, vl.block_stride, vl.base};
+  a.n_visible = visible.data();
+  a.out = out.data();
+  a.ld_out = q_dim;
+  a.lse = lse.data();
+  a.ld_lse = n_heads;
+  hg::cpu::PrefillAttentionScratch ps;
+  const int64_t items = hg::cpu::prefill_attention_items(a);
+  for (hg::cpu::CpuIsa isa : {hg::cpu::CpuIsa::Scalar, hg::cpu::CpuIsa::Avx2, hg::cpu::CpuIsa::Avx512})
+    if (hg::cpu::cpu_isa_supported(isa))
+      report(std::string("tiled, ") + hg::cpu::cpu_isa_label(isa),
+             best_of(reps, [&] { hg::cpu::prefill_attention_isa(isa, a, 0, items, ps); }));
+  return 0;
+}

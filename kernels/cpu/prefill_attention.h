@@ -1,0 +1,66 @@
+// Causal attention of a block of query rows over a K/V cache they all see a prefix of: the host
+// part of a hybrid prefill (every prompt row attends the host tokens before its window), as a
+// partial result + log-sum-exp for the LSE merge with the device's window part.
+//
+// The tiled kernel works flash-attention style: for one kv-head and a tile of query rows (all
+// query heads of the GQA group, so the group shares each key tile), it walks the key tiles once,
+// computes the score tile and the P·V tile with oneDNN sgemm, and keeps an online softmax (row
+// max m, row sum l) between tiles. Key/value tiles are converted to fp32 once per query tile, so
+// their conversion is amortized over rows × group query vectors. Work items are (query tile,
+// kv-head) pairs that a pool splits; the scalar twin takes the same arguments and item range.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "hybridgen/dtype.h"
+#include "kernels/cpu/cpu_isa.h"
+
+namespace hg::cpu {
+
+// One layer's keys (or values) in token blocks: the row of kv-head g, token t is at
+//   base + (t / block_tokens) * block_stride + (g * block_tokens + t % block_tokens) * row bytes
+// (the host store's layout; a [n_kv_heads][capacity][head_dim] cache is block_tokens = capacity).
+struct KvBlocks {
+  DType dtype = DType::F32;  // F32, F16 or BF16
+  int64_t block_tokens = 0;
+  size_t block_stride = 0;  // bytes between token blocks
+  const std::byte* base = nullptr;
+};
+
+struct PrefillAttentionArgs {
+  const float* q = nullptr;  // [n_rows][ld_q]: head h of row i at q + i * ld_q + h * head_dim
+  int64_t ld_q = 0;
+  int64_t n_rows = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  float scale = 1.0f;  // applied to q·k
+  KvBlocks k, v;
+  const int64_t* n_visible = nullptr;  // [n_rows]: row i attends tokens [0, n_visible[i])
+  float* out = nullptr;                // [n_rows][ld_out], like q; 0 where a row sees nothing
+  int64_t ld_out = 0;
+  float* lse = nullptr;  // [n_rows][ld_lse]: log Σ exp(scores); -inf where a row sees nothing
+  int64_t ld_lse = 0;
+};
+
+// Per-thread workspace: one query tile and one key tile in fp32; grows once, then is reused.
+struct PrefillAttentionScratch {
+  std::vector<float> q, k, v, scores, acc, row_max, row_sum;
+};
+
+// Query rows per tile for a GQA group size (the tile holds rows × group query vectors).
+int64_t prefill_query_tile_rows(int group);
+// Work items of a call: query tiles × kv-heads.
+int64_t prefill_attention_items(const PrefillAttentionArgs& a);
+
+// Items [item_begin, item_end) with the active ISA's tile kernel.
+void prefill_attention(const PrefillAttentionArgs& a, int64_t item_begin, int64_t item_end,
+                       PrefillAttentionScratch& scratch);
+void prefill_attention_isa(CpuIsa isa, const PrefillAttentionArgs& a, int64_t item_begin, int64_t item_end,
+                           PrefillAttentionScratch& scratch);
+// Scalar twin: one row and head at a time, two-pass softmax (the oracle of the tests).
+void prefill_attention_scalar(const PrefillAttentionArgs& a, int64_t item_begin, int64_t item_end,
+                              PrefillAttentionScratch& scratch);
+
+}  // namespace hg::cpu

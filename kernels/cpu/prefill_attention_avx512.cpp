@@ -1,0 +1,13 @@
+// Tiled prefill attention (prefill_attention_tile.h) built for AVX512: AVX512 tile dequantization,
+// and the compiler vectorizes the softmax strips with these flags.
+#include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/prefill_attention_tile.h"
+
+namespace hg::cpu {
+
+void prefill_attention_avx512(const PrefillAttentionArgs& a, int64_t item_begin, int64_t item_end,
+                              PrefillAttentionScratch& scratch) {
+  prefill_attention_tiles<dequantize_span_avx512>(a, item_begin, item_end, scratch);
+}
+
+}  // namespace hg::cpu

@@ -1,0 +1,182 @@
+// The tile loop of prefill_attention.h, instantiated per ISA (prefill_attention_{avx2,avx512}.cpp
+// and the baseline in prefill_attention_cpu.cpp). The products are oneDNN sgemm calls; what the
+// instantiation changes is the dequantizer of the key/value tiles and the code the compiler
+// generates for the softmax loops, which are written as 16-lane strips so that they vectorize
+// without -ffast-math (an exp by range reduction and a polynomial, max and sum in 16 partials).
+// The anonymous namespace gives each including file its own copy (no ODR mixing of ISAs).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/prefill_attention.h"
+#include "kernels/cpu/sgemm.h"
+
+namespace hg::cpu {
+
+// The per-ISA instantiations (prefill_attention_{avx2,avx512}.cpp).
+void prefill_attention_avx2(const PrefillAttentionArgs& a, int64_t item_begin, int64_t item_end,
+                            PrefillAttentionScratch& scratch);
+void prefill_attention_avx512(const PrefillAttentionArgs& a, int64_t item_begin, int64_t item_end,
+                              PrefillAttentionScratch& scratch);
+
+namespace {
+
+using TileDequantFn = void (*)(DType, const uint8_t*, int64_t, float*);
+
+constexpr int kStrip = 16;
+constexpr int64_t kKeyTile = 128;  // keys per score tile
+
+// e^x for x <= 0 (scores minus their running max); x below -87 gives ~1e-38, not 0, which is
+// harmless next to the row's maximum term 1. Relative error about 2e-7 (degree-6 Taylor on
+// |r| <= ln2/2 after x = k·ln2 + r).
+inline float exp_nonpositive(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  const float k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  float r = x - k * 0.693359375f;
+  r = r - k * -2.12194440e-4f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(k) + 127) << 23;
+  float two_k;
+  std::memcpy(&two_k, &bits, sizeof two_k);
+  return p * two_k;
+}
+
+inline float strip_max(const float* x, int64_t n) {
+  float lanes[kStrip];
+  std::fill(lanes, lanes + kStrip, -INFINITY);
+  int64_t j = 0;
+  for (; j + kStrip <= n; j += kStrip)
+    for (int u = 0; u < kStrip; ++u) lanes[u] = lanes[u] < x[j + u] ? x[j + u] : lanes[u];
+  float m = -INFINITY;
+  for (; j < n; ++j) m = std::max(m, x[j]);
+  for (int u = 0; u < kStrip; ++u) m = std::max(m, lanes[u]);
+  return m;
+}
+
+// x[j] = e^(x[j] - shift) for j < n; returns the sum.
+inline float strip_exp_sum(float* x, int64_t n, float shift) {
+  float lanes[kStrip] = {};
+  int64_t j = 0;
+  for (; j + kStrip <= n; j += kStrip)
+    for (int u = 0; u < kStrip; ++u) {
+      const float p = exp_nonpositive(x[j + u] - shift);
+      x[j + u] = p;
+      lanes[u] += p;
+    }
+  float s = 0.0f;
+  for (; j < n; ++j) s += (x[j] = exp_nonpositive(x[j] - shift));
+  for (int u = 0; u < kStrip; ++u) s += lanes[u];
+  return s;
+}
+
+inline void scale_row(float* x, int64_t n, float a) {
+  for (int64_t j = 0; j < n; ++j) x[j] *= a;
+}
+
+inline size_t row_bytes(const KvBlocks& c, int head_dim) {
+  return static_cast<size_t>(head_dim) * dtype_block_bytes(c.dtype);
+}
+
+inline const uint8_t* kv_row(const KvBlocks& c, int head_dim, int g, int64_t t) {
+  return reinterpret_cast<const uint8_t*>(c.base) + static_cast<size_t>(t / c.block_tokens) * c.block_stride +
+         (static_cast<size_t>(g) * static_cast<size_t>(c.block_tokens) + static_cast<size_t>(t % c.block_tokens)) *
+             row_bytes(c, head_dim);
+}
+
+// n contiguous rows from token t of kv-head g as fp32 [n][head_dim]: in place for F32 caches,
+// else converted into buf.
+template <TileDequantFn Dequant>
+const float* kv_tile(const KvBlocks& c, int head_dim, int g, int64_t t, int64_t n, float* buf) {
+  const uint8_t* src = kv_row(c, head_dim, g, t);
+  if (c.dtype == DType::F32) return reinterpret_cast<const float*>(src);
+  Dequant(c.dtype, src, n * head_dim, buf);
+  return buf;
+}
+
+template <TileDequantFn Dequant>
+void prefill_attention_tiles(const PrefillAttentionArgs& a, int64_t item_begin, int64_t item_end,
+                             PrefillAttentionScratch& s) {
+  const int hd = a.head_dim;
+  const int group = a.n_heads / a.n_kv_heads;
+  const int64_t tile_rows = prefill_query_tile_rows(group);
+  const int64_t tile_m = tile_rows * group;
+  s.q.resize(static_cast<size_t>(tile_m * hd));
+  s.acc.resize(static_cast<size_t>(tile_m * hd));
+  s.scores.resize(static_cast<size_t>(tile_m * kKeyTile));
+  s.k.resize(static_cast<size_t>(kKeyTile * hd));
+  s.v.resize(static_cast<size_t>(kKeyTile * hd));
+  s.row_max.resize(static_cast<size_t>(tile_m));
+  s.row_sum.resize(static_cast<size_t>(tile_m));
+  SingleThreadedOmp omp_guard;
+  for (int64_t item = item_begin; item < item_end; ++item) {
+    const int g = static_cast<int>(item % a.n_kv_heads);
+    const int64_t r0 = item / a.n_kv_heads * tile_rows;
+    const int64_t rows = std::min(tile_rows, a.n_rows - r0);
+    const int64_t m_rows = rows * group;  // query vectors: m = r * group + j is row r0 + r, head g * group + j
+    int64_t k_end = 0;
+    for (int64_t r = 0; r < rows; ++r) k_end = std::max(k_end, a.n_visible[r0 + r]);
+    // Q tile, pre-scaled
+    for (int64_t r = 0; r < rows; ++r)
+      for (int j = 0; j < group; ++j) {
+        const float* src = a.q + (r0 + r) * a.ld_q + static_cast<int64_t>(g * group + j) * hd;
+        float* dst = s.q.data() + (r * group + j) * hd;
+        for (int d = 0; d < hd; ++d) dst[d] = src[d] * a.scale;
+      }
+    std::fill(s.acc.begin(), s.acc.begin() + m_rows * hd, 0.0f);
+    std::fill(s.row_max.begin(), s.row_max.begin() + m_rows, -INFINITY);
+    std::fill(s.row_sum.begin(), s.row_sum.begin() + m_rows, 0.0f);
+    for (int64_t k0 = 0; k0 < k_end;) {
+      // one key tile, never across a token block (its rows are contiguous)
+      const int64_t n = std::min(
+          {kKeyTile, k_end - k0, a.k.block_tokens - k0 % a.k.block_tokens, a.v.block_tokens - k0 % a.v.block_tokens});
+      const float* kt = kv_tile<Dequant>(a.k, hd, g, k0, n, s.k.data());
+      const float* vt = kv_tile<Dequant>(a.v, hd, g, k0, n, s.v.data());
+      // S = Q · Kᵀ  [m_rows][n]
+      sgemm(m_rows, n, hd, s.q.data(), hd, kt, hd, 0.0f, s.scores.data(), n);
+      for (int64_t m = 0; m < m_rows; ++m) {
+        float* p = s.scores.data() + m * n;
+        const int64_t valid = std::clamp<int64_t>(a.n_visible[r0 + m / group] - k0, 0, n);
+        if (valid > 0) {
+          // online softmax: rescale what was accumulated under the old max
+          const float m_old = s.row_max[static_cast<size_t>(m)];
+          const float m_new = std::max(m_old, strip_max(p, valid));
+          const float alpha = m_old == -INFINITY ? 0.0f : std::exp(m_old - m_new);
+          const float sum = strip_exp_sum(p, valid, m_new);
+          s.row_sum[static_cast<size_t>(m)] = s.row_sum[static_cast<size_t>(m)] * alpha + sum;
+          s.row_max[static_cast<size_t>(m)] = m_new;
+          if (alpha != 1.0f) scale_row(s.acc.data() + m * hd, hd, alpha);
+        }
+        std::fill(p + valid, p + n, 0.0f);  // masked keys (this row's causal limit)
+      }
+      // acc += P · V  [m_rows][head_dim]
+      sgemm_accumulate(m_rows, hd, n, s.scores.data(), n, vt, hd, s.acc.data(), hd);
+      k0 += n;
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      for (int j = 0; j < group; ++j) {
+        const int64_t m = r * group + j;
+        const int h = g * group + j;
+        float* o = a.out + (r0 + r) * a.ld_out + static_cast<int64_t>(h) * hd;
+        const float l = s.row_sum[static_cast<size_t>(m)];
+        if (l > 0.0f) {
+          const float inv = 1.0f / l;
+          const float* src = s.acc.data() + m * hd;
+          for (int d = 0; d < hd; ++d) o[d] = src[d] * inv;
+          a.lse[(r0 + r) * a.ld_lse + h] = s.row_max[static_cast<size_t>(m)] + std::log(l);
+        } else {
+          std::fill(o, o + hd, 0.0f);
+          a.lse[(r0 + r) * a.ld_lse + h] = -INFINITY;
+        }
+      }
+  }
+}
+
+}  // namespace
+}  // namespace hg::cpu

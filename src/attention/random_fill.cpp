@@ -1,0 +1,54 @@
+#include "attention/random_fill.h"
+
+#include <algorithm>
+
+#include "hybridgen/error.h"
+
+namespace hg {
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Uniform on [-√3, √3): mean 0, variance 1.
+void fill_row(uint64_t state, int n, float* out) {
+  for (int i = 0; i < n; ++i) {
+    const uint64_t h = splitmix64(state ^ (static_cast<uint64_t>(i) * 0xd1b54a32d192ed03ull));
+    out[i] = (static_cast<float>(h >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * 1.7320508f;
+  }
+}
+
+}  // namespace
+
+void random_kv_rows(uint64_t seed, int layer, int64_t pos0, int64_t n, int kv_dim, float* k, float* v) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t row = splitmix64(seed ^ (static_cast<uint64_t>(layer) << 48) ^ static_cast<uint64_t>(pos0 + i));
+    fill_row(row * 2, kv_dim, k + i * kv_dim);
+    fill_row(row * 2 + 1, kv_dim, v + i * kv_dim);
+  }
+}
+
+RandomFill::RandomFill(Device& device, int kv_dim)
+    : device_(device),
+      kv_dim_(kv_dim),
+      k_host_(static_cast<size_t>(kChunk) * kv_dim),
+      v_host_(static_cast<size_t>(kChunk) * kv_dim) {
+  k_dev_ = device_.alloc(sizeof(float) * k_host_.size());
+  v_dev_ = device_.alloc(sizeof(float) * v_host_.size());
+}
+
+RandomFill::~RandomFill() {
+  device_.free(k_dev_);
+  device_.free(v_dev_);
+}
+
+void LayerAttention::fill_random(int, int, uint64_t) {
+  throw Error("--depth-fill random: the attention stage '" + describe() + "' cannot be filled with random K/V");
+}
+
+}  // namespace hg

@@ -1,0 +1,114 @@
+// HostStage's job-slot protocol: jobs run in submission order on the stage's pool, each slot
+// holds one job at a time, exceptions resurface in wait() and leave the slot usable, and a
+// submit/wait cycle allocates nothing (this binary counts operator new).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+#include <vector>
+
+#include "attention/host_stage.h"
+#include "hybridgen/error.h"
+
+// Both the allocation and the deallocation functions are replaced (malloc / free); GCC's
+// -Wmismatched-new-delete cannot see that pairing once it inlines std::allocator.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<int64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(size_t n) {
+  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace hg {
+namespace {
+
+TEST(HostStage, JobsRunInOrderAndWaitInAnyOrder) {
+  HostStage stage(2, 8);
+  std::vector<int> order(24, -1);  // order[k]: the tag of the k-th job that ran
+  std::atomic<int> ran{0};
+  std::vector<int64_t> sums(8, 0);
+  for (int round = 0; round < 3; ++round) {  // the slot ring wraps around
+    for (int s = 0; s < 8; ++s) {
+      int* out = order.data();
+      std::atomic<int>* count = &ran;
+      int64_t* sum = &sums[static_cast<size_t>(s)];
+      const int tag = round * 8 + s;
+      stage.submit(s, [out, count, sum, tag](ThreadPool& pool) {
+        out[count->fetch_add(1)] = tag;
+        std::atomic<int64_t> acc{0};
+        pool.parallel_for(100, [&](int64_t b, int64_t e, int) {
+          for (int64_t i = b; i < e; ++i) acc += i;
+        });
+        *sum += acc.load();
+      });
+    }
+    for (int s = 7; s >= 0; --s) {
+      EXPECT_TRUE(stage.pending(s));
+      EXPECT_GE(stage.wait(s), 0.0);
+      EXPECT_FALSE(stage.pending(s));
+    }
+  }
+  for (int i = 0; i < 24; ++i) EXPECT_EQ(order[static_cast<size_t>(i)], i);
+  for (int64_t s : sums) EXPECT_EQ(s, 3 * 4950);
+}
+
+TEST(HostStage, ExceptionResurfacesInWaitAndTheSlotIsReusable) {
+  HostStage stage(1, 2);
+  stage.submit(1, [](ThreadPool&) { throw Error("job failed on purpose"); });
+  EXPECT_THROW(stage.wait(1), Error);
+  int x = 0;
+  int* px = &x;
+  EXPECT_GE(stage.run(1, [px](ThreadPool&) { *px = 42; }), 0.0);
+  EXPECT_EQ(x, 42);
+}
+
+TEST(HostStage, MisuseIsAnError) {
+  HostStage stage(1, 2);
+  EXPECT_THROW(stage.wait(0), Error);                        // nothing submitted
+  EXPECT_THROW(stage.submit(2, [](ThreadPool&) {}), Error);  // no such slot
+  std::atomic<bool> release{false};
+  std::atomic<bool>* r = &release;
+  stage.submit(0, [r](ThreadPool&) {
+    while (!r->load()) std::this_thread::yield();
+  });
+  EXPECT_THROW(stage.submit(0, [](ThreadPool&) {}), Error);  // slot 0 still has its job
+  release = true;
+  stage.wait(0);
+}
+
+TEST(HostStage, SubmitAndWaitAllocateNothing) {
+  HostStage stage(2, 4);
+  // A job as large as the decode pipeline's (five pointers and an int).
+  struct Args {
+    const void *a, *b, *c, *d;
+    int64_t* out;
+    int layer;
+  };
+  int64_t result = 0;
+  const Args args{nullptr, nullptr, nullptr, nullptr, &result, 3};
+  stage.run(0, [args](ThreadPool&) { *args.out += args.layer; });  // warm: pool and queue exist
+  g_allocations = 0;
+  g_counting = true;
+  for (int i = 0; i < 1000; ++i) {
+    stage.submit(i % 4, [args](ThreadPool&) { *args.out += args.layer; });
+    stage.wait(i % 4);
+  }
+  g_counting = false;
+  EXPECT_EQ(g_allocations.load(), 0);
+  EXPECT_EQ(result, 3 * 1001);
+}
+
+}  // namespace
+}  // namespace hg

@@ -1,0 +1,207 @@
+// Tiled prefill attention (kernels/cpu/prefill_attention.h) against its scalar twin, and the twin
+// against a double-precision reference: every ISA this CPU runs, f32/bf16/f16 caches in the host
+// store's token-block layout, GQA groups 1-8, head_dim 64/128/odd, query tiles and key tiles
+// with remainders, token blocks that cut key tiles, rows that see nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/prefill_attention.h"
+#include "test_util.h"
+
+namespace hg::cpu {
+namespace {
+
+// One layer's K or V of n_tokens tokens in token blocks of block_tokens (with a second layer's
+// part between blocks, as in the host store), and the fp32 values it holds [g][t][d].
+struct BlockCache {
+  std::vector<uint8_t> bytes;
+  std::vector<float> values;
+  KvBlocks layout;
+};
+
+BlockCache random_block_cache(DType dt, int n_kv, int hd, int64_t n_tokens, int64_t block_tokens, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const size_t elem = dt == DType::F32 ? 4 : 2;
+  const size_t layer_bytes = static_cast<size_t>(n_kv * block_tokens * hd) * elem;
+  const int64_t n_blocks = (n_tokens + block_tokens - 1) / block_tokens;
+  BlockCache c;
+  c.bytes.assign(static_cast<size_t>(n_blocks) * 2 * layer_bytes + 64, 0xff);
+  c.values.resize(static_cast<size_t>(n_kv * n_tokens * hd));
+  c.layout = {dt, block_tokens, 2 * layer_bytes, reinterpret_cast<const std::byte*>(c.bytes.data()) + layer_bytes};
+  for (int g = 0; g < n_kv; ++g)
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int d = 0; d < hd; ++d) {
+        uint8_t* row = c.bytes.data() + layer_bytes + static_cast<size_t>(t / block_tokens) * 2 * layer_bytes +
+                       static_cast<size_t>((g * block_tokens + t % block_tokens) * hd) * elem;
+        float v = u(rng);
+        if (dt == DType::F16) {
+          reinterpret_cast<uint16_t*>(row)[d] = fp32_to_f16(v);
+          v = f16_to_fp32(fp32_to_f16(v));
+        } else if (dt == DType::BF16) {
+          reinterpret_cast<uint16_t*>(row)[d] = fp32_to_bf16(v);
+          v = bf16_to_fp32(fp32_to_bf16(v));
+        } else {
+          reinterpret_cast<float*>(row)[d] = v;
+        }
+        c.values[static_cast<size_t>((g * n_tokens + t) * hd + d)] = v;
+      }
+  return c;
+}
+
+struct Problem {
+  int n_heads, n_kv, hd;
+  int64_t n_rows, n_tokens, block_tokens;
+  DType dt;
+  BlockCache k, v;
+  std::vector<float> q;
+  std::vector<int64_t> visible;
+  PrefillAttentionArgs args(std::vector<float>& out, std::vector<float>& lse) const {
+    out.assign(static_cast<size_t>(n_rows * n_heads * hd), NAN);
+    lse.assign(static_cast<size_t>(n_rows * n_heads), NAN);
+    PrefillAttentionArgs a;
+    a.q = q.data();
+    a.ld_q = static_cast<int64_t>(n_heads) * hd;
+    a.n_rows = n_rows;
+    a.n_heads = n_heads;
+    a.n_kv_heads = n_kv;
+    a.head_dim = hd;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    a.k = k.layout;
+    a.v = v.layout;
+    a.n_visible = visible.data();
+    a.out = out.data();
+    a.ld_out = a.ld_q;
+    a.lse = lse.data();
+    a.ld_lse = n_heads;
+    return a;
+  }
+};
+
+// Causal rows like a prefill chunk: row i sees offset + i tokens (clamped to [0, n_tokens]).
+Problem make_problem(DType dt, int n_heads, int n_kv, int hd, int64_t n_rows, int64_t n_tokens, int64_t block_tokens,
+                     int64_t offset, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Problem p{n_heads, n_kv, hd, n_rows, n_tokens, block_tokens, dt, {}, {}, {}, {}};
+  p.k = random_block_cache(dt, n_kv, hd, n_tokens, block_tokens, rng);
+  p.v = random_block_cache(dt, n_kv, hd, n_tokens, block_tokens, rng);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);  // scores spread enough to test the max shift
+  p.q.resize(static_cast<size_t>(n_rows * n_heads * hd));
+  for (auto& x : p.q) x = u(rng);
+  p.visible.resize(static_cast<size_t>(n_rows));
+  for (int64_t i = 0; i < n_rows; ++i) p.visible[static_cast<size_t>(i)] = std::clamp<int64_t>(offset + i, 0, n_tokens);
+  return p;
+}
+
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, float tol, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isinf(b[i])) {
+      ASSERT_EQ(a[i], b[i]) << what << " at " << i;
+      continue;
+    }
+    ASSERT_NEAR(a[i], b[i], tol * (1.0f + std::fabs(b[i]))) << what << " at " << i;
+  }
+}
+
+// Runs the tiled kernel with every ISA, in two item ranges with separate scratch (as two pool
+// threads would), and compares with the scalar twin.
+void check_against_twin(const Problem& p, const std::string& name) {
+  std::vector<float> ref_out, ref_lse, out, lse;
+  PrefillAttentionScratch scratch, scratch2;
+  const PrefillAttentionArgs ra = p.args(ref_out, ref_lse);
+  const int64_t items = prefill_attention_items(ra);
+  prefill_attention_scalar(ra, 0, items, scratch);
+  for (CpuIsa isa : test::supported_cpu_isas()) {
+    const PrefillAttentionArgs a = p.args(out, lse);
+    const int64_t mid = items / 2;
+    prefill_attention_isa(isa, a, 0, mid, scratch);
+    prefill_attention_isa(isa, a, mid, items, scratch2);
+    const std::string what = name + " isa " + cpu_isa_label(isa);
+    expect_close(out, ref_out, 2e-5f, what + " out");
+    expect_close(lse, ref_lse, 2e-5f, what + " lse");
+  }
+}
+
+TEST(PrefillAttention, TiledMatchesScalarTwinOverShapes) {
+  struct Heads {
+    int n_heads, n_kv;
+  };
+  uint32_t seed = 1;
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
+    for (const Heads& h : {Heads{2, 2}, Heads{4, 2}, Heads{9, 3}, Heads{8, 2}, Heads{10, 2}, Heads{8, 1}})
+      for (int hd : {64, 128, 33}) {
+        // 70 rows: a query-tile remainder for every group; 300 tokens in blocks of 256 and 37
+        // cut key tiles at the block edges; the first rows see nothing (offset < 0).
+        const int64_t block_tokens = seed % 2 ? 256 : 37;
+        const Problem p = make_problem(dt, h.n_heads, h.n_kv, hd, 70, 300, block_tokens, 300 - 90, seed++);
+        check_against_twin(p, std::string(dtype_name(dt)) + " heads " + std::to_string(h.n_heads) + "/" +
+                                  std::to_string(h.n_kv) + " hd " + std::to_string(hd));
+      }
+}
+
+TEST(PrefillAttention, RowsSeeingNothingOrEverything) {
+  for (int64_t offset : {-100, -10, 0}) {
+    const Problem p = make_problem(DType::BF16, 9, 3, 64, 65, 129, 64, offset, 7);
+    check_against_twin(p, "offset " + std::to_string(offset));
+  }
+  // every row sees every token (the first chunk after a window fills the host store)
+  const Problem all = make_problem(DType::F16, 6, 2, 64, 33, 513, 256, 10000, 8);
+  check_against_twin(all, "all visible");
+}
+
+TEST(PrefillAttention, UnorderedVisibility) {
+  Problem p = make_problem(DType::BF16, 8, 1, 128, 41, 200, 256, 0, 9);
+  std::mt19937 rng(10);
+  for (auto& v : p.visible) v = std::uniform_int_distribution<int64_t>(0, 200)(rng);
+  check_against_twin(p, "random visibility");
+}
+
+TEST(PrefillAttention, EmptyRowGivesZeroAndMinusInfinity) {
+  const Problem p = make_problem(DType::F32, 4, 2, 64, 5, 10, 256, -100, 11);
+  std::vector<float> out, lse;
+  PrefillAttentionScratch scratch;
+  const PrefillAttentionArgs a = p.args(out, lse);
+  prefill_attention(a, 0, prefill_attention_items(a), scratch);
+  for (float x : out) EXPECT_EQ(x, 0.0f);
+  for (float x : lse) EXPECT_EQ(x, -INFINITY);
+}
+
+TEST(PrefillAttention, ScalarTwinMatchesDoubleReference) {
+  const Problem p = make_problem(DType::BF16, 6, 2, 33, 9, 40, 16, 30, 12);
+  std::vector<float> out, lse;
+  PrefillAttentionScratch scratch;
+  const PrefillAttentionArgs a = p.args(out, lse);
+  prefill_attention_scalar(a, 0, prefill_attention_items(a), scratch);
+  const int group = p.n_heads / p.n_kv;
+  for (int64_t i = 0; i < p.n_rows; ++i)
+    for (int h = 0; h < p.n_heads; ++h) {
+      const int g = h / group;
+      const int64_t n = p.visible[static_cast<size_t>(i)];
+      std::vector<double> s(static_cast<size_t>(n));
+      double mx = -INFINITY;
+      for (int64_t t = 0; t < n; ++t) {
+        double dot = 0;
+        for (int d = 0; d < p.hd; ++d)
+          dot += static_cast<double>(p.q[static_cast<size_t>((i * p.n_heads + h) * p.hd + d)]) *
+                 p.k.values[static_cast<size_t>((g * p.n_tokens + t) * p.hd + d)];
+        s[static_cast<size_t>(t)] = dot * a.scale;
+        mx = std::max(mx, s[static_cast<size_t>(t)]);
+      }
+      double sum = 0;
+      for (auto& x : s) sum += (x = std::exp(x - mx));
+      EXPECT_NEAR(lse[static_cast<size_t>(i * p.n_heads + h)], mx + std::log(sum), 1e-5);
+      for (int d = 0; d < p.hd; ++d) {
+        double o = 0;
+        for (int64_t t = 0; t < n; ++t)
+          o += s[static_cast<size_t>(t)] / sum * p.v.values[static_cast<size_t>((g * p.n_tokens + t) * p.hd + d)];
+        EXPECT_NEAR(out[static_cast<size_t>((i * p.n_heads + h) * p.hd + d)], o, 1e-5);
+      }
+    }
+}
+
+}  // namespace
+}  // namespace hg::cpu
