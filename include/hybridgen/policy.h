@@ -38,6 +38,9 @@ std::vector<std::string> policy_presets();
 void apply_policy_yaml(Policy& p, const std::string& yaml_path);
 // Checks the knobs against each other and a context length; hg::Error on contradictions.
 void validate_policy(const Policy& p, int ctx);
+// A hybrid policy whose device window and sinks hold `ctx` tokens never moves a token to the host:
+// it is full attention (DESIGN.md: not an error; the engine runs it as `full` and says so once).
+bool window_covers_context(const Policy& p, int ctx);
 std::string describe_policy(const Policy& p);
 
 Selection parse_selection(const std::string& s);

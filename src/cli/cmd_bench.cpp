@@ -4,7 +4,9 @@
 // bytes streamed per second and, with --peak-gbps, its fraction of the machine's read bandwidth.
 // The measurement is src/eval/bench; here are the options and the printing, and the `bench`
 // sweep task.
+#include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -13,10 +15,13 @@
 #include "cli/eval_tasks.h"
 #include "eval/bench.h"
 #include "hybridgen/error.h"
+#include "util/thread_pool.h"
 
 namespace hg::cli {
 
 namespace {
+
+constexpr int kMaxRepetitions = 10000;
 
 struct BenchOptions {
   ModelOptions model;
@@ -28,19 +33,22 @@ struct BenchOptions {
   double peak_gbps = 0.0;
 };
 
-std::vector<int> parse_list(const std::string& s, const std::string& flag, int min_value) {
+// A comma list of integers in [lo, hi]; `why` says where the bounds come from.
+std::vector<int> parse_list(const std::string& s, const std::string& flag, int lo, int hi, const std::string& why) {
   std::vector<int> out;
   std::stringstream ss(s);
   std::string item;
   while (std::getline(ss, item, ',')) {
+    int v = 0;
     try {
       size_t used = 0;
-      const int v = std::stoi(item, &used);
-      if (used != item.size() || v < min_value) throw std::invalid_argument(item);
-      out.push_back(v);
+      v = std::stoi(item, &used);
+      if (used != item.size()) throw std::invalid_argument(item);
     } catch (const std::exception&) {
-      throw Error(flag + ": '" + item + "' is not an integer >= " + std::to_string(min_value));
+      throw Error(flag + ": '" + item + "' is not an integer");
     }
+    check_range(flag, v, lo, hi, why);
+    out.push_back(v);
   }
   if (out.empty()) throw Error(flag + ": empty list");
   return out;
@@ -133,15 +141,19 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
   cmd.add_option("--peak-gbps", o.peak_gbps, "measured read bandwidth (build/bin/membw) to report decode's fraction of it");
 }
 
-eval::BenchConfig bench_config(const BenchOptions& o) {
-  if (o.reps < 1) throw Error("-r must be at least 1");
+// max_ctx: the model's context (lengths are checked against it), 0 before the model is loaded.
+eval::BenchConfig bench_config(const BenchOptions& o, int max_ctx) {
+  check_range("-r", o.reps, 1, kMaxRepetitions);
+  check_real_range("--peak-gbps", o.peak_gbps, 0.0, 1e6, "GB/s");
   eval::BenchConfig c;
   c.policies = split_policies(o.policy.preset);
-  c.prompts = parse_list(o.prompts, "-p", 0);
-  c.gens = parse_list(o.gens, "-n", 0);
-  c.batches = parse_list(o.batches, "-b", 1);
-  c.threads = parse_list(o.threads, "-t", 1);
-  c.depths = parse_list(o.depths, "-d", 0);
+  c.batches = parse_list(o.batches, "-b", 1, kMaxBatch, "sequences decoded together");
+  c.threads = parse_list(o.threads, "-t", 1, hardware_threads(), "the CPUs of this machine");
+  const int ctx_hi = max_ctx > 0 ? std::max(max_ctx, o.runtime.ctx) : std::numeric_limits<int>::max();
+  const std::string ctx_why = max_ctx > 0 ? "the model's context" : "";
+  c.prompts = parse_list(o.prompts, "-p", 0, ctx_hi, ctx_why);
+  c.gens = parse_list(o.gens, "-n", 0, ctx_hi, ctx_why);
+  c.depths = parse_list(o.depths, "-d", 0, ctx_hi, ctx_why);
   c.reps = o.reps;
   c.ctx = o.runtime.ctx;
   c.peak_gbps = o.peak_gbps;
@@ -149,12 +161,12 @@ eval::BenchConfig bench_config(const BenchOptions& o) {
 }
 
 void check_bench_options(const BenchOptions& o) {
-  const eval::BenchConfig c = bench_config(o);
+  const eval::BenchConfig c = bench_config(o, 0);
   for (const auto& policy : c.policies) check_engine_options(o.runtime, o.policy, policy);
 }
 
-std::vector<nlohmann::json> measure_bench(const BenchOptions& o, const Model& model) {
-  const eval::BenchConfig c = bench_config(o);
+std::vector<nlohmann::json> measure_bench(const BenchOptions& o, const Model& model, const ProgressOptions& progress) {
+  const eval::BenchConfig c = bench_config(o, model.spec.max_ctx);
   auto options = [&](const std::string& policy, int threads, int batch, int ctx) {
     RuntimeOptions rt = o.runtime;
     rt.threads = threads;
@@ -162,7 +174,13 @@ std::vector<nlohmann::json> measure_bench(const BenchOptions& o, const Model& mo
     apply_policy_options(o.policy, policy, eo);
     return eo;
   };
-  return eval::run_bench(model, c, options);
+  // One progress report over every timed and warm-up run of the grid.
+  Progress bar("bench", c.runs(), "runs", progress);
+  eval::BenchHooks hooks;
+  hooks.on_run = [&](const std::string& status) { bar.advance(1, status); };
+  auto rows = eval::run_bench(model, c, options, hooks);
+  bar.finish();
+  return rows;
 }
 
 void run_bench(const BenchOptions& o) {
@@ -172,7 +190,7 @@ void run_bench(const BenchOptions& o) {
   check_bench_options(o);
   auto model = load_model(o.model);
   std::vector<Row> rows;
-  for (auto& j : measure_bench(o, *model)) rows.push_back({std::move(j)});
+  for (auto& j : measure_bench(o, *model, progress_options(o.runtime))) rows.push_back({std::move(j)});
   print_rows(rows, o.output);
 }
 
@@ -184,7 +202,8 @@ class BenchTask : public TaskRun {
   void check() const override { check_bench_options(o_); }
   nlohmann::json run(TaskContext& ctx) override {
     setup_logging(o_.runtime.verbose);
-    const std::vector<nlohmann::json> rows = measure_bench(o_, ctx.models.model(o_.model));
+    const std::vector<nlohmann::json> rows =
+        measure_bench(o_, ctx.models.model(o_.model), task_progress(ctx, o_.runtime));
     nlohmann::json j = {{"rows", rows}};
     int pp = 0, tg = 0;
     for (const auto& r : rows) (r.contains("n_gen") ? tg : pp) += 1;

@@ -32,6 +32,12 @@ const Tokenizer& ModelCache::tokenizer(const ModelOptions& o, const std::string&
   return *tokenizer_;
 }
 
+ProgressOptions task_progress(const TaskContext& ctx, const RuntimeOptions& r) {
+  ProgressOptions p = progress_options(r);
+  if (!ctx.progress) p.mode = ProgressMode::Off;
+  return p;
+}
+
 const std::vector<EvalTask>& eval_tasks() {
   static const std::vector<EvalTask> tasks = {
       {"ppl", "perplexity of a text (-f) over windows of --ctx tokens, as `hybridgen perplexity`", bind_ppl_task},
@@ -102,7 +108,7 @@ void run_eval(const EvalOptions& o, const std::vector<std::string>& args) {
   }
   run->check();
   ModelCache models;
-  TaskContext ctx{models, !o.json};
+  TaskContext ctx{models, true};
   const nlohmann::json result = run->run(ctx);
   std::printf("%s\n", o.json ? result.dump().c_str() : run->summary(result).c_str());
 }

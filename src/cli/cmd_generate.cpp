@@ -43,10 +43,23 @@ std::vector<int32_t> prompt_ids(const GenerateOptions& o, const Tokenizer* tok) 
   return tok->encode(text, /*add_special=*/true);
 }
 
+// Ranges of the numeric options (the policy's and the runtime's are checked where they are applied).
+void check_options(const GenerateOptions& o, const ModelSpec& spec) {
+  const int max_ctx = std::max(spec.max_ctx, o.runtime.ctx);
+  check_range("-n", o.n_predict, 0, max_ctx, "the model's context");
+  const SamplerOptions& s = o.sampler;
+  check_real_range("--temp", s.temperature, 0.0, 100.0, "0: greedy");
+  check_range("--top-k", s.top_k, 0, spec.vocab_size, "0: off; at most the vocabulary");
+  check_real_range("--top-p", s.top_p, 0.0, 1.0, "1: off");
+  check_real_range("--min-p", s.min_p, 0.0, 1.0, "0: off");
+  check_real_range("--repeat-penalty", s.repeat_penalty, 0.01, 100.0, "1: off");
+  check_range("--repeat-last-n", s.repeat_last_n, -1, max_ctx, "-1: all");
+}
+
 void run_generate(const GenerateOptions& o) {
   setup_logging(o.runtime.verbose);
-  if (o.n_predict < 0) throw Error("-n must be >= 0, got " + std::to_string(o.n_predict));
   auto model = load_model(o.model);
+  check_options(o, model->spec);
   auto tok = load_tokenizer(o.model, *model);
   std::vector<int32_t> history = prompt_ids(o, tok.get());
   if (history.empty()) throw Error("the prompt is empty after tokenization");
@@ -67,7 +80,7 @@ void run_generate(const GenerateOptions& o) {
   std::vector<int32_t> generated;
   generated.reserve(static_cast<size_t>(o.n_predict));
 
-  engine.prefill(0, history, logits.data());
+  prefill_with_progress(engine, 0, history, logits.data(), progress_options(o.runtime));
   const int seq = 0;
   for (int i = 0; i < o.n_predict; ++i) {
     const int32_t next = sampler.sample(logits.data(), history);

@@ -44,10 +44,11 @@ nlohmann::json numa_plan(const InfoOptions& o, const ModelSpec& s, int ctx, DTyp
 
 void run_info(const InfoOptions& o) {
   setup_logging(0);
+  if (o.ctx < 0) throw Error("--ctx must be >= 0 (0: the model's max), got " + std::to_string(o.ctx));
+  check_range("--batch", o.batch, 1, kMaxBatch, "sequences decoded together");
   auto model = load_model(o.model);
   const ModelSpec& s = model->spec;
   const int ctx = o.ctx > 0 ? o.ctx : s.max_ctx;
-  if (o.batch < 1) throw Error("--batch must be at least 1");
   const DType kv_dtype = parse_kv_dtype(o.kv_dtype);
   const size_t kv_per_token = KvCache::bytes_per_token(s, kv_dtype);
   const double kv_total = static_cast<double>(kv_per_token) * ctx * o.batch;

@@ -43,11 +43,12 @@ void add_perplexity_options(CLI::App& cmd, PerplexityOptions& o) {
 void check_perplexity_options(const PerplexityOptions& o) {
   if (o.file.empty() == o.ids_file.empty()) throw Error("give exactly one of -f FILE and --ids-file FILE");
   if (!o.ref.empty() && o.ref != "full") throw Error("--ref: only 'full' is a reference policy, got '" + o.ref + "'");
-  if (o.max_windows < 0) throw Error("--max-windows must be >= 0, got " + std::to_string(o.max_windows));
+  if (o.runtime.ctx == 1) throw Error("--ctx must be at least 2: a window scores every token after its first");
+  if (o.max_windows < 0) throw Error("--max-windows must be >= 0 (0: all), got " + std::to_string(o.max_windows));
   check_engine_options(o.runtime, o.policy, o.policy.preset);
 }
 
-nlohmann::json measure_perplexity(const PerplexityOptions& o, ModelCache& models, bool progress) {
+nlohmann::json measure_perplexity(const PerplexityOptions& o, ModelCache& models, const ProgressOptions& progress) {
   check_perplexity_options(o);
   const Model& model = models.model(o.model);
   std::vector<int32_t> ids = !o.ids_file.empty()
@@ -60,15 +61,15 @@ nlohmann::json measure_perplexity(const PerplexityOptions& o, ModelCache& models
   eval::ScoreHooks hooks;
   std::unique_ptr<NpyWriter> npy;
   if (!o.save_logits.empty()) {
-    size_t positions = 0;
-    for (const auto& w : windows) positions += w.end - w.begin;
-    npy = std::make_unique<NpyWriter>(o.save_logits, static_cast<int64_t>(positions), model.spec.vocab_size);
+    npy = std::make_unique<NpyWriter>(o.save_logits, eval::total_positions(windows), model.spec.vocab_size);
     hooks.on_logits = [&](const float* rows, int64_t n) { npy->write_rows(rows, n); };
   }
-  if (progress)
-    hooks.on_window = [](size_t done, size_t total, double ppl) {
-      std::fprintf(stderr, "[%zu/%zu] ppl so far %.4f\n", done, total, ppl);
-    };
+  Progress bar("perplexity", eval::total_positions(windows), "tokens", progress);
+  hooks.on_progress = [&](const eval::ScoreProgress& p) {
+    char status[96];
+    std::snprintf(status, sizeof status, "window %zu/%zu, ppl so far %.4f", p.window + 1, p.windows, p.ppl);
+    bar.update(p.positions, status);
+  };
 
   RuntimeOptions rt = o.runtime;
   rt.ctx = ctx;
@@ -88,6 +89,7 @@ nlohmann::json measure_perplexity(const PerplexityOptions& o, ModelCache& models
   } else {
     r = eval::score_prefill(engine, ids, windows, hooks);
   }
+  bar.finish();
   if (npy) npy->close();
   nlohmann::json j = r.to_json();
   j["ctx"] = ctx;
@@ -128,7 +130,7 @@ class PerplexityTask : public TaskRun {
   void check() const override { check_perplexity_options(o_); }
   nlohmann::json run(TaskContext& ctx) override {
     setup_logging(o_.runtime.verbose);
-    return measure_perplexity(o_, ctx.models, ctx.progress);
+    return measure_perplexity(o_, ctx.models, task_progress(ctx, o_.runtime));
   }
   std::string summary(const nlohmann::json& result) const override { return perplexity_summary(result); }
 
@@ -149,7 +151,7 @@ void add_perplexity_command(CLI::App& app) {
   cmd->callback([o] {
     setup_logging(o->runtime.verbose);
     ModelCache models;
-    const nlohmann::json j = measure_perplexity(*o, models, !o->json);
+    const nlohmann::json j = measure_perplexity(*o, models, progress_options(o->runtime));
     std::printf("%s\n", o->json ? j.dump().c_str() : perplexity_summary(j).c_str());
   });
 }

@@ -3,6 +3,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,6 +12,7 @@
 
 #include "hybridgen/error.h"
 #include "mem/placement.h"
+#include "util/thread_pool.h"
 
 namespace hg::cli {
 
@@ -29,6 +32,7 @@ void add_runtime_options(CLI::App& cmd, RuntimeOptions& o) {
   cmd.add_option("--device", o.device, "auto|cpu|cuda")->capture_default_str();
   cmd.add_option("--gpu", o.gpu, "CUDA device index")->capture_default_str();
   cmd.add_flag("-v,--verbose", o.verbose, "more log output");
+  cmd.add_flag("--no-progress", o.no_progress, "no progress bar or progress lines on stderr");
 }
 
 void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list) {
@@ -124,12 +128,48 @@ EngineOptions engine_options(const RuntimeOptions& r, const ModelSpec& spec, int
   e.device = r.device;
   e.gpu = r.gpu;
   e.batch = batch;
+  check_range("-t", r.threads, 0, hardware_threads(), "0: all; at most the CPUs of this machine");
+  if (r.gpu < 0) throw Error("--gpu must be >= 0 (a CUDA device index), got " + std::to_string(r.gpu));
   if (r.ctx < 0) throw Error("--ctx must be >= 0, got " + std::to_string(r.ctx));
   e.ctx = r.ctx > 0 ? r.ctx : needed_ctx;
   if (e.ctx > spec.max_ctx)
     throw Error("context of " + std::to_string(e.ctx) + " tokens is longer than the model's " +
                 std::to_string(spec.max_ctx) + " (max_position_embeddings)");
   return e;
+}
+
+namespace {
+template <typename T>
+void check_range_impl(const std::string& flag, T value, T lo, T hi, const std::string& why) {
+  if (value >= lo && value <= hi) return;  // false for NaN
+  std::ostringstream m;
+  m << flag << " must be between " << lo << " and " << hi << (why.empty() ? "" : " (" + why + ")") << ", got " << value;
+  throw Error(m.str());
+}
+}  // namespace
+
+void check_range(const std::string& flag, int64_t value, int64_t lo, int64_t hi, const std::string& why) {
+  check_range_impl(flag, value, lo, hi, why);
+}
+void check_real_range(const std::string& flag, double value, double lo, double hi, const std::string& why) {
+  check_range_impl(flag, value, lo, hi, why);
+}
+
+ProgressOptions progress_options(const RuntimeOptions& r) {
+  ProgressOptions p;
+  if (r.no_progress) p.mode = ProgressMode::Off;
+  return p;
+}
+
+void prefill_with_progress(Engine& engine, int seq, std::span<const int32_t> tokens, float* logits_last,
+                           const ProgressOptions& progress) {
+  Progress bar("prefill", static_cast<int64_t>(tokens.size()), "tokens", progress);
+  const size_t chunk = static_cast<size_t>(std::max(1, engine.options().ubatch));
+  for (size_t begin = 0; begin < tokens.size(); begin += chunk) {
+    const size_t n = std::min(chunk, tokens.size() - begin);
+    engine.prefill(seq, tokens.subspan(begin, n), begin + n == tokens.size() ? logits_last : nullptr);
+    bar.update(static_cast<int64_t>(begin + n));
+  }
 }
 
 std::vector<int32_t> parse_ids(const std::string& text, const std::string& what) {
@@ -144,7 +184,9 @@ std::vector<int32_t> parse_ids(const std::string& text, const std::string& what)
   ids.reserve(j.size());
   for (const auto& v : j) {
     if (!v.is_number_integer()) throw Error(what + ": element " + v.dump() + " is not an integer token id");
-    ids.push_back(v.get<int32_t>());
+    const int64_t id = v.is_number_unsigned() && v.get<uint64_t>() > INT32_MAX ? INT64_MAX : v.get<int64_t>();
+    if (id < INT32_MIN || id > INT32_MAX) throw Error(what + ": token id " + v.dump() + " is out of range");
+    ids.push_back(static_cast<int32_t>(id));
   }
   return ids;
 }

@@ -12,8 +12,11 @@
 #include "hybridgen/model.h"
 #include "hybridgen/policy.h"
 #include "hybridgen/tokenizer.h"
+#include "util/progress.h"
 
 namespace hg::cli {
+
+inline constexpr int kMaxBatch = 256;  // sequences decoded together (llama.cpp's LLAMA_MAX_SEQ)
 
 struct ModelOptions {
   std::string model;            // -m: directory, .gguf or alias
@@ -40,6 +43,7 @@ struct RuntimeOptions {
   std::string device = "auto";
   int gpu = 0;
   int verbose = 0;
+  bool no_progress = false;  // --no-progress
 };
 
 void add_model_options(CLI::App& cmd, ModelOptions& o);
@@ -57,6 +61,17 @@ std::unique_ptr<Model> load_model(const ModelOptions& o);
 // The tokenizer from --tokenizer or the model's own; nullptr when neither exists.
 std::unique_ptr<Tokenizer> load_tokenizer(const ModelOptions& o, const Model& model);
 EngineOptions engine_options(const RuntimeOptions& r, const ModelSpec& spec, int needed_ctx, int batch);
+// Progress on stderr (a bar on a terminal, periodic lines otherwise), or none with --no-progress.
+ProgressOptions progress_options(const RuntimeOptions& r);
+// engine.prefill in chunks of the engine's ubatch (the chunks it would make itself, so the result is
+// the same), reporting tokens done / total.
+void prefill_with_progress(Engine& engine, int seq, std::span<const int32_t> tokens, float* logits_last,
+                           const ProgressOptions& progress);
+
+// Range checks of numeric options: hg::Error "-t must be between 0 and 16 (the CPUs of this
+// machine), got 99999" (`why`, when given, says where the bounds come from).
+void check_range(const std::string& flag, int64_t value, int64_t lo, int64_t hi, const std::string& why = "");
+void check_real_range(const std::string& flag, double value, double lo, double hi, const std::string& why = "");
 
 // Parses a JSON array of token ids ("[1, 2, 3]"); `what` names the source in errors.
 std::vector<int32_t> parse_ids(const std::string& json, const std::string& what);

@@ -39,6 +39,9 @@ struct TaskContext {
   bool progress = true;  // report the task's own progress (windows, trials) on stderr
 };
 
+// The task's own progress (windows, trials, runs): off inside a sweep, which shows its own.
+ProgressOptions task_progress(const TaskContext& ctx, const RuntimeOptions& r);
+
 class TaskRun {
  public:
   virtual ~TaskRun() = default;

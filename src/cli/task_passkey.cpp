@@ -69,10 +69,9 @@ class PasskeyTask : public TaskRun {
     EngineOptions eo = engine_options(rt, model.spec, rt.ctx, 1);
     apply_policy_options(policy_, policy_.preset, eo);
     Engine engine(model, eo);
-    auto on_trial = [&](int done, int total) {
-      if (ctx.progress) std::fprintf(stderr, "[%d/%d] passkey trials\n", done, total);
-    };
-    const eval::PasskeyResult r = eval::run_passkey(engine, tok, filler, c, on_trial);
+    Progress bar("passkey", c.trials * static_cast<int64_t>(c.depths.size()), "trials", task_progress(ctx, runtime_));
+    const eval::PasskeyResult r = eval::run_passkey(engine, tok, filler, c, [&](int done, int) { bar.update(done); });
+    bar.finish();
     nlohmann::json j = r.to_json(c);
     j["ctx"] = c.ctx;
     j["policy"] = engine.describe_attention();

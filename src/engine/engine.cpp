@@ -6,6 +6,8 @@
 #include <chrono>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "device/device.h"
 #include "engine/forward.h"
 #include "hybridgen/error.h"
@@ -29,6 +31,7 @@ struct Engine::Impl {
   std::unique_ptr<LayerAttention> attn;
   std::unique_ptr<Scratch> scratch;
   RunStats stats;
+  std::string all_on_device_note;  // set when a hybrid policy's window covers the whole context
 
   Impl(const Model& m, const EngineOptions& o) : model(m), options(o) {}
 };
@@ -52,7 +55,14 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
   impl_->device = make_device(o);
   impl_->weights = upload_weights(*impl_->device, model);
   const AttentionContext ac{*impl_->device, model, o.kv_dtype, o.ctx, o.batch};
-  if (o.policy.hybrid) {
+  if (window_covers_context(o.policy, o.ctx)) {
+    // Nothing would ever leave the device window: that is full attention, without the host stage.
+    impl_->all_on_device_note = o.policy.name + ": window " + std::to_string(o.policy.window) + " + " +
+                                std::to_string(o.policy.n_sinks) + " sinks cover the context of " + std::to_string(o.ctx) +
+                                " tokens, so every token stays on the device (as with --policy full)";
+    spdlog::info("{}", impl_->all_on_device_note);
+    impl_->attn = make_full_attention(ac);
+  } else if (o.policy.hybrid) {
     mem::PlacementOptions po;
     po.policy = mem::parse_placement_policy(o.kv_placement);
     po.k_node = o.k_node;
@@ -76,7 +86,9 @@ RunStats& Engine::stats() { return impl_->stats; }
 int Engine::position(int seq) const { return impl_->attn->length(seq); }
 void Engine::reset(int seq) { impl_->attn->reset(seq); }
 LayerAttention& Engine::attention() { return *impl_->attn; }
-std::string Engine::describe_attention() const { return impl_->attn->describe(); }
+std::string Engine::describe_attention() const {
+  return impl_->all_on_device_note.empty() ? impl_->attn->describe() : impl_->all_on_device_note;
+}
 std::vector<LayerStats> Engine::layer_stats() const {
   auto* s = impl_->attn->layer_stats();
   return s ? *s : std::vector<LayerStats>{};

@@ -54,8 +54,15 @@ double streamed_weight_bytes(const Model& m) {
   return bytes;
 }
 
+int64_t BenchConfig::runs() const {
+  int64_t tests = 0;
+  for (int p : prompts) tests += p > 0;
+  for (int n : gens) tests += static_cast<int64_t>(depths.size()) * (n > 0);
+  return static_cast<int64_t>(policies.size() * threads.size() * batches.size()) * tests * (reps + 1);
+}
+
 std::vector<nlohmann::json> run_bench(const Model& model, const BenchConfig& c, const BenchEngineOptions& options,
-                                      const std::function<void(const nlohmann::json&)>& on_row) {
+                                      const BenchHooks& hooks) {
   if (c.reps < 1) throw Error("-r must be at least 1");
   const ModelSpec& spec = model.spec;
   const std::string model_name = spec.name.empty() ? model.source.filename().string() : spec.name;
@@ -67,7 +74,10 @@ std::vector<nlohmann::json> run_bench(const Model& model, const BenchConfig& c, 
   std::vector<nlohmann::json> rows;
   auto emit = [&](nlohmann::json j) {
     rows.push_back(std::move(j));
-    if (on_row) on_row(rows.back());
+    if (hooks.on_row) hooks.on_row(rows.back());
+  };
+  auto ran = [&](const std::string& policy, const std::string& test, int t, int b) {
+    if (hooks.on_run) hooks.on_run(policy + " " + test + " t" + std::to_string(t) + " b" + std::to_string(b));
   };
   for (const std::string& policy : c.policies)
     for (int t : c.threads)
@@ -98,6 +108,7 @@ std::vector<nlohmann::json> run_bench(const Model& model, const BenchConfig& c, 
             engine.prefill(0, prompt, logits.data());
             const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             if (r > 0) tps.push_back(p / s);
+            ran(policy, "pp" + std::to_string(p), t, b);
           }
           auto [mean, sd] = mean_std(tps);
           nlohmann::json j = base_row("pp" + std::to_string(p));
@@ -129,6 +140,7 @@ std::vector<nlohmann::json> run_bench(const Model& model, const BenchConfig& c, 
               }
               const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
               if (r > 0) tps.push_back(static_cast<double>(n) * b / s);
+              ran(policy, "tg" + std::to_string(n) + (depth > 0 ? "@d" + std::to_string(depth) : ""), t, b);
             }
             auto [mean, sd] = mean_std(tps);
             nlohmann::json j = base_row("tg" + std::to_string(n) + (depth > 0 ? " @ d" + std::to_string(depth) : ""));

@@ -4,6 +4,7 @@
 // each, reported as JSON rows with mean ± std tokens/s, the weight bytes streamed per second and,
 // for hybrid policies, T_dev / T_host / T_tx / wait per decode step summed over layers.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -24,6 +25,14 @@ struct BenchConfig {
   int reps = 3;
   int ctx = 0;             // KV cache tokens per sequence (0: as the longest test needs)
   double peak_gbps = 0.0;  // measured read bandwidth; > 0 adds "peak_fraction"
+
+  // Engine runs in all (every test's warm-up and timed repetitions), for progress.
+  int64_t runs() const;
+};
+
+struct BenchHooks {
+  std::function<void(const nlohmann::json& row)> on_row;  // a finished row
+  std::function<void(const std::string& status)> on_run;  // after every run: "hybrid tg32@d2048 t2 b1"
 };
 
 // Engine options for one combination (policy, threads, batch, ctx): the caller applies its knobs.
@@ -34,8 +43,8 @@ using BenchEngineOptions =
 // tables are only read row by row, unless tied to the output head).
 double streamed_weight_bytes(const Model& m);
 
-// Runs every test; on_row (optional) sees each row as it is finished (progress).
+// Runs every test.
 std::vector<nlohmann::json> run_bench(const Model& model, const BenchConfig& c, const BenchEngineOptions& options,
-                                      const std::function<void(const nlohmann::json&)>& on_row = {});
+                                      const BenchHooks& hooks = {});
 
 }  // namespace hg::eval

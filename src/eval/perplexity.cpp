@@ -21,6 +21,12 @@ std::vector<TokenWindow> split_windows(size_t n_tokens, int ctx, int max_windows
   return windows;
 }
 
+int64_t total_positions(const std::vector<TokenWindow>& windows) {
+  int64_t n = 0;
+  for (const auto& w : windows) n += static_cast<int64_t>(w.end - w.begin);
+  return n;
+}
+
 double PerplexityResult::ppl() const { return scored > 0 ? std::exp(nll_sum / static_cast<double>(scored)) : 0.0; }
 
 nlohmann::json PerplexityResult::to_json() const {
@@ -41,6 +47,7 @@ PerplexityResult score_prefill(Engine& engine, std::span<const int32_t> ids, con
   for (const auto& w : windows) longest = std::max(longest, w.end - w.begin);
   std::vector<float> logits(longest * static_cast<size_t>(vocab));  // [window, vocab]
   PerplexityResult r;
+  int64_t positions = 0;
   for (size_t w = 0; w < windows.size(); ++w) {
     const std::span<const int32_t> window = ids.subspan(windows[w].begin, windows[w].end - windows[w].begin);
     engine.reset(0);
@@ -49,7 +56,8 @@ PerplexityResult score_prefill(Engine& engine, std::span<const int32_t> ids, con
       r.nll_sum -= log_prob(logits.data() + i * static_cast<size_t>(vocab), vocab, window[i + 1]);
     r.scored += static_cast<int64_t>(window.size()) - 1;
     if (hooks.on_logits) hooks.on_logits(logits.data(), static_cast<int64_t>(window.size()));
-    if (hooks.on_window) hooks.on_window(w + 1, windows.size(), r.ppl());
+    positions += static_cast<int64_t>(window.size());
+    if (hooks.on_progress) hooks.on_progress({positions, w, windows.size(), r.ppl()});
   }
   return r;
 }
@@ -75,6 +83,7 @@ PerplexityResult decode_loop(Engine& engine, std::span<const int32_t> ids, const
   r.has_ref = has_ref;
   const int seq = 0;
   size_t position = 0;  // scored positions so far
+  int64_t ran = 0;      // positions run so far (the windows' last ones too)
   for (size_t w = 0; w < windows.size(); ++w) {
     const auto [b, e] = windows[w];
     engine.reset(seq);
@@ -87,12 +96,13 @@ PerplexityResult decode_loop(Engine& engine, std::span<const int32_t> ids, const
       }
       if (hooks.on_logits) hooks.on_logits(logits.data(), 1);
       ++r.scored;
+      if (hooks.on_progress) hooks.on_progress({++ran, w, windows.size(), r.ppl()});
     }
     if (hooks.on_logits) {  // the window's last position: its logits predict past the window
       feed_token(engine, seq, false, ids[e - 1], logits.data());
       hooks.on_logits(logits.data(), 1);
     }
-    if (hooks.on_window) hooks.on_window(w + 1, windows.size(), r.ppl());
+    if (hooks.on_progress) hooks.on_progress({++ran, w, windows.size(), r.ppl()});
   }
   return r;
 }

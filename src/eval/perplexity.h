@@ -25,12 +25,22 @@ struct TokenWindow {
 // max_windows windows (0: all).
 std::vector<TokenWindow> split_windows(size_t n_tokens, int ctx, int max_windows);
 
+struct ScoreProgress {
+  int64_t positions = 0;  // positions run so far (of every window, its last included)
+  size_t window = 0;      // the window being scored (0-based)
+  size_t windows = 0;     // windows in all
+  double ppl = 0.0;       // so far
+};
+
 struct ScoreHooks {
   // Logits rows as they are computed ([n, vocab]); every position of every window, in order.
   std::function<void(const float* rows, int64_t n)> on_logits;
-  // After each window: windows done, windows in all, perplexity so far.
-  std::function<void(size_t done, size_t total, double ppl)> on_window;
+  // After every position of the decode path, after every window of the prefill path.
+  std::function<void(const ScoreProgress&)> on_progress;
 };
+
+// Positions the windows hold (what on_logits receives, what progress counts to).
+int64_t total_positions(const std::vector<TokenWindow>& windows);
 
 struct PerplexityResult {
   int64_t scored = 0;      // tokens scored

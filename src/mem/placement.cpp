@@ -78,8 +78,9 @@ uint64_t parse_byte_size(const std::string& flag, const std::string& text) {
     scale = uint64_t{1} << 30;
   else if (unit == "t" || unit == "tb" || unit == "tib")
     scale = uint64_t{1} << 40;
-  if (used == 0 || scale == 0 || !(value >= 0) || !std::isfinite(value))
-    throw Error(flag + ": expected a size like 8G, 512MiB or 0, got '" + text + "'");
+  // 2^60 bytes (1 EiB) bounds every real memory and keeps the conversion below exact.
+  if (used == 0 || scale == 0 || !(value >= 0) || !(value * static_cast<double>(scale) <= 0x1p60))
+    throw Error(flag + ": expected a size like 8G, 512MiB or 0 (at most 1 EiB), got '" + text + "'");
   return static_cast<uint64_t>(std::llround(value * static_cast<double>(scale)));
 }
 

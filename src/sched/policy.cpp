@@ -4,9 +4,11 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstdint>
 #include <sstream>
 
 #include "hybridgen/error.h"
+#include "util/thread_pool.h"
 
 namespace hg {
 
@@ -108,25 +110,27 @@ void apply_policy_yaml(Policy& p, const std::string& path) {
   }
 }
 
-void validate_policy(const Policy& p, int ctx) {
+bool window_covers_context(const Policy& p, int ctx) {
+  return p.hybrid && ctx > 0 && static_cast<int64_t>(p.window) + p.n_sinks >= ctx;
+}
+
+void validate_policy(const Policy& p, int /*ctx*/) {
   if (!p.hybrid) return;
   if (p.window < 0) throw Error("--window must be >= 0, got " + std::to_string(p.window));
   if (p.n_sinks < 0) throw Error("--sinks must be >= 0, got " + std::to_string(p.n_sinks));
   if (p.K < -1) throw Error("--k must be >= 0 (or -1 for all host tokens), got " + std::to_string(p.K));
-  if (p.host_threads < 1) throw Error("--host-threads must be >= 1, got " + std::to_string(p.host_threads));
-  if (p.evict_block < 1) throw Error("--evict-block must be >= 1");
+  if (p.host_threads < 1 || p.host_threads > hardware_threads())
+    throw Error("--host-threads must be between 1 and " + std::to_string(hardware_threads()) +
+                " (the CPUs of this machine), got " + std::to_string(p.host_threads));
+  if (p.evict_block < 1) throw Error("--evict-block must be >= 1, got " + std::to_string(p.evict_block));
+  if (p.partial_dims < 1) throw Error("--partial-dims must be >= 1, got " + std::to_string(p.partial_dims));
   if (p.exact_layers < 0) throw Error("--exact-layers must be >= 0, got " + std::to_string(p.exact_layers));
-  if (ctx > 0 && p.window + p.n_sinks > ctx)
-    throw Error("--window " + std::to_string(p.window) + " + --sinks " + std::to_string(p.n_sinks) +
-                " is larger than the context of " + std::to_string(ctx) + " tokens (use --policy full)");
   if (p.window == 0 && p.keep_evicted == false)
     throw Error("a window of 0 that drops evicted tokens keeps nothing to attend to");
   if (!p.keep_evicted && p.K != 0 && p.select != Selection::All)
     throw Error("--k " + std::to_string(p.K) + " selects host tokens, but this policy drops evicted tokens (streaming)");
   if (p.window > 0 && p.window < p.evict_block)
     throw Error("--window " + std::to_string(p.window) + " is smaller than --evict-block " + std::to_string(p.evict_block));
-  if (p.select == Selection::Pre && p.predictor == Predictor::Partial && p.partial_dims < 1)
-    throw Error("--partial-dims must be >= 1");
   if (p.query == QuerySource::Refine && p.select == Selection::All)
     throw Error("--query refine needs a selection (--select post|pre): with all host tokens use --query exact");
 }

@@ -4,6 +4,10 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <string>
+#include <system_error>
+
+#include "hybridgen/error.h"
 
 namespace hg {
 
@@ -24,21 +28,35 @@ inline void cpu_relax() {
 
 }  // namespace
 
+int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 ThreadPool::ThreadPool(int n_threads, std::vector<int> pin_cpus) : n_threads_(std::max(1, n_threads)) {
+  workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) {
     int cpu = pin_cpus.empty() ? -1 : pin_cpus[static_cast<size_t>(i) % pin_cpus.size()];
-    workers_.emplace_back([this, i, cpu] {
-      if (cpu >= 0) pin_current_thread(cpu);
-      worker_loop(i);
-    });
+    try {
+      workers_.emplace_back([this, i, cpu] {
+        if (cpu >= 0) pin_current_thread(cpu);
+        worker_loop(i);
+      });
+    } catch (const std::system_error& e) {
+      // A destructor never runs for a half-built object: stop the workers started so far here,
+      // or their joinable std::threads would call std::terminate.
+      stop_workers();
+      throw Error("cannot start thread " + std::to_string(i + 1) + " of " + std::to_string(n_threads_) + ": " +
+                  e.what() + " (use fewer threads)");
+    }
   }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   stop_.store(true, std::memory_order_release);
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   for (auto& t : workers_) t.join();
+  workers_.clear();
 }
 
 void ThreadPool::run_chunk(int index) {

@@ -11,11 +11,16 @@
 
 namespace hg {
 
+// Logical CPUs of this machine (std::thread::hardware_concurrency), at least 1: the bound of
+// every thread-count option.
+int hardware_threads();
+
 class ThreadPool {
  public:
   // fn(begin, end, thread_index)
   using RangeFn = std::function<void(int64_t, int64_t, int)>;
 
+  // hg::Error (not std::terminate) when the system refuses a thread; the ones started are joined.
   explicit ThreadPool(int n_threads, std::vector<int> pin_cpus = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -27,6 +32,7 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  void stop_workers();
   void run_chunk(int index);
 
   int n_threads_;

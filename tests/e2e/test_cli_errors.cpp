@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "test_util.h"
 
@@ -82,7 +84,7 @@ TEST(CliErrors, BadTokenIds) {
 TEST(CliErrors, PoliciesThatContradictThemselves) {
   const std::string m = "-m '" + (bad_root() / "good").string() + "' --ids '[1,2,3,4]' -n 2";
   expect_one_error_line(run_hybridgen("generate " + m + " --policy warp-drive"), "is not a policy");
-  expect_one_error_line(run_hybridgen("generate " + m + " --policy hybrid --ctx 64 --window 100"), "larger than the context");
+  expect_one_error_line(run_hybridgen("generate " + m + " --policy hybrid --ctx 3 --window 100"), "longer than the context");
   expect_one_error_line(run_hybridgen("generate " + m + " --policy hybrid --ctx 64 --window 16 --k -3"), "--k must be >= 0");
   expect_one_error_line(run_hybridgen("generate " + m + " --policy streaming --ctx 64 --window 16 --select post --k 8"),
                         "drops evicted tokens");
@@ -91,6 +93,58 @@ TEST(CliErrors, PoliciesThatContradictThemselves) {
                         "--query");
   expect_one_error_line(run_hybridgen("generate " + m + " --policy hybrid --ctx 64 --window 16 --k-node 7"),
                         "NUMA node 7 does not exist");
+}
+
+struct BadNumber {
+  std::string args;
+  std::string words;
+};
+
+// Every thread count, size and length option is range-checked: one line, a non-zero exit, and
+// never an abort (exit 134: `-t 99999` used to end in std::terminate while starting threads).
+TEST(CliErrors, BadNumbersGiveOneLineNeverAbort) {
+  const std::string model = "-m '" + (bad_root() / "good").string() + "'";
+  const std::string gen = "generate " + model + " --ids '[1,2,3,4]' ";
+  const std::string hybrid = gen + "-n 2 --policy hybrid --ctx 64 ";
+  const std::vector<BadNumber> cases = {
+      {gen + "-t 99999", "-t must be between 0 and"},
+      {gen + "-t -2", "-t must be between 0 and"},
+      {gen + "-t 99999999999", "--threads"},
+      {gen + "-t lots", "--threads"},
+      {hybrid + "--window 16 --host-threads 5000", "--host-threads must be between 1 and"},
+      {hybrid + "--window 16 --host-threads 0", "--host-threads must be between 1 and"},
+      {hybrid + "--window 16 --evict-block 0", "--evict-block must be >= 1"},
+      {hybrid + "--window 16 --partial-dims 0", "--partial-dims must be >= 1"},
+      {hybrid + "--window -1", "--window must be >= 0"},
+      {hybrid + "--window 16 --k-dram-budget 99999999999999999999G", "--k-dram-budget"},
+      {gen + "-n -1", "-n must be between 0 and"},
+      {gen + "-n 2147483647", "-n must be between 0 and"},
+      {gen + "--ctx -5", "--ctx must be >= 0"},
+      {gen + "--ctx 99999999", "longer than the model's"},
+      {gen + "--top-k -1", "--top-k must be between 0 and"},
+      {gen + "--top-p 1.5", "--top-p must be between 0 and 1"},
+      {gen + "--temp nan", "--temp must be between 0 and 100"},
+      {gen + "--repeat-penalty 0", "--repeat-penalty must be between"},
+      {gen + "--repeat-last-n -2", "--repeat-last-n must be between -1 and"},
+      {gen + "--gpu -1", "--gpu must be >= 0"},
+      {"generate " + model + " --ids '[4294967297]' -n 2", "out of range"},
+      {"bench " + model + " -t 99999 -p 8 -n 0 -r 1", "-t must be between 1 and"},
+      {"bench " + model + " -b 100000 -p 8 -n 0 -r 1", "-b must be between 1 and 256"},
+      {"bench " + model + " -p 2147483647 -n 0 -r 1", "-p must be between 0 and"},
+      {"bench " + model + " -p 8 -n 99999999 -r 1", "-n must be between 0 and"},
+      {"bench " + model + " -p 0 -d 99999999 -n 1 -r 1", "-d must be between 0 and"},
+      {"bench " + model + " -p 8 -n 0 -r 2147483647", "-r must be between 1 and"},
+      {"bench " + model + " -p 8 -n 0 -r 1 --peak-gbps -3", "--peak-gbps must be between 0 and"},
+      {"info " + model + " --batch 100000", "--batch must be between 1 and 256"},
+      {"info " + model + " --ctx -1", "--ctx must be >= 0"},
+      {"perplexity " + model + " --ids-file /dev/null --max-windows -1", "--max-windows must be >= 0"},
+  };
+  for (const BadNumber& c : cases) {
+    SCOPED_TRACE(c.args);
+    const RunResult r = run_hybridgen(c.args);
+    EXPECT_NE(r.exit_code, 134);
+    expect_one_error_line(r, c.words);
+  }
 }
 
 TEST(CliErrors, PolicyYamlWithLineNumber) {

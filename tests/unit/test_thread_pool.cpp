@@ -2,9 +2,16 @@
 // back-to-back jobs (the decode loop's pattern); built under TSan by `make test-tsan`.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
+#include <string>
 #include <vector>
 
+#include "hybridgen/error.h"
 #include "util/thread_pool.h"
 
 namespace hg {
@@ -55,6 +62,36 @@ TEST(ThreadPool, IdleWorkersSleepAndWake) {
   pool.parallel_for(100, [&](int64_t b, int64_t e, int) { sum += static_cast<int>(e - b); });
   EXPECT_EQ(sum.load(), 200);
 }
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // sanitizers reserve terabytes of address space
+// When the system refuses a thread, the pool throws hg::Error after joining the threads it
+// started; it used to end in std::terminate (exit 134: `hybridgen -t 99999`). The child process
+// caps its address space so that thread stacks soon cannot be mapped.
+TEST(ThreadPool, RefusedThreadIsAnErrorNotAnAbort) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    long pages = 0;
+    if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+      std::fclose(f);
+    }
+    const rlim_t cap = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (64u << 20);
+    const rlimit limit{cap, cap};
+    if (pages == 0 || setrlimit(RLIMIT_AS, &limit) != 0) _exit(3);
+    try {
+      ThreadPool pool(4096);  // 8 MiB stacks: a few fit under the cap, not 4096
+      _exit(2);
+    } catch (const Error& e) {
+      _exit(std::string(e.what()).find("cannot start thread") != std::string::npos ? 0 : 4);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+#endif
 
 }  // namespace
 }  // namespace hg
