@@ -19,15 +19,16 @@ uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
   return h;
 }
 
-// Whether `message` names option --key (not merely a longer option that starts with it).
-bool names_option(const std::string& message, const std::string& key) {
+// Where `message` first names option --key (not merely a longer option that starts with it);
+// npos when it does not.
+size_t option_mention(const std::string& message, const std::string& key) {
   const std::string flag = "--" + key;
   for (size_t at = message.find(flag); at != std::string::npos; at = message.find(flag, at + 1)) {
     const size_t end = at + flag.size();
     if (end == message.size() || !(std::isalnum(static_cast<unsigned char>(message[end])) || message[end] == '-'))
-      return true;
+      return at;
   }
-  return false;
+  return std::string::npos;
 }
 
 }  // namespace
@@ -121,16 +122,22 @@ void check_points(const SweepFile& f, const std::vector<Point>& points, const st
       check(p);
     } catch (const Error& e) {
       const std::string msg = e.what();
-      // The line of a named varying parameter, else of a named fixed one, else of the first
-      // varying one: what the user most likely has to change.
+      // The line of the varying parameter the message names first, else of the fixed one it
+      // names first, else of the point's first varying one: what the user most likely changes.
       int line = 0;
-      for (int pass = 0; pass < 3 && line == 0; ++pass)
-        for (const auto& q : p.params)
-          if ((pass == 0 && q.varying && names_option(msg, q.key)) || (pass == 1 && names_option(msg, q.key)) ||
-              (pass == 2 && q.varying)) {
+      for (bool varying : {true, false}) {
+        size_t first = std::string::npos;
+        for (const auto& q : p.params) {
+          const size_t at = option_mention(msg, q.key);
+          if (q.varying == varying && at < first) {
+            first = at;
             line = q.line;
-            break;
           }
+        }
+        if (line != 0) break;
+      }
+      for (const auto& q : p.params)
+        if (line == 0 && q.varying) line = q.line;
       if (line == 0) line = f.grid_line;
       throw Error(f.where(line) + "point " + std::to_string(p.index + 1) + "/" + std::to_string(points.size()) + " (" +
                   p.describe() + "): " + msg);
