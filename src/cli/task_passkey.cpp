@@ -43,6 +43,7 @@ class PasskeyTask : public TaskRun {
     app.add_option("--trials", config_.trials, "keys per depth")->capture_default_str();
     app.add_option("--seed", config_.seed, "seed of the keys and filler offsets")->capture_default_str();
     app.add_option("-n,--n-gen", config_.n_gen, "answer tokens generated greedily")->capture_default_str();
+    app.add_flag("--chat", config_.chat, "wrap the task in the model's chat template");
   }
 
   eval::PasskeyConfig config() const {

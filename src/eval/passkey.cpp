@@ -18,7 +18,8 @@ namespace {
 constexpr std::string_view kIntro =
     "There is an important piece of information hidden inside a lot of irrelevant text. Find it and memorize it. "
     "I will quiz you about the important information there.\n\n";
-constexpr std::string_view kQuestion = "\n\nWhat is the pass key? The pass key is";
+constexpr std::string_view kQuestion = "\n\nWhat is the pass key?";
+constexpr std::string_view kAnswer = " The pass key is";
 
 std::string needle(const std::string& key) {
   return "\nThe pass key is " + key + ". Remember it. " + key + " is the pass key.\n";
@@ -57,9 +58,19 @@ void PasskeyConfig::validate() const {
 PasskeyPrompt make_passkey_prompt(const Tokenizer& tok, std::span<const int32_t> filler, const PasskeyConfig& c,
                                   int trial, double depth) {
   const TrialDraw d = draw_trial(c.seed, trial);
-  const std::vector<int32_t> intro = tok.encode(kIntro, /*add_special=*/true);
+  // With the chat template the task is the user's message and the answer starts the assistant's:
+  // the template's text before and after a marker message wraps the pieces.
+  std::string before, after = std::string(kAnswer);
+  if (c.chat) {
+    constexpr std::string_view kMarker = "\x01PASSKEY\x01";
+    const std::string wrapped = format_chat(tok, ChatTemplate::Auto, kMarker);
+    const size_t at = wrapped.find(kMarker);
+    before = wrapped.substr(0, at);
+    after = wrapped.substr(at + kMarker.size()) + std::string(kAnswer).substr(1);
+  }
+  const std::vector<int32_t> intro = tok.encode(before + std::string(kIntro), /*add_special=*/true);
   const std::vector<int32_t> key = tok.encode(needle(d.key), false);
-  const std::vector<int32_t> question = tok.encode(kQuestion, false);
+  const std::vector<int32_t> question = tok.encode(std::string(kQuestion) + after, false);
   const int fixed = static_cast<int>(intro.size() + key.size() + question.size());
   const int n_filler = c.ctx - fixed;
   if (n_filler < 16)

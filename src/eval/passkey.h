@@ -29,6 +29,7 @@ struct PasskeyConfig {
   int trials = 4;                              // keys per depth
   uint64_t seed = 1;
   int n_gen = 8;                               // answer tokens generated (greedy)
+  bool chat = false;  // wrap the task in the model's chat template (the answer starts "The pass key is")
 
   void validate() const;  // hg::Error naming the option
 };

@@ -86,7 +86,8 @@ std::vector<Point> expand_points(const SweepFile& f) {
   for (size_t c = 0; c < combos; ++c) {
     std::vector<Param> params = f.fixed;
     for (size_t d = 0; d < dims.size(); ++d)
-      for (const Axis* a : dims[d].axes) params.push_back(a->values[at[d]]);
+      for (const Axis* a : dims[d].axes)
+        if (!a->values[at[d]].omitted) params.push_back(a->values[at[d]]);
     for (int r = 0; r < f.repeat; ++r) {
       Point p;
       p.index = points.size();

@@ -111,7 +111,10 @@ class Parser {
     p.varying = varying;
     if (key.empty()) fail(line, "an empty key");
     if (key.rfind("-", 0) == 0) fail(line, "key '" + key + "': write option names without dashes");
-    if (v.IsScalar()) {
+    if (v.IsNull() && varying) {
+      p.omitted = true;
+      p.json = nullptr;
+    } else if (v.IsScalar()) {
       p.value = v.Scalar();
       p.json = typed(v);
     } else if (v.IsSequence() && v.size() > 0) {  // one value made of several: comma-joined

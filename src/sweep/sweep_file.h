@@ -12,8 +12,10 @@
 //     sinks: [4, 8]
 //
 // Keys are the task's CLI long option names without dashes. A value is a scalar or a list of
-// scalars (passed as one comma-joined value: `depths: [0.1, 0.5]` → --depths=0.1,0.5). Every key
-// and value keeps its line, so later checks can say where a bad one is.
+// scalars (passed as one comma-joined value: `depths: [0.1, 0.5]` → --depths=0.1,0.5). In a grid
+// or zip list, `~` leaves the option out at that point (zip: {policy: [full, hybrid],
+// window: [~, 256]}: full takes no window). Every key and value keeps its line, so later checks
+// can say where a bad one is.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,6 +29,7 @@ struct Param {
   nlohmann::json json;  // typed for results: YAML ints, floats and booleans as numbers/bools
   int line = 0;         // 1-based line of the key
   bool varying = false; // from grid or zip (the point's description shows it)
+  bool omitted = false; // `~` (null) in a grid or zip list: the option is not given at that point
 };
 
 struct Axis {

@@ -81,6 +81,15 @@ TEST(SweepFile, ListValuesAreJoinedWithCommas) {
   EXPECT_EQ(points[0].params_json()["depths"], nlohmann::json::parse("[0.1, 0.5, 0.9]"));
 }
 
+TEST(SweepFile, NullLeavesAnOptionOutAtThatPoint) {
+  const SweepFile f = parse("name: n\ntask: bench\nzip:\n  policy: [full, hybrid]\n  window: [~, 256]\n");
+  const auto points = expand_points(f);
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(values(points[0]), (std::vector<std::string>{"policy=full"}));
+  EXPECT_EQ(values(points[1]), (std::vector<std::string>{"policy=hybrid", "window=256"}));
+  expect_error([] { parse("name: n\ntask: bench\nfixed: {window: ~}\ngrid: {k: [1]}\n"); }, {"s.yaml:3:", "window"});
+}
+
 TEST(SweepFile, PointKeysAreStableAndIndependentOfKeyOrder) {
   const auto a = expand_points(parse("name: a\ntask: bench\nfixed: {model: m, threads: 2}\ngrid: {k: [1, 2]}\n"));
   const auto b = expand_points(parse("name: b\ntask: bench\ngrid: {k: [2, 1]}\nfixed: {threads: 2, model: m}\n"));
