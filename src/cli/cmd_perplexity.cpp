@@ -25,7 +25,8 @@ struct PerplexityOptions {
   int max_windows = 0;
   bool json = false;
   std::string save_logits;
-  bool decode_path = false;  // token by token even for full attention without --ref (fidelity)
+  bool decode_path = false;    // token by token even for full attention without --ref (fidelity)
+  bool ref_by_prefill = false; // the reference's logits from one prefill per window (fidelity)
 };
 
 void add_perplexity_options(CLI::App& cmd, PerplexityOptions& o) {
@@ -85,7 +86,10 @@ nlohmann::json measure_perplexity(const PerplexityOptions& o, ModelCache& models
       ro.policy = policy_preset(o.ref);
       ref = std::make_unique<Engine>(model, ro);
     }
-    r = eval::score_decode(engine, ref.get(), ids, windows, hooks);
+    if (ref && o.ref_by_prefill)
+      r = eval::score_decode(engine, eval::reference_logits(*ref, ids, windows), ids, windows, hooks);
+    else
+      r = eval::score_decode(engine, ref.get(), ids, windows, hooks);
   } else {
     r = eval::score_prefill(engine, ids, windows, hooks);
   }
@@ -124,6 +128,7 @@ class PerplexityTask : public TaskRun {
     if (fidelity) {
       o_.ref = "full";
       o_.decode_path = true;
+      o_.ref_by_prefill = true;  // half the work of stepping a reference engine alongside
       app.get_option("--ref")->capture_default_str();
     }
   }

@@ -37,7 +37,7 @@ class PasskeyTask : public TaskRun {
     runtime_.ctx = config_.ctx;
     app.get_option("--ctx")->description("prompt tokens: the filler text is cut to make the prompt this long");
     app.get_option("--ctx")->capture_default_str();
-    app.add_option("-f,--file", file_, "filler text (e.g. Moby-Dick chapters)")->required();
+    app.add_option("-f,--file", file_, "filler text (e.g. Moby-Dick chapters); required");
     app.add_option("--depths", depths_, "comma list of depths of the key in the filler, fractions in [0, 1]")
         ->capture_default_str();
     app.add_option("--trials", config_.trials, "keys per depth")->capture_default_str();
@@ -54,6 +54,7 @@ class PasskeyTask : public TaskRun {
   }
 
   void check() const override {
+    if (file_.empty()) throw Error("passkey needs -f FILE: the filler text");
     config().validate();
     check_engine_options(runtime_, policy_, policy_.preset);
   }
