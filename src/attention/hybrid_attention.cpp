@@ -56,6 +56,7 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
                      spec_.rope_scaling.low_freq_factor, spec_.rope_scaling.high_freq_factor,
                      spec_.rope_scaling.original_max_position, inv_freq_.data());
   places_.resize(static_cast<size_t>(c.n_seqs));
+  plans_.assign(static_cast<size_t>(c.n_seqs), initial_plan(policy_));
   results_.assign(2, std::vector<SeqResult>());
   x_host_.resize(2);
   scratch_.resize(static_cast<size_t>(policy_.host_threads));
@@ -63,7 +64,8 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
     h2o_acc_.assign(static_cast<size_t>(c.n_seqs) * spec_.n_layers,
                     std::vector<float>(static_cast<size_t>(spec_.n_kv_heads) * c.ctx, 0.0f));
   stats_.resize(static_cast<size_t>(spec_.n_layers));
-  layer_start_.resize(static_cast<size_t>(spec_.n_layers));
+  marks_.resize(static_cast<size_t>(spec_.n_layers));
+  step_timing_.layers.resize(static_cast<size_t>(spec_.n_layers));
 }
 
 HybridAttention::~HybridAttention() {
@@ -97,13 +99,17 @@ void HybridAttention::reset(int seq) {
                 h2o_acc_[static_cast<size_t>(seq * spec_.n_layers + l)].end(), 0.0f);
 }
 
-int HybridAttention::effective_k(int64_t n_host) const {
-  if (policy_.select == Selection::All || policy_.K < 0 || policy_.K >= n_host) return static_cast<int>(n_host);
-  return policy_.K;
+int HybridAttention::effective_k(const StepPlan& plan, int64_t n_host) {
+  if (plan.select == Selection::All || plan.K < 0 || plan.K >= n_host) return static_cast<int>(n_host);
+  return plan.K;
 }
 
-void HybridAttention::begin_step(const std::vector<TokenRow>& rows, bool prefill) {
+void HybridAttention::begin_step(const std::vector<TokenRow>& rows, bool prefill, std::span<const StepPlan> plans) {
   prefill_ = prefill;
+  if (plans.size() != plans_.size())
+    throw Error("hybrid attention: " + std::to_string(plans.size()) + " step plans for a batch of " +
+                std::to_string(plans_.size()));
+  std::copy(plans.begin(), plans.end(), plans_.begin());
   for (size_t i = 0; i < rows.size(); ++i) {
     if (i + 1 < rows.size() && rows[i + 1].seq == rows[i].seq) continue;  // last row of a sequence
     const int seq = rows[i].seq;
@@ -128,6 +134,7 @@ void HybridAttention::begin_step(const std::vector<TokenRow>& rows, bool prefill
   const size_t n = rows.size();
   for (auto& r : results_) r.resize(n);
   if (dev_bufs_.size() < n) dev_bufs_.resize(n);
+  if (parts_.size() < n) parts_.resize(n);
 }
 
 void HybridAttention::compute_query(int layer, const float* x, int pos, float* q_out, ThreadPool& pool) {
@@ -152,13 +159,14 @@ void HybridAttention::select_and_score(ThreadPool& pool, int layer, int seq, Seq
   const HostKvLayout kl = host.k_layout(layer), vl = host.v_layout(layer);
   const int n_kv = spec_.n_kv_heads, n_heads = spec_.n_heads, hd = spec_.head_dim;
   r.n_host = host.n_tokens();
-  r.K = effective_k(r.n_host);
+  const StepPlan& plan = plans_[static_cast<size_t>(seq)];
+  r.K = effective_k(plan, r.n_host);
   const int K = r.K;
   r.idx.resize(static_cast<size_t>(n_kv) * K);
   r.logits.resize(static_cast<size_t>(n_heads) * K);
   r.v.resize(static_cast<size_t>(n_kv) * K * hd);
   const bool all = K == r.n_host;
-  const bool post = policy_.select == Selection::Post || all;
+  const bool post = plan.select == Selection::Post || all;
   pool.parallel_for(n_kv, [&](int64_t gb, int64_t ge, int t) {
     Scratch& s = scratch_[static_cast<size_t>(t)];
     const int g0 = static_cast<int>(gb), g1 = static_cast<int>(ge);
@@ -179,10 +187,10 @@ void HybridAttention::select_and_score(ThreadPool& pool, int layer, int seq, Seq
               s.all_logits[static_cast<size_t>(h * r.n_host + r.idx[static_cast<size_t>((h / group) * K + j)])];
     } else {
       // Pre-QKᵀ: predict K tokens, then logits of those only
-      if (policy_.predictor == Predictor::Recent) {
+      if (plan.predictor == Predictor::Recent) {
         for (int g = g0; g < g1; ++g)
           for (int j = 0; j < K; ++j) r.idx[static_cast<size_t>(g * K + j)] = static_cast<int32_t>(r.n_host - K + j);
-      } else if (policy_.predictor == Predictor::H2O) {
+      } else if (plan.predictor == Predictor::H2O) {
         const auto& acc = h2o_acc_[static_cast<size_t>(seq * spec_.n_layers + layer)];
         predict_h2o(acc.data(), static_cast<int64_t>(acc.size() / n_kv), n_kv, r.n_host, K, g0, g1, r.idx.data(),
                     s.scores, s.order);
@@ -249,10 +257,8 @@ void HybridAttention::submit_decode_job(int layer, const float* x_host, const fl
 }
 
 void HybridAttention::layer_input(int layer, const float* x, const std::vector<TokenRow>& rows) {
-  const double now = now_seconds();
-  layer_start_[static_cast<size_t>(layer)] = now;
-  if (layer > 0 && !prefill_) stats_[static_cast<size_t>(layer - 1)].t_layer += now - layer_start_[static_cast<size_t>(layer - 1)];
   if (prefill_) return;
+  marks_[static_cast<size_t>(layer)].start = device_.timing_mark(false);
   // Speculation: the host predicts layer+1 from this layer's input while the device runs this
   // layer. Layer 0's own input is x itself, so its host part is exact and starts now too.
   const bool next = layer + 1 < spec_.n_layers && speculates(layer + 1);
@@ -266,10 +272,10 @@ void HybridAttention::layer_input(int layer, const float* x, const std::vector<T
   if (next) submit_decode_job(layer + 1, xh.data(), nullptr, rows);
 }
 
-void HybridAttention::refine(int layer, const float* q_host, const std::vector<TokenRow>& rows) {
+double HybridAttention::refine(int layer, const float* q_host, const std::vector<TokenRow>& rows) {
   // Selected with q̃; now recompute the selected tokens' logits with the true q (cost K·head_dim).
   auto& results = results_[static_cast<size_t>(layer % 2)];
-  stage_->run(spec_.n_layers, [&](ThreadPool& pool) {
+  return stage_->run(spec_.n_layers, [&](ThreadPool& pool) {
     for (size_t i = 0; i < rows.size(); ++i) {
       SeqResult& r = results[i];
       // How close the speculation was: cos(q̃, q) per head (reported by --stats).
@@ -348,14 +354,18 @@ HybridAttention::DeviceSeqBuffers& HybridAttention::device_buffers(int row, size
 void HybridAttention::ship_and_merge(int layer, const float* q, const std::vector<TokenRow>& rows, float* out,
                                      bool prefill) {
   LayerStats& st = stats_[static_cast<size_t>(layer)];
+  LayerStepTiming& lt = step_timing_.layers[static_cast<size_t>(layer)];
   auto& results = results_[static_cast<size_t>(layer % 2)];
   const int n = static_cast<int>(rows.size());
   const int rows_per_call = prefill ? n : 1;
+  // Every row's host part crosses first (one timed transfer per layer), then the device merges.
+  LayerMarks& marks = marks_[static_cast<size_t>(layer)];
+  if (!prefill) marks.tx_begin = device_.timing_mark(false);
+  int64_t bytes = 0;
   for (int i = 0; i < n; i += rows_per_call) {
-    const TokenRow& row = rows[static_cast<size_t>(i)];
     SeqResult& r = results[static_cast<size_t>(prefill ? 0 : i)];
-    HostPart part;
-    const double t0 = now_seconds();
+    HostPart& part = parts_[static_cast<size_t>(i)];
+    part = HostPart{};
     if (prefill || policy_.merge == MergeMode::Lse) {
       const size_t outs = static_cast<size_t>(rows_per_call) * spec_.q_dim();
       DeviceSeqBuffers& b = device_buffers(i, outs);
@@ -364,7 +374,7 @@ void HybridAttention::ship_and_merge(int layer, const float* q, const std::vecto
       part.kind = HostPart::Kind::Partial;
       part.out = b.out;
       part.lse = b.lse;
-      st.bytes_h2d += static_cast<int64_t>(sizeof(float) * (outs + static_cast<size_t>(rows_per_call) * spec_.n_heads));
+      bytes += static_cast<int64_t>(sizeof(float) * (outs + static_cast<size_t>(rows_per_call) * spec_.n_heads));
     } else if (r.K > 0) {
       const size_t nv = static_cast<size_t>(spec_.n_kv_heads) * r.K * spec_.head_dim;
       const size_t nl = static_cast<size_t>(spec_.n_heads) * r.K;
@@ -375,16 +385,23 @@ void HybridAttention::ship_and_merge(int layer, const float* q, const std::vecto
       part.K = r.K;
       part.logits = b.logits;
       part.v = b.v;
-      st.bytes_h2d += static_cast<int64_t>(sizeof(float) * (nl + nv));
+      bytes += static_cast<int64_t>(sizeof(float) * (nl + nv));
     }
     if (!prefill) {
-      st.t_tx += now_seconds() - t0;
       st.selected += static_cast<int64_t>(r.K) * spec_.n_kv_heads;
       st.host_tokens += r.n_host * spec_.n_kv_heads;
     }
+  }
+  st.bytes_h2d += bytes;
+  if (!prefill) {
+    marks.tx_end = device_.timing_mark(false);
+    lt.bytes_h2d = bytes;
+  }
+  for (int i = 0; i < n; i += rows_per_call) {
+    const TokenRow& row = rows[static_cast<size_t>(i)];
     device_.hybrid_attention(q + static_cast<int64_t>(i) * spec_.q_dim(), rows_per_call, spec_.n_heads,
-                             kv_->window(row.seq, layer), kv_->span(row.seq), row.pos, part, scale_,
-                             out + static_cast<int64_t>(i) * spec_.q_dim());
+                             kv_->window(row.seq, layer), kv_->span(row.seq), row.pos, parts_[static_cast<size_t>(i)],
+                             scale_, out + static_cast<int64_t>(i) * spec_.q_dim());
   }
 }
 
@@ -422,19 +439,35 @@ void HybridAttention::attend(int layer, const float* q, const float* k, const fl
   if (prefill_) {
     prefill_host_part(layer, rows);
   } else {
+    LayerStepTiming& lt = step_timing_.layers[static_cast<size_t>(layer)];
     if (!speculates(layer)) submit_decode_job(layer, nullptr, q_host_.data(), rows);
-    st.t_host += stage_->wait(layer);
-    if (policy_.query == QuerySource::Refine && speculates(layer)) refine(layer, q_host_.data(), rows);
+    lt.t_host = stage_->wait(layer);
+    if (policy_.query == QuerySource::Refine && speculates(layer)) lt.t_host += refine(layer, q_host_.data(), rows);
+    lt.t_wait = now_seconds() - t_wait0;
+    st.t_host += lt.t_host;
+    st.t_wait += lt.t_wait;
   }
-  if (!prefill_) st.t_wait += now_seconds() - t_wait0;
   ship_and_merge(layer, q, rows, out, prefill_);
   if (!prefill_) st.steps += 1;
 }
 
 void HybridAttention::end_step(const std::vector<TokenRow>& rows) {
   if (!prefill_) {
-    const size_t last = static_cast<size_t>(spec_.n_layers - 1);
-    stats_[last].t_layer += now_seconds() - layer_start_[last];
+    // This step's figures per layer, from the device's timing marks (one wait, at the step's end).
+    const int end = device_.timing_mark(false);
+    const auto ms = [&](int a, int b) { return a < 0 || b < 0 ? 0.0 : std::max(0.0, device_.timing_elapsed_ms(a, b)); };
+    for (int l = 0; l < spec_.n_layers; ++l) {
+      const LayerMarks& m = marks_[static_cast<size_t>(l)];
+      const int next = l + 1 < spec_.n_layers ? marks_[static_cast<size_t>(l + 1)].start : end;
+      LayerStepTiming& lt = step_timing_.layers[static_cast<size_t>(l)];
+      const double span = ms(m.start, next) * 1e-3;
+      lt.t_tx = ms(m.tx_begin, m.tx_end) * 1e-3;
+      lt.t_dev = std::max(0.0, span - lt.t_wait - lt.t_tx);
+      LayerStats& st = stats_[static_cast<size_t>(l)];
+      st.t_layer += span;
+      st.t_tx += lt.t_tx;
+    }
+    ++step_timing_.step;
   }
   for (size_t i = 0; i < rows.size(); ++i)
     if (i + 1 == rows.size() || rows[i + 1].seq != rows[i].seq) kv_->commit(rows[i].seq, rows[i].pos + 1);
