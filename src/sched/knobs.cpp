@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "attention/selectors/h2o_prune.h"
+#include "attention/selectors/infinigen.h"
 #include "hybridgen/error.h"
 
 namespace hg {
@@ -142,7 +144,9 @@ Knob bool_knob(std::string name, std::string help, bool Policy::*field, PresetLi
   return k;
 }
 
-PresetList split_kv_presets() { return {"hybrid", "hgca", "cpu-attn", "streaming"}; }
+PresetList split_kv_presets() {
+  return {"hybrid", "hgca", "cpu-attn", "streaming", "h2o", "keyformer", "infinigen"};
+}
 
 void register_policy_knobs(KnobRegistry& r) {
   const PresetList split = split_kv_presets();
@@ -177,7 +181,9 @@ const KnobRegistry& knob_registry() {
   static const KnobRegistry registry = [] {
     KnobRegistry r;
     register_policy_knobs(r);
-    // Other modules' knobs: register_sched_knobs(r), register_pruning_knobs(r), ...
+    register_heavy_hitter_knobs(r);
+    register_infinigen_knobs(r);
+    // Other modules' knobs: register_sched_knobs(r), ...
     return r;
   }();
   return registry;
