@@ -9,7 +9,7 @@
 namespace hg {
 
 enum class Selection { All, Post, Pre };             // host tokens: all / Post-QKᵀ top-K / Pre-QKᵀ prediction
-enum class Predictor { Recent, H2O, Partial };        // Pre-QKᵀ predictors
+enum class Predictor { Recent, H2O, Partial, Infinigen };  // Pre-QKᵀ predictors
 enum class MergeMode { Logits, Lse };                 // ship logits + V rows, or a partial result + LSE
 enum class QuerySource { Exact, Speculative, Refine };
 

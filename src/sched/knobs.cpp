@@ -161,7 +161,10 @@ void register_policy_knobs(KnobRegistry& r) {
                              split));
   r.add(int_knob("k", "host tokens per kv-head that take part", &Policy::K, 0, INT_MAX, split, {{-1, "all host tokens"}}));
   r.add(enum_knob<Predictor>("predictor", "Pre-QK selection predictor", &Policy::predictor,
-                             {{"recent", Predictor::Recent}, {"h2o", Predictor::H2O}, {"partial", Predictor::Partial}},
+                             {{"recent", Predictor::Recent},
+                              {"h2o", Predictor::H2O},
+                              {"partial", Predictor::Partial},
+                              {"infinigen", Predictor::Infinigen}},
                              split));
   r.add(int_knob("partial-dims", "query dimensions of the partial predictor", &Policy::partial_dims, 1, INT_MAX, split));
   r.add(enum_knob<MergeMode>("merge", "merge of host and device results", &Policy::merge,

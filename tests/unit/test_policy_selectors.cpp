@@ -12,6 +12,7 @@
 #include "attention/selectors/h2o_prune.h"
 #include "attention/selectors/infinigen.h"
 #include "attention/selectors/keyformer_scores.h"
+#include "attention/selectors/top_k.h"
 
 namespace hg::test {
 namespace {
@@ -183,9 +184,14 @@ TEST(InfinigenSelector, SkewsFromObservedQueriesAndFetchesEachKvHeadsBest) {
   std::vector<int32_t> idx(static_cast<size_t>(n_kv) * K), want(idx.size());
   std::vector<float> logits(static_cast<size_t>(n_heads) * K);
   sel.select(r, 0, n_kv, SelectedTokens{idx.data(), logits.data()}, scratch);
-  std::vector<float> tmp;
   std::vector<int32_t> order;
-  select_top_k(scores.data(), n, n_heads, n_kv, n, K, 0, n_kv, want.data(), tmp, order);
+  for (int g = 0; g < n_kv; ++g) {  // per kv-head the K best by the max over its heads
+    std::vector<float> best(static_cast<size_t>(n));
+    for (int t = 0; t < n; ++t)
+      best[static_cast<size_t>(t)] =
+          std::max(scores[static_cast<size_t>(g * group) * n + t], scores[static_cast<size_t>(g * group + 1) * n + t]);
+    top_k_indices(best.data(), n, K, want.data() + static_cast<size_t>(g) * K, order);
+  }
   EXPECT_EQ(idx, want);
   for (int h = 0; h < n_heads; ++h)  // logits of the chosen tokens with the request's query
     for (int j = 0; j < K; ++j) {

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "attention/host_ops.h"
+#include "attention/selectors/top_k.h"
 #include "kernels/cpu/matmul.h"
 
 namespace hg {
@@ -98,8 +99,17 @@ void InfinigenSelector::select(const SelectionRequest& r, int g_begin, int g_end
       std::iota(out.idx + static_cast<size_t>(g) * r.K, out.idx + static_cast<size_t>(g + 1) * r.K, 0);
   } else {
     const LayerState& s = state(r.seq, r.layer);
-    select_top_k(s.scores.data(), ctx_, r.n_heads, spec_.n_kv_heads, r.n_tokens, r.K, g_begin, g_end, out.idx,
-                 scratch.scores, scratch.order);
+    const int group = r.n_heads / spec_.n_kv_heads;
+    scratch.scores.resize(static_cast<size_t>(r.n_tokens));
+    for (int g = g_begin; g < g_end; ++g) {  // group score: the max over the group's heads
+      const float* first = s.scores.data() + static_cast<size_t>(g) * group * ctx_;
+      std::copy(first, first + r.n_tokens, scratch.scores.begin());
+      for (int h = 1; h < group; ++h)
+        for (int64_t t = 0; t < r.n_tokens; ++t)
+          scratch.scores[static_cast<size_t>(t)] =
+              std::max(scratch.scores[static_cast<size_t>(t)], first[h * ctx_ + t]);
+      top_k_indices(scratch.scores.data(), r.n_tokens, r.K, out.idx + static_cast<size_t>(g) * r.K, scratch.order);
+    }
   }
   // Logits with the request's query, for a driver that ships logits; a KeyValue shipment has the
   // device compute them with the true query.
