@@ -42,7 +42,8 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
   validate_policy(policy_, c.ctx);
   if (policy_.query != QuerySource::Exact && policy_.window < 1)
     throw Error("--query speculative|refine needs --window >= 1: the current token must be on the device");
-  kv_ = std::make_unique<HybridKv>(device_, spec_, policy_, c.kv_dtype, c.ctx, c.n_seqs, topology_, placement_);
+  const HybridKvLayout layout{policy_.window, policy_.n_sinks, policy_.keep_evicted, policy_.evict_block};
+  kv_ = std::make_unique<HybridKv>(device_, spec_, layout, c.kv_dtype, c.ctx, c.n_seqs, topology_, placement_);
   std::vector<int> pin;
   try {
     pin = mem::node_cpus(topology_, placement_.worker_node);
@@ -309,7 +310,7 @@ void HybridAttention::prefill_host_part(int layer, const std::vector<TokenRow>& 
   const int seq = rows[0].seq;
   const HostStore& host = kv_->host(seq);
   const HostKvLayout kl = host.k_layout(layer), vl = host.v_layout(layer);
-  const int sinks = kv_->span(seq).sink_slots;
+  const int sinks = kv_->sink_slots();
   stage_->run(spec_.n_layers, [&](ThreadPool& pool) {
     pool.parallel_for(static_cast<int64_t>(n) * spec_.n_heads, [&](int64_t b, int64_t e, int t) {
       for (int64_t item = b; item < e; ++item) {
@@ -385,9 +386,23 @@ void HybridAttention::ship_and_merge(int layer, const float* q, const std::vecto
   }
   for (int i = 0; i < n; i += rows_per_call) {
     const TokenRow& row = rows[static_cast<size_t>(i)];
-    device_.hybrid_attention(q + static_cast<int64_t>(i) * spec_.q_dim(), rows_per_call, spec_.n_heads,
-                             kv_->window(row.seq, layer), kv_->span(row.seq), row.pos, parts_[static_cast<size_t>(i)],
-                             scale_, out + static_cast<int64_t>(i) * spec_.q_dim());
+    const KvView& cache = kv_->window(row.seq, layer);
+    HybridAttentionArgs a;
+    a.q = q + static_cast<int64_t>(i) * spec_.q_dim();
+    a.out = out + static_cast<int64_t>(i) * spec_.q_dim();
+    a.k_cache = cache.k;
+    a.v_cache = cache.v;
+    a.kv_dtype = cache.dtype;
+    a.capacity = cache.capacity;
+    a.n = rows_per_call;
+    a.n_heads = spec_.n_heads;
+    a.n_kv_heads = spec_.n_kv_heads;
+    a.head_dim = spec_.head_dim;
+    a.pos0 = row.pos;
+    a.tokens = kv_->tokens(row.seq);
+    a.host = parts_[static_cast<size_t>(i)];
+    a.scale = scale_;
+    device_.hybrid_attention(a);
   }
 }
 
