@@ -1,7 +1,7 @@
-// The window part runs as runs of contiguous slots (the sinks, then the ring in at most two
-// pieces around its wrap) through the streaming dot/axpy kernels; host logits are spliced into
-// the score buffer between the sinks and the ring, so the softmax and P·V visit tokens in
-// position order exactly as full attention does.
+// The device part runs as runs of consecutive cache slots (a ring of slots lists them in order,
+// so a ring costs at most a few runs) through the streaming dot/axpy kernels; host logits are
+// spliced into the score buffer after the lead tokens (sinks), so the softmax and P·V visit tokens
+// in position order exactly as full attention does.
 #include <algorithm>
 #include <cmath>
 
@@ -13,27 +13,15 @@ namespace hg::cpu {
 
 namespace {
 
-// A piece of the union a query attends to, in position order: a run of contiguous window slots,
-// or (slot < 0) the host's selected tokens.
-struct Segment {
-  int64_t slot;
-  int64_t count;
-};
-
-// Sinks, then the host tokens, then the ring prefix (in at most two runs around its wrap) that
-// the row at position `pos` sees.
-int segments_for(const WindowSpan& s, int64_t pos, int64_t host_k, Segment segs[4]) {
-  int n = 0;
-  const int64_t sinks = std::min<int64_t>(s.n_sinks, pos + 1);
-  if (sinks > 0) segs[n++] = {0, sinks};
-  if (host_k > 0) segs[n++] = {-1, host_k};
-  const int64_t ring = std::clamp<int64_t>(pos + 1 - s.ring_pos0, 0, s.ring_count);
-  if (ring > 0) {
-    const int64_t first = std::min<int64_t>(ring, s.ring_slots - s.ring_head);
-    segs[n++] = {s.sink_slots + s.ring_head, first};
-    if (ring > first) segs[n++] = {s.sink_slots, ring - first};
+// Calls fn(first_slot, count) for each run of consecutive slots in slot[begin, end).
+template <typename Fn>
+void for_each_slot_run(const int32_t* slot, int64_t begin, int64_t end, Fn&& fn) {
+  for (int64_t j = begin; j < end;) {
+    int64_t run = 1;
+    while (j + run < end && slot[j + run] == slot[j] + run) ++run;
+    fn(static_cast<int64_t>(slot[j]), run);
+    j += run;
   }
-  return n;
 }
 
 }  // namespace
@@ -49,37 +37,42 @@ void lse_merge(const float* out_a, float lse_a, const float* out_b, float lse_b,
   for (int d = 0; d < head_dim; ++d) out[d] = (wa * out_a[d] + wb * out_b[d]) * inv;
 }
 
-void hybrid_attention_items(const float* q, int n_heads, int n_kv_heads, int head_dim, DType kv_dtype,
-                            const void* k_win, const void* v_win, int64_t capacity, const WindowSpan& span,
-                            int64_t pos0, const HostPart& host, float scale, float* out, float* scores,
-                            int64_t item_begin, int64_t item_end) {
-  const int group = n_heads / n_kv_heads;
-  const size_t row_bytes = static_cast<size_t>(head_dim) * dtype_block_bytes(kv_dtype);
+void hybrid_attention_items(const HybridAttentionArgs& a, float* scores, int64_t item_begin, int64_t item_end) {
+  const int head_dim = a.head_dim;
+  const int group = a.n_heads / a.n_kv_heads;
+  const size_t row_bytes = static_cast<size_t>(head_dim) * dtype_block_bytes(a.kv_dtype);
+  const HostPart& host = a.host;
   const int64_t K = host.kind == HostPart::Kind::Logits ? host.K : 0;
+  const DeviceTokens& tok = a.tokens;
   float device_out[512];
   for (int64_t item = item_begin; item < item_end; ++item) {
-    const int64_t i = item / n_heads;
-    const int h = static_cast<int>(item % n_heads);
+    const int64_t i = item / a.n_heads;
+    const int h = static_cast<int>(item % a.n_heads);
     const int g = h / group;
-    const float* qh = q + item * head_dim;
-    float* oh = out + item * head_dim;
-    const auto* kg = static_cast<const uint8_t*>(k_win) + static_cast<size_t>(g) * capacity * row_bytes;
-    const auto* vg = static_cast<const uint8_t*>(v_win) + static_cast<size_t>(g) * capacity * row_bytes;
-    Segment segs[4];
-    const int n_segs = segments_for(span, pos0 + i, K, segs);
+    const float* qh = a.q + item * head_dim;
+    float* oh = a.out + item * head_dim;
+    const auto* kg = static_cast<const uint8_t*>(a.k_cache) + static_cast<size_t>(g) * a.capacity * row_bytes;
+    const auto* vg = static_cast<const uint8_t*>(a.v_cache) + static_cast<size_t>(g) * a.capacity * row_bytes;
+    const int32_t* slot = tok.slot + static_cast<int64_t>(g) * tok.stride;
+    const int32_t* pos = tok.pos + static_cast<int64_t>(g) * tok.stride;
+    // The row sees the device tokens at positions <= its own: a prefix of the table.
+    const int64_t visible = std::upper_bound(pos, pos + tok.count, a.pos0 + i) - pos;
+    const int64_t lead = std::min<int64_t>(tok.n_lead, visible);
     const float* host_logits = host.logits + static_cast<int64_t>(h) * K;
     const float* host_v = host.v + static_cast<int64_t>(g) * K * head_dim;
 
-    // scores over the union, in position order
+    // scores over the union, in position order: lead tokens, host tokens, the rest
     int64_t at = 0;
-    for (int sgi = 0; sgi < n_segs; ++sgi) {
-      const Segment& sg = segs[sgi];
-      if (sg.slot < 0)
-        std::copy(host_logits, host_logits + sg.count, scores + at);
-      else
-        dot_rows(kv_dtype, kg + sg.slot * row_bytes, head_dim, sg.count, qh, head_dim, scale, scores + at);
-      at += sg.count;
-    }
+    const auto device_scores = [&](int64_t begin, int64_t end) {
+      for_each_slot_run(slot, begin, end, [&](int64_t s0, int64_t count) {
+        dot_rows(a.kv_dtype, kg + s0 * row_bytes, head_dim, count, qh, head_dim, a.scale, scores + at);
+        at += count;
+      });
+    };
+    device_scores(0, lead);
+    std::copy(host_logits, host_logits + K, scores + at);
+    at += K;
+    device_scores(lead, visible);
     // one softmax, then P·V in the same order
     float* acc = host.kind == HostPart::Kind::Partial ? device_out : oh;
     std::fill(acc, acc + head_dim, 0.0f);
@@ -87,17 +80,18 @@ void hybrid_attention_items(const float* q, int n_heads, int n_kv_heads, int hea
     if (at > 0) {
       lse = softmax_inplace(scores, at);
       at = 0;
-      for (int sgi = 0; sgi < n_segs; ++sgi) {
-        const Segment& sg = segs[sgi];
-        if (sg.slot < 0)
-          axpy_rows(DType::F32, host_v, head_dim, sg.count, scores + at, head_dim, acc);
-        else
-          axpy_rows(kv_dtype, vg + sg.slot * row_bytes, head_dim, sg.count, scores + at, head_dim, acc);
-        at += sg.count;
-      }
+      const auto device_values = [&](int64_t begin, int64_t end) {
+        for_each_slot_run(slot, begin, end, [&](int64_t s0, int64_t count) {
+          axpy_rows(a.kv_dtype, vg + s0 * row_bytes, head_dim, count, scores + at, head_dim, acc);
+          at += count;
+        });
+      };
+      device_values(0, lead);
+      if (K > 0) axpy_rows(DType::F32, host_v, head_dim, K, scores + at, head_dim, acc);
+      at += K;
+      device_values(lead, visible);
     }
-    if (host.kind == HostPart::Kind::Partial)
-      lse_merge(acc, lse, host.out + item * head_dim, host.lse[item], head_dim, oh);
+    if (host.kind == HostPart::Kind::Partial) lse_merge(acc, lse, host.out + item * head_dim, host.lse[item], head_dim, oh);
   }
 }
 

@@ -1,9 +1,11 @@
-// Hybrid attention on the device: the window's tokens (sinks + ring) merged with the host's part.
+// Hybrid attention on the device: the device's tokens (a slot table, kernels/device_tokens.h)
+// merged with the host's part.
 //
-// Each query row attends over a "union" sequence in token order: its visible sinks, then the
-// host's K selected tokens (Logits: scores and fp32 V rows given), then its visible ring prefix
-// (in at most two runs around the wrap). Union index t maps to its source without a table, so
-// any block can start anywhere in it.
+// Each query row attends over a "union" sequence in token order: its visible lead tokens (the
+// sinks), then the host's K selected tokens (Logits: scores and fp32 V rows given), then the rest
+// of its visible device tokens. A row sees the table's prefix of positions <= its own (a binary
+// search per block); union index t maps to a cache slot through the table, so any block can start
+// anywhere in the union and the device may hold any tokens per kv-head.
 //
 // Grid: (split of the union, kv head × query-head subgroup, query row), like attention_decode:
 // a block streams the K and V rows of its split once for all query heads of its GQA group (up to
@@ -36,28 +38,37 @@ constexpr int kMinChunk = 256;  // tokens per split at least: fewer do not pay f
 
 // Where union token t of one row comes from.
 struct RowUnion {
-  int sinks;  // visible sinks: union [0, sinks)
-  int host;   // host tokens: union [sinks, sinks + host)
-  int ring;   // visible ring prefix: the rest
-  __host__ __device__ int size() const { return sinks + host + ring; }
+  int lead;  // visible lead tokens: union [0, lead)
+  int host;  // host tokens: union [lead, lead + host)
+  int rest;  // the row's other visible device tokens: the rest
+  __host__ __device__ int size() const { return lead + host + rest; }
 };
 
-__host__ __device__ inline int clamp_count(int64_t x, int hi) { return x < 0 ? 0 : x > hi ? hi : static_cast<int>(x); }
-
-// Row at `pos` sees sinks at positions <= pos and the ring's prefix up to pos (cpu segments_for).
-__host__ __device__ inline RowUnion row_union(const WindowSpan& s, int64_t pos, int host_k) {
-  return {clamp_count(pos + 1, s.n_sinks), host_k, clamp_count(pos + 1 - s.ring_pos0, s.ring_count)};
+// Device tokens at positions <= pos: the length of the table's prefix (positions increase).
+__device__ __forceinline__ int visible_count(const int32_t* pos, int count, int64_t p) {
+  int lo = 0, hi = count;
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (pos[mid] <= p) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
-// Window slot of union token t (not a host token).
-__device__ __forceinline__ int64_t window_slot(const WindowSpan& s, const RowUnion& u, int t) {
-  if (t < u.sinks) return t;
-  int off = s.ring_head + (t - u.sinks - u.host);
-  if (off >= s.ring_slots) off -= s.ring_slots;
-  return s.sink_slots + off;
+// The union of the row at `pos` over kv-head row `pos_row` of the table (cpu twin: the same).
+__device__ __forceinline__ RowUnion row_union(const DeviceTokens& tok, const int32_t* pos_row, int64_t pos,
+                                              int host_k) {
+  const int visible = visible_count(pos_row, tok.count, pos);
+  const int lead = min(tok.n_lead, visible);
+  return {lead, host_k, visible - lead};
 }
 
-__device__ __forceinline__ bool is_host(const RowUnion& u, int t) { return t >= u.sinks && t < u.sinks + u.host; }
+// Cache slot of union token t (not a host token).
+__device__ __forceinline__ int64_t window_slot(const int32_t* slot_row, const RowUnion& u, int t) {
+  return slot_row[t < u.lead ? t : t - u.host];
+}
+
+__device__ __forceinline__ bool is_host(const RowUnion& u, int t) { return t >= u.lead && t < u.lead + u.host; }
 
 // The row's final value of (row_head, d) from the device side's unnormalized acc, max and sum:
 // normalized, then merged with the host's Partial by log-sum-exp (cpu::lse_merge).
@@ -90,12 +101,13 @@ __global__ void __launch_bounds__(kThreads)
   const int D = a.head_dim, pairs = D / 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int host_k = a.host.kind == HostPart::Kind::Logits ? a.host.K : 0;
-  const RowUnion u = row_union(a.span, a.pos0 + i, host_k);
+  const int32_t* slot_row = a.tokens.slot + static_cast<int64_t>(g) * a.tokens.stride;
+  const RowUnion u = row_union(a.tokens, a.tokens.pos + static_cast<int64_t>(g) * a.tokens.stride, a.pos0 + i, host_k);
   const int t0 = split * chunk;
   const int t1 = min(u.size(), t0 + chunk);
   const int64_t head_stride = a.capacity * D;
-  const T* kbase = static_cast<const T*>(a.k_win) + g * head_stride;
-  const T* vbase = static_cast<const T*>(a.v_win) + g * head_stride;
+  const T* kbase = static_cast<const T*>(a.k_cache) + g * head_stride;
+  const T* vbase = static_cast<const T*>(a.v_cache) + g * head_stride;
   const float* host_v = a.host.v + static_cast<int64_t>(g) * host_k * D;  // [K][D] of kv head g
   const int64_t row_head0 = static_cast<int64_t>(i) * a.n_heads + h0;
 
@@ -119,10 +131,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int tt = warp; tt < len; tt += kWarps) {
       const int t = tile + tt;
       if (is_host(u, t)) {
-        if (lane < gh) s_p[lane * kTile + tt] = a.host.logits[static_cast<int64_t>(h0 + lane) * host_k + (t - u.sinks)];
+        if (lane < gh) s_p[lane * kTile + tt] = a.host.logits[static_cast<int64_t>(h0 + lane) * host_k + (t - u.lead)];
         continue;
       }
-      const T* krow = kbase + window_slot(a.span, u, t) * D;
+      const T* krow = kbase + window_slot(slot_row, u, t) * D;
       float2 kk[kMaxPairs];
 #pragma unroll
       for (int j = 0; j < kMaxPairs; ++j) {
@@ -184,8 +196,8 @@ __global__ void __launch_bounds__(kThreads)
       }
       for (int tt = r; tt < len; tt += lanes_r) {
         const int t = tile + tt;
-        const float2 vv = is_host(u, t) ? load2(host_v + static_cast<int64_t>(t - u.sinks) * D + 2 * p)
-                                        : load2(vbase + window_slot(a.span, u, t) * D + 2 * p);
+        const float2 vv = is_host(u, t) ? load2(host_v + static_cast<int64_t>(t - u.lead) * D + 2 * p)
+                                        : load2(vbase + window_slot(slot_row, u, t) * D + 2 * p);
 #pragma unroll
         for (int hh = 0; hh < kMaxGroup; ++hh) {
           if (hh < gh) {
@@ -232,11 +244,12 @@ void check_args(const HybridAttentionArgs& a) {
   if (a.n > 65535) throw Error("cuda hybrid_attention: " + std::to_string(a.n) + " rows > 65535");
 }
 
-// The longest union of any row: the last row sees the most (visibility is causal).
+// A bound on any row's union (the table lives on the device; rows that see fewer of its tokens
+// leave their last splits empty).
 int64_t max_union(const HybridAttentionArgs& a) {
   if (a.n <= 0) return 0;
   const int host_k = a.host.kind == HostPart::Kind::Logits ? a.host.K : 0;
-  return row_union(a.span, a.pos0 + a.n - 1, host_k).size();
+  return static_cast<int64_t>(a.tokens.count) + host_k;
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "hybridgen/dtype.h"
-#include "kernels/window_span.h"
+#include "kernels/device_tokens.h"
 
 namespace hg::cuda {
 
@@ -66,27 +66,10 @@ void attention_decode(const AttentionArgs& a, int splits, float* workspace, cuda
 // streaming 32-key tiles of K and V through shared memory with an online softmax.
 void attention_prefill(const AttentionArgs& a, cudaStream_t stream);
 
-// hybrid_attention.cu — twin: cpu::hybrid_attention_items.
-// n query rows at positions pos0 .. pos0+n-1 attend over the window's visible tokens (sinks +
-// ring, [n_kv_heads][capacity][head_dim]) merged with the host's part (window_span.h; its
-// pointers are device memory). q, out: [n, n_heads, head_dim]. head_dim even, <= 256.
-struct HybridAttentionArgs {
-  const float* q = nullptr;
-  float* out = nullptr;
-  const void* k_win = nullptr;
-  const void* v_win = nullptr;
-  DType kv_dtype = DType::F32;
-  int64_t capacity = 0;
-  int n = 0;
-  int n_heads = 0;
-  int n_kv_heads = 0;
-  int head_dim = 0;
-  int64_t pos0 = 0;
-  WindowSpan span;
-  HostPart host;
-  float scale = 1.0f;
-};
-
+// hybrid_attention.cu — twin: cpu::hybrid_attention_items. HybridAttentionArgs
+// (kernels/device_tokens.h): n query rows attend over their visible device tokens (a slot table
+// over [n_kv_heads][capacity][head_dim] caches) merged with the host's part; every pointer is
+// device memory. head_dim even, <= 256.
 // Split-K over each row's token union (online softmax within a split), then a combine kernel that
 // also merges a host Partial. `workspace` holds hybrid_attention_workspace_floats(...) floats.
 int hybrid_attention_splits(const HybridAttentionArgs& a, int n_sms);

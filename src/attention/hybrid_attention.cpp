@@ -42,7 +42,8 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
   validate_policy(policy_, c.ctx);
   if (policy_.query != QuerySource::Exact && policy_.window < 1)
     throw Error("--query speculative|refine needs --window >= 1: the current token must be on the device");
-  kv_ = std::make_unique<HybridKv>(device_, spec_, policy_, c.kv_dtype, c.ctx, c.n_seqs, topology_, placement_);
+  const HybridKvLayout layout{policy_.window, policy_.n_sinks, policy_.keep_evicted, policy_.evict_block};
+  kv_ = std::make_unique<HybridKv>(device_, spec_, layout, c.kv_dtype, c.ctx, c.n_seqs, topology_, placement_);
   std::vector<int> pin;
   try {
     pin = mem::node_cpus(topology_, placement_.worker_node);
@@ -103,7 +104,8 @@ void HybridAttention::set_up_predictor(Predictor p) {
 
 void HybridAttention::reset(int seq) {
   kv_->reset(seq);
-  for (Selector* s : {post_.get(), pre_[0].get(), pre_[1].get(), pre_[2].get()})
+  post_->reset(seq);
+  for (auto& s : pre_)
     if (s) s->reset(seq);
 }
 
@@ -166,13 +168,17 @@ void HybridAttention::select_and_score(ThreadPool& pool, int layer, int seq, Seq
   req.n_heads = spec_.n_heads;
   req.scale = scale_;
   req.n_tokens = r.n_host = host.n_tokens();
-  req.K = r.K = effective_k(plans_[static_cast<size_t>(seq)], r.n_host);
-  const int K = r.K;
+  const StepPlan& plan = plans_[static_cast<size_t>(seq)];
+  req.K = effective_k(plan, r.n_host);
+  // a selector may choose its own K (InfiniGen's alpha rule); the plan's otherwise
+  if (plan.select == Selection::Pre && r.n_host > 0)
+    req.K = std::clamp<int>(selector_for(plan, false).choose_k(req, scratch_[0]), 0, static_cast<int>(r.n_host));
+  const int K = r.K = req.K;
   r.idx.resize(static_cast<size_t>(spec_.n_kv_heads) * K);
   r.logits.resize(static_cast<size_t>(spec_.n_heads) * K);
   r.v.resize(static_cast<size_t>(spec_.n_kv_heads) * K * spec_.head_dim);
   const bool all = K == r.n_host;
-  Selector& selector = selector_for(plans_[static_cast<size_t>(seq)], all);
+  Selector& selector = selector_for(plan, all);
   // every host token with --merge lse: the partial attention streams the store, nothing to gather
   const bool gather = !(all && policy_.merge == MergeMode::Lse);
   const bool observe = K > 0 && !observers_.empty();
@@ -304,7 +310,7 @@ void HybridAttention::prefill_host_part(int layer, const std::vector<TokenRow>& 
   const int seq = rows[0].seq;
   const HostStore& host = kv_->host(seq);
   const HostKvLayout kl = host.k_layout(layer), vl = host.v_layout(layer);
-  const int sinks = kv_->span(seq).sink_slots;
+  const int sinks = kv_->sink_slots();
   stage_->run(spec_.n_layers, [&](ThreadPool& pool) {
     pool.parallel_for(static_cast<int64_t>(n) * spec_.n_heads, [&](int64_t b, int64_t e, int t) {
       for (int64_t item = b; item < e; ++item) {
@@ -380,9 +386,23 @@ void HybridAttention::ship_and_merge(int layer, const float* q, const std::vecto
   }
   for (int i = 0; i < n; i += rows_per_call) {
     const TokenRow& row = rows[static_cast<size_t>(i)];
-    device_.hybrid_attention(q + static_cast<int64_t>(i) * spec_.q_dim(), rows_per_call, spec_.n_heads,
-                             kv_->window(row.seq, layer), kv_->span(row.seq), row.pos, parts_[static_cast<size_t>(i)],
-                             scale_, out + static_cast<int64_t>(i) * spec_.q_dim());
+    const KvView& cache = kv_->window(row.seq, layer);
+    HybridAttentionArgs a;
+    a.q = q + static_cast<int64_t>(i) * spec_.q_dim();
+    a.out = out + static_cast<int64_t>(i) * spec_.q_dim();
+    a.k_cache = cache.k;
+    a.v_cache = cache.v;
+    a.kv_dtype = cache.dtype;
+    a.capacity = cache.capacity;
+    a.n = rows_per_call;
+    a.n_heads = spec_.n_heads;
+    a.n_kv_heads = spec_.n_kv_heads;
+    a.head_dim = spec_.head_dim;
+    a.pos0 = row.pos;
+    a.tokens = kv_->tokens(row.seq);
+    a.host = parts_[static_cast<size_t>(i)];
+    a.scale = scale_;
+    device_.hybrid_attention(a);
   }
 }
 
@@ -415,6 +435,14 @@ void HybridAttention::attend(int layer, const float* q, const float* k, const fl
   if (needs_q) {
     q_host_.resize(static_cast<size_t>(n) * spec_.q_dim());
     device_.copy_to_host(q_host_.data(), q, sizeof(float) * q_host_.size());
+    for (int i = 0; i < n;) {  // the true queries, for selectors that learn from them (InfiniGen's skew)
+      int j = i + 1;
+      while (j < n && rows[static_cast<size_t>(j)].seq == rows[static_cast<size_t>(i)].seq) ++j;
+      for (auto& sel : pre_)
+        if (sel && sel->wants_queries(rows[static_cast<size_t>(i)].seq, layer))
+          sel->on_queries(rows[static_cast<size_t>(i)].seq, layer, q_host_.data() + static_cast<size_t>(i) * spec_.q_dim(), j - i);
+      i = j;
+    }
   }
   const double t_wait0 = now_seconds();
   if (prefill_) {

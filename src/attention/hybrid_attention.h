@@ -100,7 +100,7 @@ class HybridAttention final : public LayerAttention {
   std::vector<std::vector<SeqResult>> results_;      // [layer % 2][row]
   std::vector<SelectorScratch> scratch_;             // per host thread
   std::unique_ptr<Selector> post_;                   // Post-QKᵀ top-K (and "every host token")
-  std::array<std::unique_ptr<Selector>, 3> pre_;     // Pre-QKᵀ predictors, by Predictor
+  std::array<std::unique_ptr<Selector>, 4> pre_;     // Pre-QKᵀ predictors, by Predictor
   std::vector<Selector*> observers_;                 // the selectors that accumulate scores
   std::vector<std::vector<float>> x_host_;           // [layer % 2]: [rows][d_model]
   std::vector<float> q_host_, k_host_, v_host_;      // [rows][q_dim], [rows][kv_dim] x2

@@ -1,5 +1,6 @@
 // CpuDevice: the Device ops on a CPU thread pool. Memory is host memory, so copies are memcpy
 // and matrices stay zero-copy in the mapped model file; vectors are converted to fp32 once.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdlib>
@@ -142,14 +143,12 @@ class CpuDevice final : public Device {
         .count();
   }
 
-  void hybrid_attention(const float* q, int n, int n_heads, const KvView& w, const WindowSpan& span, int pos0,
-                        const HostPart& host, float scale, float* out) override {
-    const size_t need = static_cast<size_t>(span.sink_slots + span.ring_slots + host.K);
+  void hybrid_attention(const HybridAttentionArgs& a) override {
+    const size_t need = static_cast<size_t>(a.tokens.count) + static_cast<size_t>(std::max(a.host.K, 0));
     for (auto& s : scratch_)
       if (s.size() < need) s.resize(need);
-    pool_.parallel_for(static_cast<int64_t>(n) * n_heads, [&](int64_t b, int64_t e, int t) {
-      cpu::hybrid_attention_items(q, n_heads, w.n_kv_heads, w.head_dim, w.dtype, w.k, w.v, w.capacity, span, pos0,
-                                  host, scale, out, scratch_[static_cast<size_t>(t)].data(), b, e);
+    pool_.parallel_for(static_cast<int64_t>(a.n) * a.n_heads, [&](int64_t b, int64_t e, int t) {
+      cpu::hybrid_attention_items(a, scratch_[static_cast<size_t>(t)].data(), b, e);
     });
   }
 

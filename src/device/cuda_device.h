@@ -48,8 +48,7 @@ class CudaDevice final : public Device {
   void kv_store(const KvView& kv, const float* k, const float* v, int n, int pos0) override;
   void attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) override;
   // Defined in cuda_device_hybrid.cpp.
-  void hybrid_attention(const float* q, int n, int n_heads, const KvView& window, const WindowSpan& span, int pos0,
-                        const HostPart& host, float scale, float* out) override;
+  void hybrid_attention(const HybridAttentionArgs& a) override;
 
   int timing_mark(bool copy_stream) override;
   double timing_elapsed_ms(int begin, int end) override;

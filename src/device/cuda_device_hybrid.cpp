@@ -1,5 +1,6 @@
-// CudaDevice::hybrid_attention: the window + host merge of the hybrid policies. Argument checks
-// on the host (the span must fit the window, the host part must carry what its kind needs), then
+// CudaDevice::hybrid_attention: the device tokens + host merge of the hybrid policies. Argument
+// checks on the host (the slot table must fit the cache, the host part must carry what its kind
+// needs; the table's contents live on the GPU and are trusted), then
 // the split-K kernel of kernels/cuda/hybrid_attention.cu on the compute stream. Its split
 // partials share the decode attention's scratch: both run on the compute stream, in order.
 #include <string>
@@ -12,21 +13,20 @@ namespace hg {
 
 namespace {
 
-void check_window(const KvView& w, const WindowSpan& s) {
-  if (w.dtype != DType::F32 && w.dtype != DType::F16 && w.dtype != DType::BF16)
-    throw Error("hybrid_attention: window dtype " + std::string(dtype_name(w.dtype)) +
+void check_tokens(const HybridAttentionArgs& a) {
+  if (a.kv_dtype != DType::F32 && a.kv_dtype != DType::F16 && a.kv_dtype != DType::BF16)
+    throw Error("hybrid_attention: cache dtype " + std::string(dtype_name(a.kv_dtype)) +
                 " is not supported (f32, f16, bf16)");
+  const DeviceTokens& t = a.tokens;
   const auto bad = [&](const std::string& what) {
-    throw Error("hybrid_attention: window span " + what + " (n_sinks " + std::to_string(s.n_sinks) + ", sink_slots " +
-                std::to_string(s.sink_slots) + ", ring_slots " + std::to_string(s.ring_slots) + ", ring_head " +
-                std::to_string(s.ring_head) + ", ring_count " + std::to_string(s.ring_count) + ", capacity " +
-                std::to_string(w.capacity) + ")");
+    throw Error("hybrid_attention: device token table " + what + " (count " + std::to_string(t.count) + ", stride " +
+                std::to_string(t.stride) + ", n_lead " + std::to_string(t.n_lead) + ", capacity " +
+                std::to_string(a.capacity) + ")");
   };
-  if (s.n_sinks < 0 || s.n_sinks > s.sink_slots) bad("has more sinks than sink slots");
-  if (s.ring_slots < 0 || static_cast<int64_t>(s.sink_slots) + s.ring_slots > w.capacity)
-    bad("does not fit the window's capacity");
-  if (s.ring_count < 0 || s.ring_count > s.ring_slots) bad("holds more ring tokens than ring slots");
-  if (s.ring_count > 0 && (s.ring_head < 0 || s.ring_head >= s.ring_slots)) bad("has its ring head outside the ring");
+  if (t.count < 0 || t.count > a.capacity) bad("holds more tokens than the cache has slots");
+  if (t.stride != 0 && t.stride < t.count) bad("has rows shorter than its count");
+  if (t.n_lead < 0 || t.n_lead > t.count) bad("leads with more tokens than it holds");
+  if (t.count > 0 && (!t.slot || !t.pos)) bad("has no slot or position array");
 }
 
 void check_host(const HostPart& h) {
@@ -45,27 +45,11 @@ void check_host(const HostPart& h) {
 
 }  // namespace
 
-void CudaDevice::hybrid_attention(const float* q, int n, int n_heads, const KvView& window, const WindowSpan& span,
-                                  int pos0, const HostPart& host, float scale, float* out) {
-  if (n <= 0) return;
-  check_window(window, span);
-  check_host(host);
+void CudaDevice::hybrid_attention(const HybridAttentionArgs& a) {
+  if (a.n <= 0) return;
+  check_tokens(a);
+  check_host(a.host);
   make_current();
-  cuda::HybridAttentionArgs a;
-  a.q = q;
-  a.out = out;
-  a.k_win = window.k;
-  a.v_win = window.v;
-  a.kv_dtype = window.dtype;
-  a.capacity = window.capacity;
-  a.n = n;
-  a.n_heads = n_heads;
-  a.n_kv_heads = window.n_kv_heads;
-  a.head_dim = window.head_dim;
-  a.pos0 = pos0;
-  a.span = span;
-  a.host = host;
-  a.scale = scale;
   const int splits = cuda::hybrid_attention_splits(a, prop_.multiProcessorCount);
   const size_t ws_floats = cuda::hybrid_attention_workspace_floats(a, splits);
   float* ws = ws_floats ? static_cast<float*>(grow(attention_ws_, sizeof(float) * ws_floats)) : nullptr;

@@ -9,7 +9,7 @@
 
 #include "hybridgen/dtype.h"
 #include "hybridgen/model.h"
-#include "kernels/window_span.h"
+#include "kernels/device_tokens.h"
 
 namespace hg {
 
@@ -98,12 +98,11 @@ class Device {
   // Milliseconds from mark `begin` to mark `end` (waits for both); -1 when unsupported.
   virtual double timing_elapsed_ms(int /*begin*/, int /*end*/) { return -1.0; }
 
-  // Hybrid policies: n query rows at positions pos0 .. pos0+n-1 attend over the window's tokens
-  // (sinks + ring, causal) merged with the host's part: its selected tokens' logits and V rows
-  // (one softmax over the union, in token order) or its partial result and log-sum-exp.
-  // `window` is [n_kv_heads][sink_slots + ring_slots][head_dim]; host pointers are device memory.
-  virtual void hybrid_attention(const float* q, int n, int n_heads, const KvView& window, const WindowSpan& span,
-                                int pos0, const HostPart& host, float scale, float* out);
+  // Hybrid policies: a.n query rows at positions a.pos0 ... attend over their device tokens (the
+  // slot table a.tokens over the caches a.k_cache / a.v_cache, causal) merged with the host's part:
+  // its selected tokens' logits and V rows (one softmax over the union, in token order) or its
+  // partial result and log-sum-exp (kernels/device_tokens.h). Every pointer is device memory.
+  virtual void hybrid_attention(const HybridAttentionArgs& a);
 };
 
 std::unique_ptr<Device> make_cpu_device(int n_threads);

@@ -7,15 +7,15 @@
 
 namespace hg {
 
-HybridKv::HybridKv(Device& device, const ModelSpec& spec, const Policy& policy, DType dtype, int ctx, int n_seqs,
-                   const mem::Topology& topology, const mem::Placement& placement)
+HybridKv::HybridKv(Device& device, const ModelSpec& spec, const HybridKvLayout& layout, DType dtype, int ctx,
+                   int n_seqs, const mem::Topology& topology, const mem::Placement& placement)
     : device_(device),
       spec_(spec),
-      policy_(policy),
+      layout_(layout),
       dtype_(dtype),
       ctx_(ctx),
-      sink_slots_(std::min(policy.n_sinks, ctx)),
-      ring_slots_(std::min(policy.window, ctx)),
+      sink_slots_(std::min(layout.n_sinks, ctx)),
+      ring_slots_(std::min(layout.window, ctx)),
       placement_(placement) {
   const size_t slots = static_cast<size_t>(sink_slots_ + ring_slots_);
   const size_t bytes = static_cast<size_t>(spec.kv_dim()) * std::max<size_t>(slots, 1) * dtype_block_bytes(dtype);
@@ -31,37 +31,58 @@ HybridKv::HybridKv(Device& device, const ModelSpec& spec, const Policy& policy, 
       v.v = device.alloc(bytes);
       s.window.push_back(v);
     }
-    const int host_capacity = policy.keep_evicted ? std::max(1, ctx - sink_slots_) : 1;
+    const int host_capacity = layout.keep_evicted ? std::max(1, ctx - sink_slots_) : 1;
     s.host = std::make_unique<HostStore>(spec, dtype, host_capacity, topology, placement);
     s.map.resize(static_cast<size_t>(ctx));
+    s.slot.resize(std::max<size_t>(slots, 1));
+    s.pos.resize(std::max<size_t>(slots, 1));
+    s.slot_dev = static_cast<int32_t*>(device.alloc(sizeof(int32_t) * s.slot.size()));
+    s.pos_dev = static_cast<int32_t*>(device.alloc(sizeof(int32_t) * s.pos.size()));
   }
 }
 
 HybridKv::~HybridKv() {
-  for (auto& s : seqs_)
+  for (auto& s : seqs_) {
     for (auto& v : s.window) {
       device_.free(v.k);
       device_.free(v.v);
     }
+    device_.free(s.slot_dev);
+    device_.free(s.pos_dev);
+  }
 }
 
 void HybridKv::reset(int seq) {
   Seq& s = seqs_[static_cast<size_t>(seq)];
-  s.length = s.n_sinks = s.ring_head = s.ring_count = s.ring_pos0 = 0;
+  s.length = s.n_sinks = s.ring_head = s.ring_count = s.ring_pos0 = s.table_count = 0;
   s.host->clear();
   std::fill(s.map.begin(), s.map.end(), TokenLocation{});
 }
 
-WindowSpan HybridKv::span(int seq) const {
+DeviceTokens HybridKv::tokens(int seq) const {
   const Seq& s = seqs_[static_cast<size_t>(seq)];
-  WindowSpan w;
-  w.n_sinks = s.n_sinks;
-  w.sink_slots = sink_slots_;
-  w.ring_slots = ring_slots_;
-  w.ring_head = s.ring_head;
-  w.ring_count = s.ring_count;
-  w.ring_pos0 = s.ring_pos0;
-  return w;
+  DeviceTokens t;
+  t.slot = s.slot_dev;
+  t.pos = s.pos_dev;
+  t.count = s.table_count;
+  t.stride = 0;
+  t.n_lead = s.n_sinks;
+  return t;
+}
+
+void HybridKv::update_table(Seq& s) {
+  int n = 0;
+  for (int p = 0; p < s.n_sinks; ++p, ++n) {
+    s.slot[static_cast<size_t>(n)] = p;
+    s.pos[static_cast<size_t>(n)] = p;
+  }
+  for (int j = 0; j < s.ring_count; ++j, ++n) {
+    s.slot[static_cast<size_t>(n)] = sink_slots_ + (s.ring_head + j) % ring_slots_;
+    s.pos[static_cast<size_t>(n)] = s.ring_pos0 + j;
+  }
+  s.table_count = n;
+  device_.copy_to_device(s.slot_dev, s.slot.data(), sizeof(int32_t) * static_cast<size_t>(n));
+  device_.copy_to_device(s.pos_dev, s.pos.data(), sizeof(int32_t) * static_cast<size_t>(n));
 }
 
 // Moves the n oldest window tokens (all layers) to the host, or drops them.
@@ -69,7 +90,7 @@ void HybridKv::evict(Seq& s, int n) {
   if (n <= 0) return;
   const size_t row = static_cast<size_t>(spec_.head_dim) * dtype_block_bytes(dtype_);
   int64_t host_first = 0;
-  if (policy_.keep_evicted) {
+  if (layout_.keep_evicted) {
     host_first = s.host->append_tokens(n);
     for (int l = 0; l < spec_.n_layers; ++l) {
       const KvView& w = s.window[static_cast<size_t>(l)];
@@ -94,7 +115,7 @@ void HybridKv::evict(Seq& s, int n) {
   }
   for (int j = 0; j < n; ++j) {
     TokenLocation& loc = s.map[static_cast<size_t>(s.ring_pos0 + j)];
-    loc = policy_.keep_evicted ? TokenLocation{TokenPlace::Host, static_cast<int32_t>(host_first + j)}
+    loc = layout_.keep_evicted ? TokenLocation{TokenPlace::Host, static_cast<int32_t>(host_first + j)}
                                : TokenLocation{TokenPlace::Dropped, -1};
   }
   s.ring_head = (s.ring_head + n) % ring_slots_;
@@ -114,7 +135,7 @@ void HybridKv::make_room(int seq, int end, std::vector<TokenLocation>& places) {
   if (s.ring_count > 0 && s.ring_pos0 < keep_from) {
     int n = std::min(s.ring_count, keep_from - s.ring_pos0);
     // A decode step into a full window evicts a whole block, not one token per step.
-    if (end - start == 1) n = std::min(s.ring_count, std::max(n, policy_.evict_block));
+    if (end - start == 1) n = std::min(s.ring_count, std::max(n, layout_.evict_block));
     evict(s, n);
   }
   if (s.ring_count == 0) s.ring_pos0 = std::max(start, keep_from);
@@ -129,7 +150,7 @@ void HybridKv::make_room(int seq, int end, std::vector<TokenLocation>& places) {
     } else if (ring_slots_ > 0 && p >= keep_from) {
       loc = {TokenPlace::Window, sink_slots_ + (s.ring_head + (p - s.ring_pos0)) % ring_slots_};
       ++s.ring_count;
-    } else if (policy_.keep_evicted) {
+    } else if (layout_.keep_evicted) {
       // Host tokens are positions [sink_slots, ...) in order: index = offset past the sinks.
       loc = {TokenPlace::Host, p - sink_slots_};
       ++new_host;
@@ -138,6 +159,7 @@ void HybridKv::make_room(int seq, int end, std::vector<TokenLocation>& places) {
     places.push_back(loc);
   }
   if (new_host > 0) s.host->append_tokens(new_host);
+  update_table(s);
 }
 
 void HybridKv::store(int seq, int layer, int n, const std::vector<TokenLocation>& places, const float* k_dev,
@@ -190,11 +212,25 @@ void HybridKv::check_invariants(int seq) const {
     } else if (loc.place == TokenPlace::Host) {
       if (loc.index != host_expected) fail("host tokens out of position order");
       ++host_expected;
-    } else if (policy_.keep_evicted) {
+    } else if (layout_.keep_evicted) {
       fail("dropped, but the policy keeps evicted tokens");
     }
   }
-  if (host_expected != (policy_.keep_evicted ? s.host->n_tokens() : 0)) throw Error("token map: host count mismatch");
+  if (host_expected != (layout_.keep_evicted ? s.host->n_tokens() : 0)) throw Error("token map: host count mismatch");
+  // The slot table: the device tokens of the map, in position order, at their slots.
+  int j = 0;
+  for (int p = 0; p < s.length; ++p) {
+    const TokenLocation& loc = s.map[static_cast<size_t>(p)];
+    if (loc.place != TokenPlace::Sink && loc.place != TokenPlace::Window) continue;
+    if (j >= s.table_count || s.pos[static_cast<size_t>(j)] != p || s.slot[static_cast<size_t>(j)] != loc.index)
+      throw Error("slot table, sequence " + std::to_string(seq) + ": entry " + std::to_string(j) +
+                  " is not position " + std::to_string(p) + " in slot " + std::to_string(loc.index));
+    ++j;
+  }
+  if (j != s.table_count)
+    throw Error("slot table, sequence " + std::to_string(seq) + ": " + std::to_string(s.table_count) +
+                " entries for " + std::to_string(j) + " device tokens");
+  if (s.n_sinks > s.table_count) throw Error("slot table: more lead tokens than entries");
 }
 
 }  // namespace hg

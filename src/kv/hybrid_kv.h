@@ -5,12 +5,13 @@
 // per layer the device holds K and V as [n_kv_heads][sink_slots + window][head_dim]. The token
 // map records every position's place; eviction moves the oldest block of the window (least
 // recently generated) to the host stores. Prefill writes each token where it will live.
+// The kernels never see the ring: they get the slot table of the device tokens (tokens(seq),
+// kernels/device_tokens.h), which this class rebuilds whenever the device set changes.
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "device/device.h"
-#include "hybridgen/policy.h"
 #include "kv/host_store.h"
 
 namespace hg {
@@ -22,9 +23,17 @@ struct TokenLocation {
   int32_t index = -1;  // Sink/Window: device slot; Host: host token index
 };
 
+// What the split cache needs of a policy.
+struct HybridKvLayout {
+  int window = 1024;         // recent tokens on the device
+  int n_sinks = 4;           // first tokens on the device, never evicted
+  bool keep_evicted = true;  // false: tokens leaving the window are dropped
+  int evict_block = 16;      // tokens a decode step evicts at once from a full window
+};
+
 class HybridKv {
  public:
-  HybridKv(Device& device, const ModelSpec& spec, const Policy& policy, DType dtype, int ctx, int n_seqs,
+  HybridKv(Device& device, const ModelSpec& spec, const HybridKvLayout& layout, DType dtype, int ctx, int n_seqs,
            const mem::Topology& topology, const mem::Placement& placement);
   ~HybridKv();
   HybridKv(const HybridKv&) = delete;
@@ -33,10 +42,13 @@ class HybridKv {
   int length(int seq) const { return seqs_[static_cast<size_t>(seq)].length; }
   void reset(int seq);
   const KvView& window(int seq, int layer) const { return seqs_[static_cast<size_t>(seq)].window[static_cast<size_t>(layer)]; }
-  WindowSpan span(int seq) const;
+  // The device tokens of every layer of `seq` (one table row shared by all kv-heads), device memory.
+  DeviceTokens tokens(int seq) const;
   HostStore& host(int seq) { return *seqs_[static_cast<size_t>(seq)].host; }
   const HostStore& host(int seq) const { return *seqs_[static_cast<size_t>(seq)].host; }
-  // Host tokens hold positions [n_sinks, n_sinks + host.n_tokens()) when the policy keeps them.
+  // Slots reserved for sinks: host tokens hold positions [sink_slots, sink_slots + host.n_tokens())
+  // when the policy keeps them.
+  int sink_slots() const { return sink_slots_; }
   const TokenLocation& location(int seq, int pos) const { return seqs_[static_cast<size_t>(seq)].map[static_cast<size_t>(pos)]; }
 
   // Before a step that appends positions [length, end): evicts window tokens that will not stay
@@ -50,7 +62,8 @@ class HybridKv {
   // Marks positions [length, end) as stored (after every layer's store).
   void commit(int seq, int end);
 
-  // Every position exactly once, in order; sinks on the device. Throws with the first violation.
+  // Every position exactly once, in order; sinks on the device; the slot table lists exactly the
+  // device tokens, in position order, at their slots. Throws with the first violation.
   void check_invariants(int seq) const;
   // Bytes moved device -> host by eviction so far.
   uint64_t evicted_bytes() const { return evicted_bytes_; }
@@ -65,12 +78,18 @@ class HybridKv {
     int length = 0;
     int n_sinks = 0;
     int ring_head = 0, ring_count = 0, ring_pos0 = 0;
+    std::vector<int32_t> slot, pos;            // the slot table, host copy [sink_slots + window]
+    int32_t* slot_dev = nullptr;               // the same on the device
+    int32_t* pos_dev = nullptr;
+    int table_count = 0;
   };
   void evict(Seq& s, int n);
+  // Rebuilds the slot table from the sinks and the ring and copies it to the device.
+  void update_table(Seq& s);
 
   Device& device_;
   const ModelSpec& spec_;
-  Policy policy_;
+  HybridKvLayout layout_;
   DType dtype_;
   int ctx_;
   int sink_slots_, ring_slots_;

@@ -1,14 +1,17 @@
-// CUDA hybrid attention (window + host part) against cpu::hybrid_attention_items: cache dtypes
-// f32/bf16 (f16 once), head_dim 16..256, GQA groups 1/3/4 and a 12-wide group (two blocks per kv
-// head), window spans with and without a ring wrap, sinks the row cannot all see yet, an empty
-// ring and an empty window, host K 0/1/37/300, every host kind, decode rows (n = 1) and prefill
-// rows (n = 33, each seeing a longer ring prefix). Window slots the last row cannot see hold NaN,
-// so any read of them shows up; some host log-sum-exps are -inf (an empty host side).
+// CUDA hybrid attention (device tokens + host part) against cpu::hybrid_attention_items: cache
+// dtypes f32/bf16 (f16 once), head_dim 16..256, GQA groups 1/3/4 and a 12-wide group (two blocks
+// per kv head), slot tables of rings with and without a wrap, sinks the row cannot all see yet,
+// an empty ring and an empty window, per-kv-head tables of scattered slots (kept heavy hitters),
+// host K 0/1/37/300, every host kind, decode rows (n = 1) and prefill rows (n = 33, each seeing a
+// longer prefix). Cache slots the last row cannot see hold NaN, so any read of them shows up;
+// some host log-sum-exps are -inf (an empty host side).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <numeric>
+#include <random>
 #include <string>
 
 #include "device/device.h"
@@ -24,10 +27,76 @@ struct Shape {
   int n_heads, n_kv_heads, head_dim;
 };
 
+// A ring of slots after the sinks, as HybridKv lays out a window (the test's way to write tables).
+struct Ring {
+  int n_sinks = 0;
+  int sink_slots = 0;
+  int ring_slots = 0;
+  int ring_head = 0;
+  int ring_count = 0;
+  int ring_pos0 = 0;
+};
+
+// A slot table on the host: rows of (slot, position), one per kv-head or one shared (stride 0).
+struct Table {
+  std::vector<int32_t> slot, pos;
+  int count = 0, stride = 0, n_lead = 0;
+  int64_t capacity = 0;  // cache slots
+  std::string name;
+};
+
+Table ring_table(const Ring& r) {
+  Table t;
+  for (int p = 0; p < r.n_sinks; ++p) {
+    t.slot.push_back(p);
+    t.pos.push_back(p);
+  }
+  for (int j = 0; j < r.ring_count; ++j) {
+    t.slot.push_back(r.sink_slots + (r.ring_head + j) % r.ring_slots);
+    t.pos.push_back(r.ring_pos0 + j);
+  }
+  t.count = static_cast<int>(t.slot.size());
+  t.n_lead = r.n_sinks;
+  t.capacity = r.sink_slots + r.ring_slots + 3;
+  t.name = "sinks " + std::to_string(r.n_sinks) + "/" + std::to_string(r.sink_slots) + " ring " +
+           std::to_string(r.ring_count) + "/" + std::to_string(r.ring_slots) + " head " + std::to_string(r.ring_head) +
+           " pos0 " + std::to_string(r.ring_pos0);
+  if (t.slot.empty()) t.slot = t.pos = {0};  // keep the arrays allocatable
+  return t;
+}
+
+// Per kv-head, `count` distinct slots of `capacity` in random order holding increasing random
+// positions below `last_pos`, the first n_lead at positions 0.. (sinks): what h2o keeps.
+Table scattered_table(int n_kv_heads, int count, int n_lead, int64_t capacity, int last_pos, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Table t;
+  t.count = count;
+  t.stride = count;
+  t.n_lead = n_lead;
+  t.capacity = capacity;
+  for (int g = 0; g < n_kv_heads; ++g) {
+    std::vector<int32_t> slots(static_cast<size_t>(capacity));
+    std::iota(slots.begin(), slots.end(), 0);
+    std::shuffle(slots.begin(), slots.end(), rng);
+    std::vector<int32_t> pos(static_cast<size_t>(last_pos - n_lead));
+    std::iota(pos.begin(), pos.end(), n_lead);
+    std::shuffle(pos.begin(), pos.end(), rng);
+    pos.resize(static_cast<size_t>(count - n_lead));
+    std::sort(pos.begin(), pos.end());
+    for (int j = 0; j < count; ++j) {
+      t.slot.push_back(slots[static_cast<size_t>(j)]);
+      t.pos.push_back(j < n_lead ? j : pos[static_cast<size_t>(j - n_lead)]);
+    }
+  }
+  t.name = "scattered " + std::to_string(count) + " per kv-head, lead " + std::to_string(n_lead) + ", capacity " +
+           std::to_string(capacity);
+  return t;
+}
+
 struct Case {
   DType dtype;
   Shape shape;
-  WindowSpan span;
+  Table table;
   int pos0, n;
   HostPart::Kind kind;
   int K;  // host tokens (Logits only)
@@ -46,13 +115,10 @@ const char* kind_name(HostPart::Kind k) {
 }
 
 std::string case_name(const Case& c) {
-  const WindowSpan& s = c.span;
   return std::string(dtype_name(c.dtype)) + " heads " + std::to_string(c.shape.n_heads) + "/" +
-         std::to_string(c.shape.n_kv_heads) + " d " + std::to_string(c.shape.head_dim) + " sinks " +
-         std::to_string(s.n_sinks) + "/" + std::to_string(s.sink_slots) + " ring " + std::to_string(s.ring_count) +
-         "/" + std::to_string(s.ring_slots) + " head " + std::to_string(s.ring_head) + " pos0 " +
-         std::to_string(s.ring_pos0) + " | rows " + std::to_string(c.pos0) + "+" + std::to_string(c.n) + " " +
-         kind_name(c.kind) + " K " + std::to_string(c.K);
+         std::to_string(c.shape.n_kv_heads) + " d " + std::to_string(c.shape.head_dim) + " " + c.table.name +
+         " | rows " + std::to_string(c.pos0) + "+" + std::to_string(c.n) + " " + kind_name(c.kind) + " K " +
+         std::to_string(c.K);
 }
 
 void store(DType t, std::vector<uint8_t>& bytes, size_t index, float x) {
@@ -75,20 +141,20 @@ void store(DType t, std::vector<uint8_t>& bytes, size_t index, float x) {
   }
 }
 
-// Whether window slot `slot` holds a token the row at `pos` sees.
-bool visible(const WindowSpan& s, int64_t slot, int64_t pos) {
-  if (slot < s.sink_slots) return slot < s.n_sinks && slot <= pos;
-  if (slot >= s.sink_slots + s.ring_slots) return false;
-  const int64_t j = (slot - s.sink_slots - s.ring_head + s.ring_slots) % s.ring_slots;
-  return j < s.ring_count && s.ring_pos0 + j <= pos;
+// Whether cache slot `slot` of kv-head g holds a token the row at `pos` sees.
+bool visible(const Table& t, int g, int64_t slot, int64_t pos) {
+  const size_t row = static_cast<size_t>(g) * t.stride;
+  for (int j = 0; j < t.count; ++j)
+    if (t.slot[row + j] == slot && t.pos[row + j] <= pos) return true;
+  return false;
 }
 
 void run_case(Device& d, const Case& c, uint32_t seed) {
   SCOPED_TRACE(case_name(c));
   std::mt19937 rng(seed);
   const int H = c.shape.n_heads, G = c.shape.n_kv_heads, D = c.shape.head_dim;
-  const WindowSpan& s = c.span;
-  const int64_t capacity = s.sink_slots + s.ring_slots + 3;
+  const Table& tab = c.table;
+  const int64_t capacity = tab.capacity;
   const size_t elem = dtype_block_bytes(c.dtype);
   const size_t cache_elems = static_cast<size_t>(G) * capacity * D;
 
@@ -99,7 +165,7 @@ void run_case(Device& d, const Case& c, uint32_t seed) {
   const int64_t last_pos = c.pos0 + c.n - 1;
   for (int g = 0; g < G; ++g)
     for (int64_t slot = 0; slot < capacity; ++slot) {
-      const bool live = visible(s, slot, last_pos);
+      const bool live = visible(tab, g, slot, last_pos);
       for (int e = 0; e < D; ++e) {
         const size_t idx = (static_cast<size_t>(g) * capacity + slot) * D + e;
         store(c.dtype, k_host, idx, live ? 2.0f * u(rng) : nan);
@@ -107,7 +173,7 @@ void run_case(Device& d, const Case& c, uint32_t seed) {
       }
     }
   auto k_dev = to_device(d, k_host), v_dev = to_device(d, v_host);
-  const KvView window{c.dtype, k_dev->get(), v_dev->get(), capacity, G, D};
+  auto slot_dev = to_device(d, tab.slot), pos_dev = to_device(d, tab.pos);
 
   const size_t q_count = static_cast<size_t>(c.n) * H * D;
   const auto q = uniform_floats(q_count, rng, -2.0f, 2.0f);
@@ -142,29 +208,52 @@ void run_case(Device& d, const Case& c, uint32_t seed) {
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   DeviceBuffer out(d, sizeof(float) * q_count);
-  d.hybrid_attention(q_dev->f32(), c.n, H, window, s, c.pos0, host_gpu, scale, out.f32());
+  HybridAttentionArgs a;
+  a.kv_dtype = c.dtype;
+  a.capacity = capacity;
+  a.n = c.n;
+  a.n_heads = H;
+  a.n_kv_heads = G;
+  a.head_dim = D;
+  a.pos0 = c.pos0;
+  a.tokens = {static_cast<const int32_t*>(slot_dev->get()), static_cast<const int32_t*>(pos_dev->get()), tab.count,
+              tab.stride, tab.n_lead};
+  a.scale = scale;
+  HybridAttentionArgs gpu = a, cpu = a;
+  gpu.q = q_dev->f32();
+  gpu.out = out.f32();
+  gpu.k_cache = k_dev->get();
+  gpu.v_cache = v_dev->get();
+  gpu.host = host_gpu;
+  d.hybrid_attention(gpu);
   const auto got = to_host<float>(d, out, q_count);
 
-  std::vector<float> want(q_count), scores(static_cast<size_t>(s.sink_slots + s.ring_slots + c.K));
-  cpu::hybrid_attention_items(q.data(), H, G, D, c.dtype, k_host.data(), v_host.data(), capacity, s, c.pos0, host_cpu,
-                              scale, want.data(), scores.data(), 0, static_cast<int64_t>(c.n) * H);
+  std::vector<float> want(q_count), scores(static_cast<size_t>(tab.count + c.K));
+  cpu.q = q.data();
+  cpu.out = want.data();
+  cpu.k_cache = k_host.data();
+  cpu.v_cache = v_host.data();
+  cpu.tokens.slot = tab.slot.data();
+  cpu.tokens.pos = tab.pos.data();
+  cpu.host = host_cpu;
+  cpu::hybrid_attention_items(cpu, scores.data(), 0, static_cast<int64_t>(c.n) * H);
   EXPECT_LE(max_abs_diff(got, want), 5e-5);
 }
 
-WindowSpan span(int n_sinks, int sink_slots, int ring_slots, int ring_head, int ring_count, int ring_pos0) {
-  WindowSpan s;
+Table span(int n_sinks, int sink_slots, int ring_slots, int ring_head, int ring_count, int ring_pos0) {
+  Ring s;
   s.n_sinks = n_sinks;
   s.sink_slots = sink_slots;
   s.ring_slots = ring_slots;
   s.ring_head = ring_head;
   s.ring_count = ring_count;
   s.ring_pos0 = ring_pos0;
-  return s;
+  return ring_table(s);
 }
 
 // A decode row's window and position: the row is the ring's newest token when the ring has any.
 struct DecodeSpan {
-  WindowSpan span;
+  Table span;
   int pos;
 };
 
@@ -224,18 +313,50 @@ TEST(CudaHybridAttention, PrefillRowsPartial) {
       }
 }
 
-TEST(CudaHybridAttention, RejectsSpansOutsideTheWindow) {
+// Per-kv-head tables of scattered slots (what a pruning policy keeps), decode and prefill rows.
+TEST(CudaHybridAttention, ScatteredPerKvHeadTables) {
+  HG_REQUIRE_CUDA_GPU();
+  auto d = make_cuda_device(0);
+  uint32_t seed = 9000;
+  for (DType t : {DType::F32, DType::BF16})
+    for (const Shape& sh : kShapes) {
+      const Table small = scattered_table(sh.n_kv_heads, 40, 4, 64, 300, seed);
+      const Table big = scattered_table(sh.n_kv_heads, 1500, 0, 2000, 9000, seed + 1);
+      for (const Table* tab : {&small, &big}) {
+        run_case(*d, {t, sh, *tab, 9000, 1, HostPart::Kind::None, 0}, seed++);
+        run_case(*d, {t, sh, *tab, 9000, 1, HostPart::Kind::Logits, 37}, seed++);
+        run_case(*d, {t, sh, *tab, 9000, 1, HostPart::Kind::Partial, 0}, seed++);
+        run_case(*d, {t, sh, *tab, 150, 33, HostPart::Kind::Partial, 0}, seed++);  // rows see part of the table
+      }
+    }
+}
+
+TEST(CudaHybridAttention, RejectsTablesOutsideTheCache) {
   HG_REQUIRE_CUDA_GPU();
   auto d = make_cuda_device(0);
   DeviceBuffer k(*d, 4 * 2 * 8 * 16), v(*d, 4 * 2 * 8 * 16), q(*d, 4 * 4 * 16), out(*d, 4 * 4 * 16);
-  const KvView window{DType::F32, k.get(), v.get(), 8, 2, 16};
-  const HostPart none;
-  EXPECT_THROW(d->hybrid_attention(q.f32(), 1, 4, window, span(2, 2, 7, 0, 7, 2), 8, none, 1.0f, out.f32()), Error);
-  EXPECT_THROW(d->hybrid_attention(q.f32(), 1, 4, window, span(2, 2, 6, 6, 3, 2), 8, none, 1.0f, out.f32()), Error);
-  HostPart logits;
-  logits.kind = HostPart::Kind::Logits;
-  logits.K = 3;
-  EXPECT_THROW(d->hybrid_attention(q.f32(), 1, 4, window, span(2, 2, 6, 0, 3, 2), 8, logits, 1.0f, out.f32()), Error);
+  DeviceBuffer slots(*d, 4 * 16), pos(*d, 4 * 16);
+  HybridAttentionArgs a;
+  a.q = q.f32();
+  a.out = out.f32();
+  a.k_cache = k.get();
+  a.v_cache = v.get();
+  a.capacity = 8;
+  a.n = 1;
+  a.n_heads = 4;
+  a.n_kv_heads = 2;
+  a.head_dim = 16;
+  a.pos0 = 8;
+  a.tokens = {static_cast<const int32_t*>(slots.get()), static_cast<const int32_t*>(pos.get()), 9, 0, 2};
+  EXPECT_THROW(d->hybrid_attention(a), Error);  // more tokens than slots
+  a.tokens = {static_cast<const int32_t*>(slots.get()), static_cast<const int32_t*>(pos.get()), 6, 3, 2};
+  EXPECT_THROW(d->hybrid_attention(a), Error);  // rows shorter than the count
+  a.tokens = {static_cast<const int32_t*>(slots.get()), static_cast<const int32_t*>(pos.get()), 3, 0, 4};
+  EXPECT_THROW(d->hybrid_attention(a), Error);  // more lead tokens than tokens
+  a.tokens = {static_cast<const int32_t*>(slots.get()), static_cast<const int32_t*>(pos.get()), 3, 0, 2};
+  a.host.kind = HostPart::Kind::Logits;
+  a.host.K = 3;
+  EXPECT_THROW(d->hybrid_attention(a), Error);  // host logits without arrays
 }
 
 }  // namespace
