@@ -21,6 +21,7 @@ import json
 import math
 import os
 import sys
+import textwrap
 
 try:
     import matplotlib
@@ -132,7 +133,7 @@ def save(fig, out_dir, name, written):
 
 def title(rows, what):
     r = rows[0]
-    return f"{r.get('sweep', '?')} ({r.get('task', '?')}): {what}"
+    return "\n".join(textwrap.wrap(f"{r.get('sweep', '?')} ({r.get('task', '?')}): {what}", 64))
 
 
 def plot_lines(ax, data, xlabel, ylabel, logx=False):
@@ -196,9 +197,10 @@ def accuracy_figures(rows, out_dir, written):
     if any(m == "top1_agreement" for m, _ in present):  # the reference's own ppl adds nothing here
         present = [(m, y) for m, y in present if m != "ppl" or len(present) < 3]
     keys = varying_keys(rows)
-    x_key = next((k for k in K_KEYS if k in keys), None)
+    # K is the x axis only when every row has one (a sweep over policies gives some rows none).
+    x_key = next((k for k in K_KEYS if k in keys and all(k in r.get("params", {}) for r in rows)), None)
     labels = [k for k in keys if k != x_key]
-    fig, axes = plt.subplots(1, len(present), figsize=(4.6 * len(present), 4.3), squeeze=False)
+    fig, axes = plt.subplots(1, len(present), figsize=(max(7.0, 4.6 * len(present)), 4.5), squeeze=False)
     for ax, (m, ylabel) in zip(axes[0], present):
         if x_key:
             plot_lines(ax, series(rows, x_key, metric(m), labels), f"K ({x_key}: host tokens per kv-head)", ylabel,
@@ -259,7 +261,9 @@ def passkey_heatmap(rows, out_dir, written):
         ctx = r["metrics"].get("prompt_tokens") or r["params"].get("ctx")
         for depth, acc in r["metrics"]["per_depth"].items():
             panels.setdefault(label(r, keys), {}).setdefault((float(depth), int(ctx)), []).append(float(acc))
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 1, 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels) + 1.5, 4.6), squeeze=False,
+                             layout="constrained")
+    fig.get_layout_engine().set(rect=(0, 0.04, 1, 0.96))
     image = None
     for ax, (name, cells) in zip(axes[0], panels.items()):
         depths = sorted({d for d, _ in cells})
@@ -275,7 +279,8 @@ def passkey_heatmap(rows, out_dir, written):
         ax.set_yticks(range(len(depths)))
         ax.set_yticklabels([f"{d:g}" for d in depths])
         ax.set_xlabel("context (prompt tokens)")
-        ax.set_ylabel("depth of the key (fraction of the filler)")
+        if ax is axes[0][0]:
+            ax.set_ylabel("depth of the key (fraction of the filler)")
         ax.set_title(name, fontsize=9)
     fig.colorbar(image, ax=axes[0].tolist(), label="passkey accuracy")
     fig.suptitle(title(rows, "passkey accuracy by depth and context"))
