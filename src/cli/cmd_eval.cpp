@@ -117,7 +117,8 @@ void run_eval(const EvalOptions& o, const std::vector<std::string>& args) {
 
 void add_eval_command(CLI::App& app) {
   auto o = std::make_shared<EvalOptions>();
-  auto* cmd = app.add_subcommand("eval", "evaluation tasks: " + eval_task_names() + " (--task NAME --help: its options)");
+  auto* cmd =
+      app.add_subcommand("eval", "evaluation tasks: " + eval_task_names() + " (--task NAME --help: its options)");
   cmd->set_help_flag();  // --help goes to the task's own options
   cmd->add_flag("-h,--help", o->help, "list the tasks, or with --task the options of that task");
   cmd->add_option("--task", o->task, "task to run: " + eval_task_names());

@@ -66,7 +66,8 @@ std::string plot_python() {
 }
 
 void run_plot(const std::string& results, const std::string& dir) {
-  const std::string cmd = quote(plot_python()) + " " + quote(plot_script()) + " " + quote(results) + " -o " + quote(dir);
+  const std::string cmd =
+      quote(plot_python()) + " " + quote(plot_script()) + " " + quote(results) + " -o " + quote(dir);
   if (std::system(cmd.c_str()) != 0) throw Error("--plot: " + cmd + " failed");
 }
 
@@ -77,9 +78,8 @@ void run_sweep(const SweepOptions& o) {
   {
     std::unique_ptr<CLI::App> probe;
     parse_task_args(task, probe, {});
-    sweep::check_keys(f, [&](const std::string& key) {
-      return key != "help" && probe->get_option_no_throw("--" + key) != nullptr;
-    });
+    sweep::check_keys(
+        f, [&](const std::string& key) { return key != "help" && probe->get_option_no_throw("--" + key) != nullptr; });
   }
   const std::vector<sweep::Point> points = sweep::expand_points(f);
   sweep::check_points(f, points, [&](const sweep::Point& p) {
@@ -121,7 +121,9 @@ void run_sweep(const SweepOptions& o) {
   sweep::RunnerHooks hooks;
   hooks.started = [&](const sweep::Point& p, size_t done, size_t total) {
     bar.update(static_cast<int64_t>(done), p.describe());
-    if (lines) std::fprintf(stderr, "sweep %s: point %zu/%zu %s ...\n", f.name.c_str(), p.index + 1, total, p.describe().c_str());
+    if (lines)
+      std::fprintf(stderr, "sweep %s: point %zu/%zu %s ...\n", f.name.c_str(), p.index + 1, total,
+                   p.describe().c_str());
   };
   hooks.finished = [&](const sweep::Point& p, double seconds, const std::string& error) {
     if (lines)
@@ -137,7 +139,9 @@ void run_sweep(const SweepOptions& o) {
                s.ok, s.failed, s.skipped, out.c_str());
   if (!o.plot_dir.empty()) run_plot(out, o.plot_dir);
   if (s.stopped) throw Error("stopped at the first failed point (--fail-fast); " + out + " has its error line");
-  if (s.failed > 0) throw Error(std::to_string(s.failed) + " of " + std::to_string(s.total) + " points failed: their error lines are in " + out);
+  if (s.failed > 0)
+    throw Error(std::to_string(s.failed) + " of " + std::to_string(s.total) +
+                " points failed: their error lines are in " + out);
 }
 
 }  // namespace

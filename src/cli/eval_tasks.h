@@ -9,7 +9,6 @@
 // (cmd_eval.cpp). /work/notes/sweep-notes.md has an example.
 #pragma once
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>

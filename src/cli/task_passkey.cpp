@@ -83,8 +83,8 @@ class PasskeyTask : public TaskRun {
 
   std::string summary(const nlohmann::json& j) const override {
     std::string s = "passkey accuracy " + std::to_string(j["accuracy"].get<double>()) + " over " +
-                    std::to_string(j["answers"].size()) + " trials at " + std::to_string(j["prompt_tokens"].get<int>()) +
-                    " tokens (" + j["policy"].get<std::string>() + ")";
+                    std::to_string(j["answers"].size()) + " trials at " +
+                    std::to_string(j["prompt_tokens"].get<int>()) + " tokens (" + j["policy"].get<std::string>() + ")";
     for (const auto& [depth, acc] : j["per_depth"].items())
       s += "\n  depth " + depth + ": " + std::to_string(acc.get<double>());
     return s;

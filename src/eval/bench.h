@@ -36,8 +36,7 @@ struct BenchHooks {
 };
 
 // Engine options for one combination (policy, threads, batch, ctx): the caller applies its knobs.
-using BenchEngineOptions =
-    std::function<EngineOptions(const std::string& policy, int threads, int batch, int ctx)>;
+using BenchEngineOptions = std::function<EngineOptions(const std::string& policy, int threads, int batch, int ctx)>;
 
 // Bytes of weights one decode step streams: every matrix a matmul reads in full (embedding
 // tables are only read row by row, unless tied to the output head).

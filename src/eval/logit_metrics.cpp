@@ -29,6 +29,8 @@ double kl_divergence(const float* ref, const float* policy, int vocab) {
   return std::max(0.0, kl);
 }
 
-int argmax(const float* logits, int vocab) { return static_cast<int>(std::max_element(logits, logits + vocab) - logits); }
+int argmax(const float* logits, int vocab) {
+  return static_cast<int>(std::max_element(logits, logits + vocab) - logits);
+}
 
 }  // namespace hg::eval

@@ -77,8 +77,8 @@ PasskeyPrompt make_passkey_prompt(const Tokenizer& tok, std::span<const int32_t>
     throw Error("--ctx " + std::to_string(c.ctx) + " leaves no room for filler text (the instructions take " +
                 std::to_string(fixed) + " tokens)");
   if (static_cast<size_t>(n_filler) > filler.size())
-    throw Error("-f: the filler text has " + std::to_string(filler.size()) + " tokens, --ctx " +
-                std::to_string(c.ctx) + " needs " + std::to_string(n_filler));
+    throw Error("-f: the filler text has " + std::to_string(filler.size()) + " tokens, --ctx " + std::to_string(c.ctx) +
+                " needs " + std::to_string(n_filler));
   const size_t room = filler.size() - static_cast<size_t>(n_filler) + 1;
   const std::span<const int32_t> text = filler.subspan(d.offset_draw % room, static_cast<size_t>(n_filler));
   const size_t at = static_cast<size_t>(std::lround(depth * n_filler));
@@ -116,9 +116,10 @@ nlohmann::json PasskeyResult::to_json(const PasskeyConfig& c) const {
   for (double d : c.depths) per_depth[depth_name(d)] = accuracy_at(d);
   nlohmann::json answers = nlohmann::json::array();
   for (const auto& t : trials)
-    answers.push_back({{"trial", t.trial}, {"depth", t.depth}, {"key", t.key}, {"answer", t.answer}, {"found", t.found}});
-  return {{"accuracy", accuracy()}, {"per_depth", per_depth}, {"trials", c.trials},
-          {"prompt_tokens", prompt_tokens}, {"seconds", seconds}, {"answers", answers}};
+    answers.push_back(
+        {{"trial", t.trial}, {"depth", t.depth}, {"key", t.key}, {"answer", t.answer}, {"found", t.found}});
+  return {{"accuracy", accuracy()},         {"per_depth", per_depth}, {"trials", c.trials},
+          {"prompt_tokens", prompt_tokens}, {"seconds", seconds},     {"answers", answers}};
 }
 
 PasskeyResult run_passkey(Engine& engine, const Tokenizer& tok, std::string_view filler_text, const PasskeyConfig& c,

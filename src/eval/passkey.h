@@ -24,11 +24,11 @@ class Tokenizer;
 namespace hg::eval {
 
 struct PasskeyConfig {
-  int ctx = 1536;                              // prompt tokens (the filler is cut to fit)
+  int ctx = 1536;                                // prompt tokens (the filler is cut to fit)
   std::vector<double> depths = {0.1, 0.5, 0.9};  // where the key sits, as a fraction of the filler
-  int trials = 4;                              // keys per depth
+  int trials = 4;                                // keys per depth
   uint64_t seed = 1;
-  int n_gen = 8;                               // answer tokens generated (greedy)
+  int n_gen = 8;      // answer tokens generated (greedy)
   bool chat = false;  // wrap the task in the model's chat template (the answer starts "The pass key is")
 
   void validate() const;  // hg::Error naming the option

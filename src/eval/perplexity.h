@@ -43,12 +43,12 @@ struct ScoreHooks {
 int64_t total_positions(const std::vector<TokenWindow>& windows);
 
 struct PerplexityResult {
-  int64_t scored = 0;      // tokens scored
-  double nll_sum = 0.0;    // sum of -log p(token)
-  bool has_ref = false;    // the fields below are set
+  int64_t scored = 0;    // tokens scored
+  double nll_sum = 0.0;  // sum of -log p(token)
+  bool has_ref = false;  // the fields below are set
   double ref_nll_sum = 0.0;
-  int64_t agree = 0;       // positions where the policy's top-1 equals the reference's
-  double kl_sum = 0.0;     // sum of KL(ref || policy)
+  int64_t agree = 0;    // positions where the policy's top-1 equals the reference's
+  double kl_sum = 0.0;  // sum of KL(ref || policy)
 
   double ppl() const;
   // {"ppl", "n_tokens", "nll_mean"} and, with a reference, {"ref_ppl", "top1_agreement", "kl_mean"}.

@@ -108,7 +108,8 @@ void check_keys(const SweepFile& f, const std::function<bool(const std::string&)
   auto check = [&](const std::string& key, int line, const char* section) {
     if (!is_option(key))
       throw Error(f.where(line) + "unknown key '" + key + "' in " + section + ": not an option of task '" + f.task +
-                  "' (keys are the long option names of `hybridgen eval --task " + f.task + " --help`, without dashes)");
+                  "' (keys are the long option names of `hybridgen eval --task " + f.task +
+                  " --help`, without dashes)");
   };
   for (const auto& p : f.fixed) check(p.key, p.line, "fixed");
   for (const auto& a : f.grid) check(a.key, a.line, "grid");
@@ -116,7 +117,8 @@ void check_keys(const SweepFile& f, const std::function<bool(const std::string&)
     for (const auto& a : g) check(a.key, a.line, "zip");
 }
 
-void check_points(const SweepFile& f, const std::vector<Point>& points, const std::function<void(const Point&)>& check) {
+void check_points(const SweepFile& f, const std::vector<Point>& points,
+                  const std::function<void(const Point&)>& check) {
   for (const auto& p : points) {
     if (p.repeat > 0) continue;  // the same parameters as repeat 0
     try {

@@ -23,7 +23,7 @@ MachineFacts machine_facts() {
     }
   cpu_set_t set;
   m.cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
-                                                         : static_cast<int>(std::thread::hardware_concurrency());
+                                                        : static_cast<int>(std::thread::hardware_concurrency());
   return m;
 }
 
@@ -46,8 +46,12 @@ SweepSummary run_points(const SweepFile& f, const std::vector<Point>& points, Re
   for (const auto& p : points) {
     if (out.done().count(p.key)) continue;
     if (hooks.started) hooks.started(p, finished, s.total);
-    nlohmann::json line = {{"sweep", f.name},   {"task", f.task},           {"point", p.index},
-                           {"repeat", p.repeat}, {"key", p.key},             {"params", p.params_json()},
+    nlohmann::json line = {{"sweep", f.name},
+                           {"task", f.task},
+                           {"point", p.index},
+                           {"repeat", p.repeat},
+                           {"key", p.key},
+                           {"params", p.params_json()},
                            {"started_utc", utc_timestamp()}};
     std::string error;
     const auto t0 = std::chrono::steady_clock::now();

@@ -47,7 +47,8 @@ class Parser {
     } catch (const YAML::Exception& e) {
       fail(e.mark.line + 1, "malformed YAML: " + e.msg);
     }
-    if (!root.IsMap()) fail(root.IsDefined() ? line_of(root) : 1, "a sweep file is a mapping with name, task, fixed, grid, zip, repeat");
+    if (!root.IsMap())
+      fail(root.IsDefined() ? line_of(root) : 1, "a sweep file is a mapping with name, task, fixed, grid, zip, repeat");
     for (const auto& kv : root) {
       const std::string field = kv.first.Scalar();
       const YAML::Node& v = kv.second;

@@ -25,11 +25,11 @@ namespace hg::sweep {
 
 struct Param {
   std::string key;
-  std::string value;    // as the CLI gets it
-  nlohmann::json json;  // typed for results: YAML ints, floats and booleans as numbers/bools
-  int line = 0;         // 1-based line of the key
-  bool varying = false; // from grid or zip (the point's description shows it)
-  bool omitted = false; // `~` (null) in a grid or zip list: the option is not given at that point
+  std::string value;     // as the CLI gets it
+  nlohmann::json json;   // typed for results: YAML ints, floats and booleans as numbers/bools
+  int line = 0;          // 1-based line of the key
+  bool varying = false;  // from grid or zip (the point's description shows it)
+  bool omitted = false;  // `~` (null) in a grid or zip list: the option is not given at that point
 };
 
 struct Axis {

@@ -7,10 +7,9 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "test_util.h"
 
@@ -37,11 +36,14 @@ std::string six_points(const std::string& extra = "") {
   return "name: six\n"
          "task: bench\n"
          "fixed:\n"
-         "  model: " + tiny_model("llama-gqa").string() + "\n"
+         "  model: " +
+         tiny_model("llama-gqa").string() +
+         "\n"
          "  policy: hybrid\n"
          "  n-prompt: 0\n"
          "  depth: 64\n"
-         "  threads: 1\n" + extra +
+         "  threads: 1\n" +
+         extra +
          "grid:\n"
          "  window: [16, 32]\n"
          "  k: [4, 8, -1]\n";
@@ -180,12 +182,15 @@ TEST(SweepCli, BadSweepFilesAreOneErrorLineAndWriteNothing) {
   const std::vector<Case> cases = {
       {"malformed", "name: m\ntask: bench\ngrid:\n  k: [1, 2\n", {"malformed.yaml:", "malformed YAML"}},
       {"task", "name: t\ntask: benchmark\ngrid: {k: [1]}\n", {"task.yaml:2:", "'benchmark'", "ppl, fidelity, passkey"}},
-      {"key", "name: k\ntask: bench\nfixed:\n" + model + "grid:\n  windw: [16]\n",
+      {"key",
+       "name: k\ntask: bench\nfixed:\n" + model + "grid:\n  windw: [16]\n",
        {"key.yaml:6:", "unknown key 'windw'"}},
       {"empty", "name: e\ntask: bench\nfixed:\n" + model + "grid: {}\n", {"empty.yaml:5:", "grid"}},
-      {"contradiction", "name: c\ntask: bench\nfixed:\n" + model + "grid:\n  policy: [hybrid, full]\n  window: [16]\n",
+      {"contradiction",
+       "name: c\ntask: bench\nfixed:\n" + model + "grid:\n  policy: [hybrid, full]\n  window: [16]\n",
        {"contradiction.yaml:7:", "point 2/2 (policy=full window=16)", "--window"}},
-      {"value", "name: v\ntask: bench\nfixed:\n" + model + "grid:\n  n-gen: [4, four]\n",
+      {"value",
+       "name: v\ntask: bench\nfixed:\n" + model + "grid:\n  n-gen: [4, four]\n",
        {"value.yaml:6:", "point 2/2", "-n"}},
   };
   for (const auto& c : cases) {

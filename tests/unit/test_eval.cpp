@@ -91,9 +91,7 @@ TEST(EvalFidelity, PrecomputedReferenceMatchesAReferenceEngineSteppedAlongside) 
   test::expect_error([&] { score_decode(*f.policy, ReferenceLogits{}, ids, windows); }, {"reference logits"});
 }
 
-std::unique_ptr<Tokenizer> gpt2() {
-  return load_tokenizer(test::shared_dir() / "data/tokenizers/gpt2/vocab.json");
-}
+std::unique_ptr<Tokenizer> gpt2() { return load_tokenizer(test::shared_dir() / "data/tokenizers/gpt2/vocab.json"); }
 
 TEST(Passkey, GeneratorIsDeterministicPerSeedAndCutsToTheContext) {
   auto tok = gpt2();
