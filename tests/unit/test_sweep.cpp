@@ -122,26 +122,17 @@ TEST(SweepFile, ErrorsNameTheFileAndLine) {
   expect_error([] { load_sweep_file("/nonexistent/s.yaml", kTasks); }, {"/nonexistent/s.yaml", "cannot open"});
 }
 
+// A sweep whose 7th line is `  LAST` (after model on line 4 and policy on line 6).
+SweepFile with_last_line(const std::string& last) {
+  return parse("name: x\ntask: bench\nfixed:\n  model: m\ngrid:\n  policy: [hybrid, full]\n  " + last + "\n");
+}
+
 TEST(SweepFile, UnknownKeysAndBadPointsPointAtTheirLine) {
-  const SweepFile f = parse(
-      "name: x\n"
-      "task: bench\n"
-      "fixed:\n"
-      "  model: m\n"
-      "grid:\n"
-      "  policy: [hybrid, full]\n"
-      "  windw: [16]\n");
+  const SweepFile f = with_last_line("windw: [16]");
   const std::set<std::string> options = {"model", "policy", "window", "k"};
   expect_error([&] { check_keys(f, [&](const std::string& k) { return options.count(k) > 0; }); },
                {"s.yaml:7:", "unknown key 'windw'", "task 'bench'"});
-  const SweepFile g = parse(
-      "name: x\n"
-      "task: bench\n"
-      "fixed:\n"
-      "  model: m\n"
-      "grid:\n"
-      "  policy: [hybrid, full]\n"
-      "  window: [16, 32]\n");
+  const SweepFile g = with_last_line("window: [16, 32]");
   const auto points = expand_points(g);
   // The message names --window: the error points at the window line, and names the point.
   expect_error(
