@@ -6,7 +6,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libdnnl-dev libnuma-dev numactl libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
   nlohmann-json3-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev libbenchmark-dev
-  python3-numpy clang libclang-rt-14-dev ccache
+  python3-numpy python3-matplotlib clang libclang-rt-14-dev ccache libeigen3-dev
 )
 
 missing=()

@@ -2,13 +2,14 @@
 // tokens take part, how host and device results merge, and where the query comes from. Presets
 // name the paper's systems; every knob can be overridden on the command line or in YAML.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace hg {
 
 enum class Selection { All, Post, Pre };             // host tokens: all / Post-QKᵀ top-K / Pre-QKᵀ prediction
-enum class Predictor { Recent, H2O, Partial };        // Pre-QKᵀ predictors
+enum class Predictor { Recent, H2O, Partial, Infinigen };  // Pre-QKᵀ predictors
 enum class MergeMode { Logits, Lse };                 // ship logits + V rows, or a partial result + LSE
 enum class QuerySource { Exact, Speculative, Refine };
 
@@ -33,6 +34,15 @@ struct Policy {
   int evict_block = 16;      // tokens moved from the window to the host at once
   // Knobs of other modules go below, one field a line, each registered in the knob registry
   // (src/sched/knobs.h) with the presets it applies to.
+  // h2o / keyformer: heavy hitters per kv-head kept on the device beside the window
+  int heavy = 260;
+  float tau_init = 1.0f;     // keyformer: Gumbel-softmax temperature at the first generated token
+  float tau_end = 2.0f;      // keyformer: ... and at the last position of the context
+  uint64_t seed = 0;         // keyformer: seed of the Gumbel noise (the sampler's --seed)
+  // infinigen
+  float partial_ratio = 0.2f;  // share of each head's skewed channels used for speculation
+  float alpha = 4.0f;          // fetch the tokens whose partial score is within alpha of the max
+  int max_kv = 400;            // ... but at most this many per kv-head
 };
 
 // What the attention stage does at one decode step for one sequence: the policy's starting

@@ -109,7 +109,8 @@ void HybridAttention::set_up_predictor(Predictor p) {
 
 void HybridAttention::reset(int seq) {
   kv_->reset(seq);
-  for (Selector* s : {post_.get(), pre_[0].get(), pre_[1].get(), pre_[2].get()})
+  post_->reset(seq);
+  for (auto& s : pre_)
     if (s) s->reset(seq);
 }
 
@@ -172,13 +173,17 @@ void HybridAttention::select_and_score(ThreadPool& pool, int layer, int seq, Seq
   req.n_heads = spec_.n_heads;
   req.scale = scale_;
   req.n_tokens = r.n_host = host.n_tokens();
-  req.K = r.K = effective_k(plans_[static_cast<size_t>(seq)], r.n_host);
-  const int K = r.K;
+  const StepPlan& plan = plans_[static_cast<size_t>(seq)];
+  req.K = effective_k(plan, r.n_host);
+  // a selector may choose its own K (InfiniGen's alpha rule); the plan's otherwise
+  if (plan.select == Selection::Pre && r.n_host > 0)
+    req.K = std::clamp<int>(selector_for(plan, false).choose_k(req, scratch_[0]), 0, static_cast<int>(r.n_host));
+  const int K = r.K = req.K;
   r.idx.resize(static_cast<size_t>(spec_.n_kv_heads) * K);
   r.logits.resize(static_cast<size_t>(spec_.n_heads) * K);
   r.v.resize(static_cast<size_t>(spec_.n_kv_heads) * K * spec_.head_dim);
   const bool all = K == r.n_host;
-  Selector& selector = selector_for(plans_[static_cast<size_t>(seq)], all);
+  Selector& selector = selector_for(plan, all);
   // every host token with --merge lse: the partial attention streams the store, nothing to gather
   const bool gather = !(all && policy_.merge == MergeMode::Lse);
   const bool observe = K > 0 && !observers_.empty();
@@ -432,6 +437,14 @@ void HybridAttention::attend(int layer, const float* q, const float* k, const fl
   if (needs_q) {
     q_host_.resize(static_cast<size_t>(n) * spec_.q_dim());
     device_.copy_to_host(q_host_.data(), q, sizeof(float) * q_host_.size());
+    for (int i = 0; i < n;) {  // the true queries, for selectors that learn from them (InfiniGen's skew)
+      int j = i + 1;
+      while (j < n && rows[static_cast<size_t>(j)].seq == rows[static_cast<size_t>(i)].seq) ++j;
+      for (auto& sel : pre_)
+        if (sel && sel->wants_queries(rows[static_cast<size_t>(i)].seq, layer))
+          sel->on_queries(rows[static_cast<size_t>(i)].seq, layer, q_host_.data() + static_cast<size_t>(i) * spec_.q_dim(), j - i);
+      i = j;
+    }
   }
   const double t_wait0 = now_seconds();
   if (prefill_) {

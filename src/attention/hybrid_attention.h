@@ -103,7 +103,7 @@ class HybridAttention final : public LayerAttention {
   std::vector<std::vector<SeqResult>> results_;      // [layer % 2][row]
   std::vector<SelectorScratch> scratch_;             // per host thread
   std::unique_ptr<Selector> post_;                   // Post-QKᵀ top-K (and "every host token")
-  std::array<std::unique_ptr<Selector>, 3> pre_;     // Pre-QKᵀ predictors, by Predictor
+  std::array<std::unique_ptr<Selector>, 4> pre_;     // Pre-QKᵀ predictors, by Predictor
   std::vector<Selector*> observers_;                 // the selectors that accumulate scores
   HostPrefillAttention prefill_attention_;           // tiled host part of prefill
   std::vector<int64_t> prefill_visible_;             // [rows] host tokens each prefill row sees

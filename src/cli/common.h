@@ -60,6 +60,10 @@ Policy make_policy(const PolicyOptions& o, const std::string& preset, const std:
 // Copies the policy and placement knobs into engine options.
 void apply_policy_options(const PolicyOptions& o, const std::string& preset, EngineOptions& e,
                           const std::vector<std::string>& compared = {});
+// Checks the runtime and policy options that need no model (names, knobs that contradict each
+// other): what a sweep checks at every point before the first one runs.
+void check_engine_options(const RuntimeOptions& r, const PolicyOptions& o, const std::string& preset,
+                          const std::vector<std::string>& compared = {});
 
 std::unique_ptr<Model> load_model(const ModelOptions& o);
 // The tokenizer from --tokenizer or the model's own; nullptr when neither exists.

@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   hg::cli::add_bench_command(app);
   hg::cli::add_perplexity_command(app);
   hg::cli::add_tokenize_command(app);
+  hg::cli::add_eval_command(app);
+  hg::cli::add_sweep_command(app);
   // Parse errors (unknown option, a value that is not a number) as one line, like every other error.
   app.failure_message(
       [](const CLI::App*, const CLI::Error& e) { return "error: " + std::string(e.what()) + " (see --help)\n"; });

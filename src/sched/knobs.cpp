@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "attention/selectors/h2o_prune.h"
+#include "attention/selectors/infinigen.h"
 #include "hybridgen/error.h"
 #include "util/thread_pool.h"
 
@@ -143,7 +145,9 @@ Knob bool_knob(std::string name, std::string help, bool Policy::*field, PresetLi
   return k;
 }
 
-PresetList split_kv_presets() { return {"hybrid", "hgca", "cpu-attn", "streaming"}; }
+PresetList split_kv_presets() {
+  return {"hybrid", "hgca", "cpu-attn", "streaming", "h2o", "keyformer", "infinigen"};
+}
 
 void register_policy_knobs(KnobRegistry& r) {
   const PresetList split = split_kv_presets();
@@ -158,7 +162,10 @@ void register_policy_knobs(KnobRegistry& r) {
                              split));
   r.add(int_knob("k", "host tokens per kv-head that take part", &Policy::K, 0, INT_MAX, split, {{-1, "all host tokens"}}));
   r.add(enum_knob<Predictor>("predictor", "Pre-QK selection predictor", &Policy::predictor,
-                             {{"recent", Predictor::Recent}, {"h2o", Predictor::H2O}, {"partial", Predictor::Partial}},
+                             {{"recent", Predictor::Recent},
+                              {"h2o", Predictor::H2O},
+                              {"partial", Predictor::Partial},
+                              {"infinigen", Predictor::Infinigen}},
                              split));
   r.add(int_knob("partial-dims", "query dimensions of the partial predictor", &Policy::partial_dims, 1, INT_MAX, split));
   r.add(enum_knob<MergeMode>("merge", "merge of host and device results", &Policy::merge,
@@ -179,7 +186,9 @@ const KnobRegistry& knob_registry() {
   static const KnobRegistry registry = [] {
     KnobRegistry r;
     register_policy_knobs(r);
-    // Other modules' knobs: register_sched_knobs(r), register_pruning_knobs(r), ...
+    register_heavy_hitter_knobs(r);
+    register_infinigen_knobs(r);
+    // Other modules' knobs: register_sched_knobs(r), ...
     return r;
   }();
   return registry;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <sstream>
 
+#include "attention/selectors/infinigen.h"
 #include "hybridgen/error.h"
 #include "sched/knobs.h"
 #include "util/thread_pool.h"
@@ -23,6 +24,9 @@ const std::vector<PresetInfo>& preset_table() {
       {"hybrid", "HybridGen", "device window + sinks; host top-K of the next layer's logits from this layer's input"},
       {"hgca", "HGCA", "device window + exact host attention over the rest, log-sum-exp merge"},
       {"streaming", "StreamingLLM", "sinks + recent window on the device; older tokens dropped"},
+      {"infinigen", "InfiniGen (Pre-QKᵀ, speculative fetch)",
+       "device window; per kv-head the host tokens within --alpha of the max skewed partial score (<= --max-kv), "
+       "attended with the true query"},
   };
   return table;
 }
@@ -73,6 +77,18 @@ Policy policy_preset(const std::string& name) {
     p.query = QuerySource::Exact;
     return p;
   }
+  if (name == "infinigen") {
+    // Window 1024 + 4 sinks on the device, every other token on the host; per step up to
+    // --max-kv 400 host tokens per kv-head chosen from layer l-1's input for layer l >= 2 (layers
+    // 0 and 1 take every host token), then attended with the true query (--query refine: the
+    // chosen tokens' logits are recomputed with it).
+    p.select = Selection::Pre;
+    p.predictor = Predictor::Infinigen;
+    p.K = p.max_kv;
+    p.query = QuerySource::Refine;
+    p.exact_layers = InfinigenSelector::kExactLayers;
+    return p;
+  }
   std::string names;
   for (const auto& n : policy_presets()) names += (names.empty() ? "" : ", ") + n;
   throw Error("--policy: '" + name + "' is not a policy (presets: " + names + ")");
@@ -121,7 +137,8 @@ void validate_policy(const Policy& p, int /*ctx*/) {
   if (p.window == 0 && p.keep_evicted == false)
     throw Error("a window of 0 that drops evicted tokens keeps nothing to attend to");
   if (!p.keep_evicted && p.K != 0 && p.select != Selection::All)
-    throw Error("--k " + std::to_string(p.K) + " selects host tokens, but this policy drops evicted tokens (streaming)");
+    throw Error("--k " + std::to_string(p.K) +
+                " selects host tokens, but this policy drops evicted tokens (streaming)");
   if (p.window > 0 && p.window < p.evict_block)
     throw Error("--window " + std::to_string(p.window) + " is smaller than --evict-block " +
                 std::to_string(p.evict_block));
@@ -138,7 +155,8 @@ std::string describe_policy(const Policy& p) {
   if (!system.empty()) o << " (" << system << ")";
   const auto knobs = knob_registry().for_preset(p.name);
   if (!p.hybrid) {
-    o << (p.offload ? ": every token on the host, streamed to the device layer by layer" : ": all tokens on the device");
+    o << (p.offload ? ": every token on the host, streamed to the device layer by layer"
+                    : ": all tokens on the device");
   }
   const char* sep = ": ";
   for (const Knob* k : knobs) {

@@ -1,9 +1,11 @@
 // The correctness anchor of DESIGN.md: with query `exact` and K = all host tokens, every policy
 // that keeps all tokens gives the logits of `full` attention, for prompts several times longer
-// than the window and many decode steps, batch 1 and a batch of different lengths. `offload`
-// (every token streamed from the host) is exact by construction. The token map keeps every
-// position in exactly one place throughout; every decode step's timing record is there, and
-// offload moves 2·N·kv_dim floats per layer and sequence.
+// than the window and many decode steps, batch 1 and a batch of different lengths. So do the
+// pruning and fetching presets with budgets that cover the whole context (h2o and keyformer with
+// --heavy >= context, infinigen with --max-kv >= context and a huge --alpha). `offload` (every
+// token streamed from the host) is exact by construction. The token map keeps every position in
+// exactly one place throughout; every decode step's timing record is there, and offload moves
+// 2·N·kv_dim floats per layer and sequence.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,19 +21,30 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr int kCtx = 160;
+
 Policy exact_policy(const std::string& preset, MergeMode merge) {
   Policy p = policy_preset(preset);
   if (preset == "offload") return p;  // no knobs: every token takes part
   if (preset != "cpu-attn") {
     p.window = 16;
-    p.n_sinks = 2;
+    p.n_sinks = preset == "h2o" || preset == "keyformer" ? 0 : 2;
     p.evict_block = 4;
+  }
+  p.host_threads = 2;
+  if (preset == "h2o" || preset == "keyformer") {  // nothing is ever dropped
+    p.heavy = kCtx;
+    return p;
+  }
+  if (preset == "infinigen") {  // every host token is fetched (selected with the speculative query)
+    p.max_kv = kCtx;
+    p.alpha = 1e9f;
+    return p;
   }
   p.K = -1;
   p.select = Selection::All;
   p.query = QuerySource::Exact;
   p.merge = merge;
-  p.host_threads = 2;
   return p;
 }
 
@@ -58,7 +71,7 @@ std::vector<float> run_policy(const Model& model, const Policy& policy, const st
   EngineOptions o;
   o.threads = 2;
   o.kv_dtype = DType::F32;
-  o.ctx = 160;
+  o.ctx = kCtx;
   o.batch = static_cast<int>(seqs.size());
   o.ubatch = 24;  // prefill chunks smaller than the prompt, larger than the window
   o.policy = policy;
@@ -132,7 +145,12 @@ INSTANTIATE_TEST_SUITE_P(Tiny, HybridExactness,
                                            Case{"qwen2", "offload", MergeMode::Logits},
                                            Case{"opt", "offload", MergeMode::Logits},
                                            Case{"opt-postln", "offload", MergeMode::Logits},
-                                           Case{"llama3-rope", "offload", MergeMode::Logits}),
+                                           Case{"llama3-rope", "offload", MergeMode::Logits},
+                                           Case{"llama-gqa", "infinigen", MergeMode::Logits},
+                                           Case{"qwen2-untied", "infinigen", MergeMode::Logits},
+                                           Case{"opt", "infinigen", MergeMode::Logits},
+                                           Case{"opt-postln", "infinigen", MergeMode::Logits},
+                                           Case{"llama3-rope", "infinigen", MergeMode::Logits}),
                          [](const auto& info) { return case_name(info.param); });
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "attention/selectors/selector.h"
 
 #include "attention/selectors/h2o_predictor.h"
+#include "attention/selectors/infinigen.h"
 #include "attention/selectors/partial.h"
 #include "attention/selectors/post_top_k.h"
 #include "attention/selectors/recent.h"
@@ -16,6 +17,8 @@ std::unique_ptr<Selector> make_selector(Selection select, Predictor predictor, c
       return std::make_unique<H2oPredictor>(c);
     case Predictor::Partial:
       return std::make_unique<PartialSelector>(c.policy.partial_dims);
+    case Predictor::Infinigen:
+      return std::make_unique<InfinigenSelector>(c);
   }
   return std::make_unique<PostTopKSelector>();
 }

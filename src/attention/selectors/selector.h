@@ -79,6 +79,8 @@ struct ObservedAttention {
   TokenSpace space = TokenSpace::Host;
   int n_heads = 0;
   int n_kv_heads = 0;
+  int query_pos = 0;             // the observing row's position
+  bool prefill = false;          // a prompt row (Keyformer's τ starts rising after the prompt)
   int count = 0;                 // tokens per kv-head
   const int32_t* tokens = nullptr;  // [n_kv_heads][count] in `space`
   const float* p = nullptr;         // [n_heads][count]: softmax probabilities (sum <= 1 per head)
@@ -122,6 +124,14 @@ class Selector {
     const size_t first = positions.size() > static_cast<size_t>(keep) ? positions.size() - keep : 0;
     kept.insert(kept.end(), positions.begin() + static_cast<std::ptrdiff_t>(first), positions.end());
   }
+
+  // Selectors that choose their own K (InfiniGen's alpha rule): called once per (seq, layer,
+  // step) before select(), on one worker; returns K in [0, n_tokens]. Default: the plan's K.
+  virtual int choose_k(const SelectionRequest& r, SelectorScratch& /*scratch*/) { return r.K; }
+  // Whether the selector wants this layer's true queries (roped) of the step's rows, prefill and
+  // decode: InfiniGen computes its skew from them.
+  virtual bool wants_queries(int /*seq*/, int /*layer*/) const { return false; }
+  virtual void on_queries(int /*seq*/, int /*layer*/, const float* /*q: [n_rows][q_dim]*/, int /*n_rows*/) {}
 
   // A new request on sequence `seq`: forget its state.
   virtual void reset(int /*seq*/) {}

@@ -1,0 +1,92 @@
+#include "attention/selectors/h2o_prune.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "attention/selectors/keyformer_scores.h"
+#include "hybridgen/error.h"
+
+namespace hg {
+
+HeavyHitterSelector::HeavyHitterSelector(const SelectorContext& c, Score score)
+    : score_(score),
+      n_layers_(c.spec.n_layers),
+      n_heads_(c.spec.n_heads),
+      n_kv_heads_(c.spec.n_kv_heads),
+      ctx_(c.ctx),
+      window_(c.policy.window),
+      tau_init_(c.policy.tau_init),
+      tau_end_(c.policy.tau_end),
+      seed_(c.policy.seed),
+      scores_(static_cast<size_t>(c.n_seqs) * c.spec.n_layers, TokenScores(c.spec.n_kv_heads, c.ctx)),
+      prompt_len_(static_cast<size_t>(c.n_seqs), 0),
+      scratch_(static_cast<size_t>(c.spec.n_kv_heads)) {
+  const int group = c.spec.n_heads / c.spec.n_kv_heads;
+  for (auto& s : scratch_) {
+    s.noise.resize(static_cast<size_t>(c.ctx));
+    s.y.resize(static_cast<size_t>(group) * c.ctx);
+    s.keep.reserve(static_cast<size_t>(c.ctx));
+    s.drop.reserve(static_cast<size_t>(c.ctx));
+    s.order.reserve(static_cast<size_t>(c.ctx));
+  }
+}
+
+void HeavyHitterSelector::reset(int seq) {
+  for (int l = 0; l < n_layers_; ++l) mutable_scores(seq, l).clear();
+  prompt_len_[static_cast<size_t>(seq)] = 0;
+}
+
+void HeavyHitterSelector::select(const SelectionRequest& r, int, int, SelectedTokens, SelectorScratch&) {
+  throw Error(name() + ": the policy drops evicted tokens; there are no host tokens to select (" +
+              std::to_string(r.n_tokens) + " asked)");
+}
+
+void HeavyHitterSelector::observe(const ObservedAttention& o, int g_begin, int g_end) {
+  if (o.space != TokenSpace::Position) return;  // the device's own tokens only
+  if (o.prefill && o.layer == 0)
+    prompt_len_[static_cast<size_t>(o.seq)] = std::max(prompt_len_[static_cast<size_t>(o.seq)], o.query_pos + 1);
+  TokenScores& acc = mutable_scores(o.seq, o.layer);
+  const int group = o.n_heads / o.n_kv_heads;
+  for (int g = g_begin; g < g_end; ++g) {
+    const int32_t* pos = o.tokens + static_cast<size_t>(g) * o.count;
+    const float* p = o.p + static_cast<size_t>(g) * group * o.count;
+    if (score_ == Score::Attention) {
+      acc.add_group(g, pos, o.count, p, group, o.count);
+      continue;
+    }
+    HeadScratch& s = scratch_[static_cast<size_t>(g)];
+    const float tau = keyformer_tau(tau_init_, tau_end_, o.query_pos, prompt_len_[static_cast<size_t>(o.seq)], ctx_);
+    for (int j = 0; j < group; ++j) {
+      const int h = g * group + j;
+      for (int i = 0; i < o.count; ++i)
+        s.noise[static_cast<size_t>(i)] = gumbel_noise(seed_, o.layer, h, o.query_pos, pos[i]);
+      gumbel_softmax(p + static_cast<size_t>(j) * o.count, s.noise.data(), o.count, tau,
+                     s.y.data() + static_cast<size_t>(j) * o.count);
+    }
+    acc.add_group(g, pos, o.count, s.y.data(), group, o.count);
+  }
+}
+
+void HeavyHitterSelector::retain(int seq, int layer, int g, std::span<const int32_t> positions, int keep,
+                                 std::vector<int32_t>& kept) {
+  TokenScores& acc = mutable_scores(seq, layer);
+  HeadScratch& s = scratch_[static_cast<size_t>(g)];
+  // the last `window` positions stay; the older ones compete for the rest of the budget
+  const size_t recent = std::min(positions.size(), static_cast<size_t>(std::clamp(window_, 0, keep)));
+  const auto older = positions.first(positions.size() - recent);
+  keep_heavy_hitters(acc.head(g), older, keep - static_cast<int>(recent), s.keep, s.drop, s.order);
+  for (int32_t p : s.drop) acc.forget(g, p);
+  kept.insert(kept.end(), s.keep.begin(), s.keep.end());
+  kept.insert(kept.end(), positions.end() - static_cast<std::ptrdiff_t>(recent), positions.end());
+}
+
+void register_heavy_hitter_knobs(KnobRegistry& r) {
+  r.add(int_knob("heavy", "heavy hitters per kv-head kept on the device beside the window", &Policy::heavy, 0, INT_MAX,
+                 {"h2o", "keyformer"}));
+  r.add(float_knob("tau-init", "Gumbel-softmax temperature at the first generated token", &Policy::tau_init, 0.0625f,
+                   100.0f, {"keyformer"}));
+  r.add(float_knob("tau-end", "Gumbel-softmax temperature at the last position of the context", &Policy::tau_end,
+                   0.0625f, 100.0f, {"keyformer"}));
+}
+
+}  // namespace hg

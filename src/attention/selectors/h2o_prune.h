@@ -1,0 +1,53 @@
+// The heavy-hitter pruning policies, h2o and keyformer, as a selector: it keeps no host tokens
+// (the policies drop what they evict), so select() is never asked for any; its work is
+//  - observe(): the device's probabilities over the tokens it attended, every prompt row and every
+//    decode step, accumulated per kv-head (H2O: the probabilities; Keyformer: their Gumbel-softmax
+//    with τ rising over the generated tokens, attention/selectors/keyformer_scores.h);
+//  - retain(): when a kv-head's device set exceeds its budget, the last --window positions stay
+//    and of the older ones the --heavy of largest score (attention/selectors/h2o_scores.h); the
+//    rest are dropped for good and their scores forgotten.
+#pragma once
+#include <vector>
+
+#include "attention/selectors/h2o_scores.h"
+#include "attention/selectors/selector.h"
+#include "sched/knobs.h"
+
+namespace hg {
+
+class HeavyHitterSelector final : public Selector {
+ public:
+  enum class Score { Attention, Gumbel };  // h2o, keyformer
+
+  HeavyHitterSelector(const SelectorContext& c, Score score);
+  std::string name() const override { return score_ == Score::Attention ? "h2o" : "keyformer"; }
+  bool post_qk() const override { return true; }
+  void select(const SelectionRequest& r, int g_begin, int g_end, SelectedTokens out, SelectorScratch& scratch) override;
+  bool observes() const override { return true; }
+  void observe(const ObservedAttention& o, int g_begin, int g_end) override;
+  void retain(int seq, int layer, int g, std::span<const int32_t> positions, int keep,
+              std::vector<int32_t>& kept) override;
+  void reset(int seq) override;
+
+  const TokenScores& scores(int seq, int layer) const { return scores_[static_cast<size_t>(seq) * n_layers_ + layer]; }
+
+ private:
+  struct HeadScratch {  // per kv-head: observe() runs concurrently for disjoint kv-head ranges
+    std::vector<float> noise, y;
+    std::vector<int32_t> keep, drop, order;
+  };
+  TokenScores& mutable_scores(int seq, int layer) { return scores_[static_cast<size_t>(seq) * n_layers_ + layer]; }
+
+  Score score_;
+  int n_layers_, n_heads_, n_kv_heads_, ctx_, window_;
+  float tau_init_, tau_end_;
+  uint64_t seed_;
+  std::vector<TokenScores> scores_;   // [seq * n_layers + layer]
+  std::vector<int> prompt_len_;       // per sequence: prompt rows observed (Keyformer's τ)
+  std::vector<HeadScratch> scratch_;  // [n_kv_heads]
+};
+
+// --heavy (h2o, keyformer), --tau-init, --tau-end (keyformer).
+void register_heavy_hitter_knobs(KnobRegistry& r);
+
+}  // namespace hg

@@ -1,0 +1,26 @@
+// Keyformer's token score (Adnan et al., MLSys 2024; d-matrix-ai/keyformer-llm
+// models/keyformer-lib/attention.py): instead of H2O's softmax probabilities, each query row adds
+// a Gumbel-softmax of its attention logits, softmax((logits + g) / τ) with g ~ Gumbel(0, 1), to the
+// key tokens' accumulated scores; τ rises linearly over the generated tokens (τ_init at the first,
+// τ_end at the last), so early steps score sharply and later ones more evenly. The keep rule is
+// H2O's (attention/selectors/h2o_scores.h).
+#pragma once
+#include <cstdint>
+
+namespace hg {
+
+// τ for the token at position `pos` of a sequence whose prompt had `prompt_len` tokens and whose
+// context holds `ctx`: τ_init for the prompt and the first generated token, τ_end at position ctx-1.
+float keyformer_tau(float tau_init, float tau_end, int64_t pos, int64_t prompt_len, int64_t ctx);
+
+// Gumbel(0, 1) noise for one (layer, query head, query position, key position) as a pure function
+// of the seed (a counter-based hash, not a stream): the same seed gives the same scores whatever
+// the thread split, the batch or the order in which heads are visited.
+float gumbel_noise(uint64_t seed, int layer, int head, int64_t query_pos, int64_t key_pos);
+
+// y = softmax((log p + noise) / τ) over n tokens, from one query head's attention probabilities p
+// (log p and the logits differ by a constant, which the softmax ignores). Tokens with p = 0
+// (masked) get 0. p and y may alias.
+void gumbel_softmax(const float* p, const float* noise, int64_t n, float tau, float* y);
+
+}  // namespace hg

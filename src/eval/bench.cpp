@@ -1,0 +1,221 @@
+#include "eval/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include <sys/resource.h>
+
+#include "attention/layer_attention.h"
+#include "device/device.h"
+#include "hybridgen/error.h"
+#include "util/cpu_info.h"
+
+namespace hg::eval {
+
+namespace {
+
+std::pair<double, double> mean_std(const std::vector<double>& v) {
+  double mean = 0.0, var = 0.0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(v.size());
+  for (double x : v) var += (x - mean) * (x - mean);
+  return {mean, v.size() > 1 ? std::sqrt(var / static_cast<double>(v.size() - 1)) : 0.0};
+}
+
+int max_of(const std::vector<int>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+
+// Peak resident set of this process so far (bytes): run one configuration per process to read it
+// as that configuration's peak.
+double peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0;
+}
+
+// CPU time of this process so far (user + system, all threads, s). On a shared machine the CPU
+// time of a run is much less disturbed than its wall time (it only counts what this process ran).
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
+// Attention-stage statistics of the timed decode steps, summed over layers and repetitions
+// (each repetition's delta: the untimed fills in between are not counted).
+struct DecodeStats {
+  double dev = 0, host = 0, tx = 0, wait = 0, selected = 0, bytes_h2d = 0;
+  int layers = 0;
+  void add(const std::vector<LayerStats>& before, const std::vector<LayerStats>& after) {
+    layers = static_cast<int>(after.size());
+    for (size_t l = 0; l < after.size() && l < before.size(); ++l) {
+      dev += after[l].t_dev() - before[l].t_dev();
+      host += after[l].t_host - before[l].t_host;
+      tx += after[l].t_tx - before[l].t_tx;
+      wait += after[l].t_wait - before[l].t_wait;
+      selected += static_cast<double>(after[l].selected - before[l].selected);
+      bytes_h2d += static_cast<double>(after[l].bytes_h2d - before[l].bytes_h2d);
+    }
+  }
+  // Per decode step, summed over layers; bytes per generated token.
+  void write(nlohmann::json& j, double steps, int batch) const {
+    j["h2d_bytes_per_token"] = bytes_h2d / (steps * batch);
+    if (layers == 0) return;
+    j["t_dev_ms"] = dev / steps * 1e3;
+    j["t_host_ms"] = host / steps * 1e3;
+    j["t_tx_ms"] = tx / steps * 1e3;
+    j["t_wait_ms"] = wait / steps * 1e3;
+    j["selected_per_layer"] = selected / steps / layers;
+  }
+};
+
+}  // namespace
+
+double streamed_weight_bytes(const Model& m) {
+  double bytes = 0.0;
+  const ModelWeights& w = m.weights;
+  for (const auto& l : w.layers)
+    for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      bytes += t->present() ? t->nbytes : 0;
+  for (const TensorView* t : {&w.lm_head, &w.project_in, &w.project_out}) bytes += t->present() ? t->nbytes : 0;
+  return bytes;
+}
+
+int64_t BenchConfig::runs() const {
+  int64_t tests = 0;
+  for (int p : prompts) tests += p > 0;
+  for (int n : gens) tests += static_cast<int64_t>(depths.size()) * (n > 0);
+  return static_cast<int64_t>(policies.size() * threads.size() * batches.size()) * tests * (reps + 1);
+}
+
+std::vector<nlohmann::json> run_bench(const Model& model, const BenchConfig& c, const BenchEngineOptions& options,
+                                      const BenchHooks& hooks) {
+  if (c.reps < 1) throw Error("-r must be at least 1");
+  const ModelSpec& spec = model.spec;
+  const std::string model_name = spec.name.empty() ? model.source.filename().string() : spec.name;
+  const double weight_bytes = streamed_weight_bytes(model);
+  const int ctx = c.ctx > 0 ? c.ctx : std::max(max_of(c.prompts), max_of(c.depths)) + max_of(c.gens) + 1;
+
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> token(0, spec.vocab_size - 1);
+  std::vector<nlohmann::json> rows;
+  auto emit = [&](nlohmann::json j) {
+    rows.push_back(std::move(j));
+    if (hooks.on_row) hooks.on_row(rows.back());
+  };
+  auto ran = [&](const std::string& policy, const std::string& test, int t, int b) {
+    if (hooks.on_run) hooks.on_run(policy + " " + test + " t" + std::to_string(t) + " b" + std::to_string(b));
+  };
+  for (const std::string& policy : c.policies)
+    for (int t : c.threads)
+      for (int b : c.batches) {
+        const EngineOptions eo = options(policy, t, b, ctx);
+        Engine engine(model, eo);
+        std::vector<float> logits(static_cast<size_t>(b) * spec.vocab_size);  // [b, vocab]
+        auto base_row = [&](const std::string& test) {
+          return nlohmann::json{{"model", model_name},
+                                {"size_bytes", static_cast<double>(model.weight_bytes())},
+                                {"n_params", static_cast<double>(model.n_params())},
+                                {"backend", engine.device().name()},
+                                {"threads", t},
+                                {"batch", b},
+                                {"kv", std::string(dtype_name(eo.kv_dtype))},
+                                {"policy", policy},
+                                {"attention", engine.describe_attention()},
+                                {"test", test},
+                                {"cpu_info", cpu_summary()},
+                                {"cpu_isa", cpu_info().isa}};
+        };
+        for (int p : c.prompts) {
+          if (p == 0) continue;
+          std::vector<int32_t> prompt(static_cast<size_t>(p));
+          for (auto& id : prompt) id = token(rng);
+          std::vector<double> tps;
+          double cpu = 0;
+          for (int r = 0; r < c.reps + 1; ++r) {  // the first run warms caches and pages
+            engine.reset_all();
+            const double c0 = process_cpu_seconds();
+            const auto t0 = std::chrono::steady_clock::now();
+            engine.prefill(0, prompt, logits.data());
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            if (r > 0) {
+              tps.push_back(p / s);
+              cpu += process_cpu_seconds() - c0;
+            }
+            ran(policy, "pp" + std::to_string(p), t, b);
+          }
+          auto [mean, sd] = mean_std(tps);
+          nlohmann::json j = base_row("pp" + std::to_string(p));
+          j["n_prompt"] = p;
+          j["cpu_seconds_per_run"] = cpu / c.reps;
+          j["avg_ts"] = mean;
+          j["stddev_ts"] = sd;
+          j["samples_ts"] = tps;
+          emit(std::move(j));
+        }
+        for (int depth : c.depths)
+          for (int n : c.gens) {
+            if (n == 0) continue;
+            std::vector<int> seqs(static_cast<size_t>(b));
+            std::vector<int32_t> toks(static_cast<size_t>(b));
+            for (int i = 0; i < b; ++i) seqs[static_cast<size_t>(i)] = i;
+            std::vector<int32_t> context(static_cast<size_t>(depth));
+            for (auto& id : context) id = token(rng);
+            std::vector<double> tps;
+            double cpu = 0;
+            DecodeStats stats;
+            for (int r = 0; r < c.reps + 1; ++r) {
+              engine.reset_all();
+              // Decode at a context depth: filling the context is not timed (llama-bench's -d).
+              for (int i = 0; i < b && depth > 0; ++i) {
+                if (c.random_fill)
+                  engine.fill_random(i, depth, 1234 + static_cast<uint64_t>(i));
+                else
+                  engine.prefill(i, context, nullptr);
+              }
+              const auto before = engine.layer_stats();
+              const double c0 = process_cpu_seconds();
+              const auto t0 = std::chrono::steady_clock::now();
+              for (int step = 0; step < n; ++step) {
+                for (auto& id : toks) id = token(rng);
+                engine.decode(seqs, toks, logits.data());
+              }
+              const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+              if (r > 0) {
+                tps.push_back(static_cast<double>(n) * b / s);
+                cpu += process_cpu_seconds() - c0;
+                stats.add(before, engine.layer_stats());
+              }
+              ran(policy, "tg" + std::to_string(n) + (depth > 0 ? "@d" + std::to_string(depth) : ""), t, b);
+            }
+            auto [mean, sd] = mean_std(tps);
+            const std::string fill_label = depth > 0 && c.random_fill ? " (random KV)" : "";
+            nlohmann::json j =
+                base_row("tg" + std::to_string(n) + (depth > 0 ? " @ d" + std::to_string(depth) : "") + fill_label);
+            j["n_gen"] = n;
+            j["depth"] = depth;
+            j["depth_fill"] = depth == 0 ? "none" : c.random_fill ? "random" : "prefill";
+            j["avg_ts"] = mean;
+            j["stddev_ts"] = sd;
+            j["samples_ts"] = tps;
+            j["ms_per_token"] = 1e3 / mean;
+            j["cpu_ms_per_token"] = cpu * 1e3 / (static_cast<double>(c.reps) * n * b);
+            // One step reads every weight once for the whole batch.
+            j["weight_gbps"] = weight_bytes * (mean / b) / 1e9;
+            if (c.peak_gbps > 0) j["peak_fraction"] = j["weight_gbps"].get<double>() / c.peak_gbps;
+            const auto memory = engine.attention().memory_report();
+            if (!memory.is_null()) {
+              j["memory"] = memory;
+              j["placement_matched"] = memory["matched"];
+            }
+            stats.write(j, static_cast<double>(c.reps) * n, b);
+            j["peak_rss_bytes"] = peak_rss_bytes();
+            emit(std::move(j));
+          }
+      }
+  return rows;
+}
+
+}  // namespace hg::eval

@@ -1,0 +1,151 @@
+#include "sweep/points.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+
+#include "hybridgen/error.h"
+
+namespace hg::sweep {
+
+namespace {
+
+// FNV-1a, 64 bits: stable across builds and machines (std::hash is not).
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// Where `message` first names option --key (not merely a longer option that starts with it);
+// npos when it does not.
+size_t option_mention(const std::string& message, const std::string& key) {
+  const std::string flag = "--" + key;
+  for (size_t at = message.find(flag); at != std::string::npos; at = message.find(flag, at + 1)) {
+    const size_t end = at + flag.size();
+    if (end == message.size() || !(std::isalnum(static_cast<unsigned char>(message[end])) || message[end] == '-'))
+      return at;
+  }
+  return std::string::npos;
+}
+
+}  // namespace
+
+nlohmann::json Point::params_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& p : params) j[p.key] = p.json;
+  return j;
+}
+
+std::string Point::describe() const {
+  std::string s;
+  for (const auto& p : params)
+    if (p.varying) s += (s.empty() ? "" : " ") + p.key + "=" + p.value;
+  if (repeat > 0) s += (s.empty() ? "" : " ") + std::string("(repeat ") + std::to_string(repeat + 1) + ")";
+  return s.empty() ? "(fixed parameters only)" : s;
+}
+
+std::vector<std::string> Point::args() const {
+  std::vector<std::string> a;
+  for (const auto& p : params) a.push_back("--" + p.key + "=" + p.value);
+  return a;
+}
+
+std::string point_key(const std::string& task, const std::vector<Param>& params, int repeat) {
+  std::vector<std::string> parts;
+  for (const auto& p : params) parts.push_back(p.key + '=' + p.value);
+  std::sort(parts.begin(), parts.end());
+  std::string canonical = "task=" + task;
+  for (const auto& s : parts) canonical += '\x1f' + s;
+  canonical += "\x1frepeat=" + std::to_string(repeat);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(canonical)));
+  return hex;
+}
+
+std::vector<Point> expand_points(const SweepFile& f) {
+  // Axes of the product: every grid axis alone, every zip group as one axis of its length.
+  struct Dim {
+    std::vector<const Axis*> axes;
+    size_t size;
+  };
+  std::vector<Dim> dims;
+  for (const auto& a : f.grid) dims.push_back({{&a}, a.values.size()});
+  for (const auto& g : f.zip) {
+    Dim d{{}, g.front().values.size()};
+    for (const auto& a : g) d.axes.push_back(&a);
+    dims.push_back(d);
+  }
+  size_t combos = 1;
+  for (const auto& d : dims) combos *= d.size;
+  std::vector<Point> points;
+  points.reserve(combos * static_cast<size_t>(f.repeat));
+  std::vector<size_t> at(dims.size(), 0);  // odometer, the last dimension fastest
+  for (size_t c = 0; c < combos; ++c) {
+    std::vector<Param> params = f.fixed;
+    for (size_t d = 0; d < dims.size(); ++d)
+      for (const Axis* a : dims[d].axes)
+        if (!a->values[at[d]].omitted) params.push_back(a->values[at[d]]);
+    for (int r = 0; r < f.repeat; ++r) {
+      Point p;
+      p.index = points.size();
+      p.repeat = r;
+      p.params = params;
+      p.key = point_key(f.task, params, r);
+      points.push_back(std::move(p));
+    }
+    for (size_t d = dims.size(); d-- > 0;) {
+      if (++at[d] < dims[d].size) break;
+      at[d] = 0;
+    }
+  }
+  return points;
+}
+
+void check_keys(const SweepFile& f, const std::function<bool(const std::string&)>& is_option) {
+  auto check = [&](const std::string& key, int line, const char* section) {
+    if (!is_option(key))
+      throw Error(f.where(line) + "unknown key '" + key + "' in " + section + ": not an option of task '" + f.task +
+                  "' (keys are the long option names of `hybridgen eval --task " + f.task +
+                  " --help`, without dashes)");
+  };
+  for (const auto& p : f.fixed) check(p.key, p.line, "fixed");
+  for (const auto& a : f.grid) check(a.key, a.line, "grid");
+  for (const auto& g : f.zip)
+    for (const auto& a : g) check(a.key, a.line, "zip");
+}
+
+void check_points(const SweepFile& f, const std::vector<Point>& points,
+                  const std::function<void(const Point&)>& check) {
+  for (const auto& p : points) {
+    if (p.repeat > 0) continue;  // the same parameters as repeat 0
+    try {
+      check(p);
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      // The line of the varying parameter the message names first, else of the fixed one it
+      // names first, else of the point's first varying one: what the user most likely changes.
+      int line = 0;
+      for (bool varying : {true, false}) {
+        size_t first = std::string::npos;
+        for (const auto& q : p.params) {
+          const size_t at = option_mention(msg, q.key);
+          if (q.varying == varying && at < first) {
+            first = at;
+            line = q.line;
+          }
+        }
+        if (line != 0) break;
+      }
+      for (const auto& q : p.params)
+        if (line == 0 && q.varying) line = q.line;
+      if (line == 0) line = f.grid_line;
+      throw Error(f.where(line) + "point " + std::to_string(p.index + 1) + "/" + std::to_string(points.size()) + " (" +
+                  p.describe() + "): " + msg);
+    }
+  }
+}
+
+}  // namespace hg::sweep

@@ -1,0 +1,262 @@
+// hybridgen sweep end to end on a tiny random model: every point one valid line, kill -9 and
+// --resume ending with exactly one line per point, failing points as error lines, bad sweep
+// files as one error line each with nothing written; and tools/plot_sweep.py on committed results.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "test_util.h"
+
+namespace hg::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> lines_of(const fs::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+fs::path write_sweep(const fs::path& dir, const std::string& name, const std::string& text) {
+  const fs::path p = dir / (name + ".yaml");
+  std::ofstream(p) << text;
+  return p;
+}
+
+// Six decode-benchmark points (window × K) on the tiny llama; `extra` adds fixed keys.
+std::string six_points(const std::string& extra = "") {
+  return "name: six\n"
+         "task: bench\n"
+         "fixed:\n"
+         "  model: " +
+         tiny_model("llama-gqa").string() +
+         "\n"
+         "  policy: hybrid\n"
+         "  n-prompt: 0\n"
+         "  depth: 64\n"
+         "  threads: 1\n" +
+         extra +
+         "grid:\n"
+         "  window: [16, 32]\n"
+         "  k: [4, 8, -1]\n";
+}
+
+// Parses every line and checks the fields every result line has; returns the keys.
+std::vector<std::string> check_lines(const std::vector<std::string>& lines, const std::string& status) {
+  std::vector<std::string> keys;
+  for (const auto& l : lines) {
+    const auto j = nlohmann::json::parse(l);  // throws on a partial line
+    EXPECT_EQ(j["status"], status) << l;
+    EXPECT_EQ(j["sweep"], "six");
+    EXPECT_EQ(j["task"], "bench");
+    EXPECT_TRUE(j["params"].contains("window") && j["params"].contains("k")) << l;
+    EXPECT_TRUE(j["machine"]["cpu"].is_string() && j["machine"]["cores"].get<int>() >= 1) << l;
+    EXPECT_FALSE(j["hybridgen"]["commit"].get<std::string>().empty());
+    EXPECT_EQ(j["time_utc"].get<std::string>().back(), 'Z');
+    if (status == "ok") {
+      EXPECT_GT(j["metrics"]["decode_tps"].get<double>(), 0.0) << l;
+      EXPECT_EQ(j["machine"]["device"], j["metrics"]["device"]);
+    }
+    keys.push_back(j["key"]);
+  }
+  return keys;
+}
+
+TEST(SweepCli, SixPointsSixLines) {
+  const fs::path dir = temp_dir("sweep6");
+  const fs::path sweep = write_sweep(dir, "six", six_points("  n-gen: 4\n  repetitions: 1\n"));
+  const fs::path out = dir / "out/six.jsonl";
+  RunResult dry = run_hybridgen("sweep '" + sweep.string() + "' -o '" + out.string() + "' --dry-run");
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("6 points"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("window=32 k=-1"), std::string::npos) << dry.out;
+  EXPECT_FALSE(fs::exists(out));
+
+  RunResult r = run_hybridgen("sweep '" + sweep.string() + "' -o '" + out.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = lines_of(out);
+  ASSERT_EQ(lines.size(), 6u);
+  const auto keys = check_lines(lines, "ok");
+  EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), 6u);
+  // Plain progress lines off a terminal, one summary line.
+  EXPECT_NE(r.err.find("point 6/6"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("6 ok, 0 failed"), std::string::npos) << r.err;
+
+  // A second run without --resume refuses to mix into the file; with it, nothing is rerun.
+  RunResult again = run_hybridgen("sweep '" + sweep.string() + "' -o '" + out.string() + "'");
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.err.find("--resume"), std::string::npos) << again.err;
+  RunResult resumed = run_hybridgen("sweep '" + sweep.string() + "' -o '" + out.string() + "' --resume");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("6 already done"), std::string::npos) << resumed.err;
+  EXPECT_EQ(lines_of(out), lines);
+}
+
+TEST(SweepCli, KilledAfterTheSecondPointAndResumedEndsWithOneLinePerPoint) {
+  const fs::path dir = temp_dir("sweepkill");
+  // Points of a few tenths of a second each, so the kill lands while a point runs.
+  const fs::path sweep = write_sweep(dir, "six", six_points("  n-gen: 128\n  repetitions: 12\n"));
+  const fs::path out = dir / "six.jsonl";
+  RunResult bg = run("('" + (bin_dir() / "hybridgen").string() + "' sweep '" + sweep.string() + "' -o '" +
+                     out.string() + "' >/dev/null 2>&1 & echo $!)");
+  const pid_t pid = std::stoi(bg.out);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  size_t seen = 0;
+  while ((seen = lines_of(out).size()) < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  ASSERT_GE(seen, 2u);
+  // Reap the killed process (it is our grandchild's sibling: wait until it is gone).
+  while (kill(pid, 0) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const auto killed_lines = lines_of(out);
+  ASSERT_LT(killed_lines.size(), 6u) << "the sweep finished before the kill: the test proves nothing";
+  check_lines(killed_lines, "ok");  // whole lines only
+
+  RunResult r = run_hybridgen("sweep '" + sweep.string() + "' -o '" + out.string() + "' --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = lines_of(out);
+  ASSERT_EQ(lines.size(), 6u);
+  const auto keys = check_lines(lines, "ok");
+  EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), 6u);
+  // The lines written before the kill are kept as they were.
+  for (size_t i = 0; i < killed_lines.size(); ++i) EXPECT_EQ(lines[i], killed_lines[i]);
+}
+
+TEST(SweepCli, AFailingPointBecomesAnErrorLineAndTheSweepGoesOn) {
+  const fs::path dir = temp_dir("sweepfail");
+  // ctx 99999 passes every check that needs no model, then exceeds the tiny model's context.
+  const std::string text = "name: six\ntask: bench\nfixed:\n  model: " + tiny_model("llama-gqa").string() +
+                           "\n  n-prompt: 0\n  n-gen: 2\n  repetitions: 1\n  threads: 1\n"
+                           "grid:\n  ctx: [64, 99999, 128]\n";
+  const fs::path sweep = write_sweep(dir, "fail", text);
+  const fs::path out = dir / "fail.jsonl";
+  RunResult r = run_hybridgen("sweep '" + sweep.string() + "' -o '" + out.string() + "'");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("1 of 3 points failed"), std::string::npos) << r.err;
+  auto lines = lines_of(out);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(nlohmann::json::parse(lines[0])["status"], "ok");
+  const auto bad = nlohmann::json::parse(lines[1]);
+  EXPECT_EQ(bad["status"], "error");
+  EXPECT_NE(bad["error"].get<std::string>().find("99999"), std::string::npos) << lines[1];
+  EXPECT_EQ(nlohmann::json::parse(lines[2])["status"], "ok");
+
+  // --fail-fast stops at the failing point; --resume reruns the failed point only.
+  const fs::path out2 = dir / "fail2.jsonl";
+  RunResult ff = run_hybridgen("sweep '" + sweep.string() + "' -o '" + out2.string() + "' --fail-fast");
+  EXPECT_NE(ff.exit_code, 0);
+  EXPECT_EQ(lines_of(out2).size(), 2u);
+  RunResult resumed = run_hybridgen("sweep '" + sweep.string() + "' -o '" + out2.string() + "' --resume");
+  EXPECT_NE(resumed.exit_code, 0);
+  lines = lines_of(out2);
+  ASSERT_EQ(lines.size(), 3u);  // the old error line is replaced, not duplicated
+  EXPECT_EQ(nlohmann::json::parse(lines[0])["status"], "ok");
+  EXPECT_EQ(nlohmann::json::parse(lines[1])["status"], "error");
+  EXPECT_EQ(nlohmann::json::parse(lines[2])["status"], "ok");
+}
+
+void expect_one_error_line(const RunResult& r, const std::vector<std::string>& words) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  for (const auto& w : words) EXPECT_NE(r.err.find(w), std::string::npos) << "'" << w << "' not in: " << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(SweepCli, BadSweepFilesAreOneErrorLineAndWriteNothing) {
+  const fs::path dir = temp_dir("sweepbad");
+  const std::string model = "  model: " + tiny_model("llama-gqa").string() + "\n";
+  struct Case {
+    std::string name, text;
+    std::vector<std::string> words;
+  };
+  const std::vector<Case> cases = {
+      {"malformed", "name: m\ntask: bench\ngrid:\n  k: [1, 2\n", {"malformed.yaml:", "malformed YAML"}},
+      {"task", "name: t\ntask: benchmark\ngrid: {k: [1]}\n", {"task.yaml:2:", "'benchmark'", "ppl, fidelity, passkey"}},
+      {"key",
+       "name: k\ntask: bench\nfixed:\n" + model + "grid:\n  windw: [16]\n",
+       {"key.yaml:6:", "unknown key 'windw'"}},
+      {"empty", "name: e\ntask: bench\nfixed:\n" + model + "grid: {}\n", {"empty.yaml:5:", "grid"}},
+      {"contradiction",
+       "name: c\ntask: bench\nfixed:\n" + model + "grid:\n  policy: [hybrid, full]\n  window: [16]\n",
+       {"contradiction.yaml:7:", "point 2/2 (policy=full window=16)", "--window"}},
+      {"value",
+       "name: v\ntask: bench\nfixed:\n" + model + "grid:\n  n-gen: [4, four]\n",
+       {"value.yaml:6:", "point 2/2", "-n"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const fs::path sweep = write_sweep(dir, c.name, c.text);
+    const fs::path out = dir / (c.name + ".jsonl");
+    expect_one_error_line(run_hybridgen("sweep '" + sweep.string() + "' -o '" + out.string() + "'"), c.words);
+    EXPECT_FALSE(fs::exists(out));
+  }
+  // An output path that cannot be written: one line, before any point runs.
+  const fs::path sweep = write_sweep(dir, "six", six_points("  n-gen: 2\n"));
+  expect_one_error_line(run_hybridgen("sweep '" + sweep.string() + "' -o /dev/null/six.jsonl"),
+                        {"/dev/null/six.jsonl", "cannot open"});
+}
+
+bool is_png(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  char sig[8] = {};
+  in.read(sig, 8);
+  return in && std::string(sig, 8) == std::string("\x89PNG\r\n\x1a\n", 8);
+}
+
+// The Python with matplotlib: the interpreter CMake found, or Debian's (python3-matplotlib).
+std::string plot_python() {
+  for (const std::string& py : {python(), std::string("/usr/bin/python3")})
+    if (run("'" + py + "' -c 'import matplotlib'").exit_code == 0) return py;
+  return "";
+}
+
+TEST(PlotSweep, CommittedResultsGiveValidPngs) {
+  const std::string py = plot_python();
+  if (py.empty()) GTEST_SKIP() << "no python3 with matplotlib (scripts/setup.sh installs python3-matplotlib)";
+  const fs::path data = source_dir() / "tests/data/sweeps";
+  const fs::path dir = temp_dir("plots");
+  RunResult r = run("'" + py + "' '" + (source_dir() / "tools/plot_sweep.py").string() + "' '" +
+                    (data / "bench_depth.jsonl").string() + "' -o '" + (dir / "bench").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  struct Expect {
+    std::string file, png;
+  };
+  const std::vector<Expect> expected = {{"bench_depth.jsonl", "decode_vs_depth.png"},
+                                        {"fidelity_k.jsonl", "accuracy_vs_k.png"},
+                                        {"passkey.jsonl", "passkey_heatmap.png"},
+                                        {"passkey.jsonl", "accuracy_per_policy.png"},
+                                        {"sched_trace.jsonl", "sched_trace.png"}};
+  for (const auto& e : expected) {
+    SCOPED_TRACE(e.file);
+    const fs::path out = dir / e.file;
+    r = run("'" + py + "' '" + (source_dir() / "tools/plot_sweep.py").string() + "' '" + (data / e.file).string() +
+            "' -o '" + out.string() + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const fs::path png = out / e.png;
+    ASSERT_TRUE(fs::exists(png)) << r.out;
+    EXPECT_TRUE(is_png(png));
+    // A figure with axes, labels and lines is tens of KB; an empty canvas is a few.
+    EXPECT_GT(fs::file_size(png), 15000u);
+    EXPECT_LT(fs::file_size(png), 2000000u);
+    EXPECT_NE(r.out.find(e.png), std::string::npos) << r.out;
+  }
+  // Rows with nothing to plot: one clear message, non-zero exit.
+  std::ofstream(dir / "empty.jsonl") << "{\"status\": \"error\", \"error\": \"x\"}\n";
+  r = run("'" + py + "' '" + (source_dir() / "tools/plot_sweep.py").string() + "' '" + (dir / "empty.jsonl").string() +
+          "' -o '" + (dir / "none").string() + "'");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no finished rows"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace hg::test

@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""Figures of a sweep's results (JSON Lines written by `hybridgen sweep`).
+
+    plot_sweep.py OUT.jsonl [OUT2.jsonl ...] -o DIR
+
+Draws, from whatever the rows carry (rows with "status": "error" are skipped):
+  decode_vs_depth.png    bench: decode tokens/s vs context depth, one line per policy/setting
+  decode_per_policy.png  bench without a depth axis: decode tokens/s per setting (bars)
+  accuracy_vs_k.png      fidelity/passkey/ppl with a K axis (k or k-min): agreement, KL, ppl or
+                         passkey accuracy vs K, one line per other setting
+  accuracy_per_policy.png  the same per setting (bars) when there is no K axis
+  sched_trace.png        rows with a scheduler trace ("sched": {"trace": [...]}): K and the
+                         selection mode vs decode step
+  passkey_heatmap.png    passkey: accuracy over depth x context, one panel per setting
+Repeats of a point are averaged (error bars: their standard deviation). Each figure names the
+sweep, the machine (CPU model) and the hybridgen commit. Prints the files it wrote, one a line.
+Needs matplotlib (Debian: python3-matplotlib, installed by scripts/setup.sh).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import textwrap
+
+try:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:  # pragma: no cover - depends on the machine
+    sys.exit("plot_sweep.py: matplotlib is missing (apt-get install python3-matplotlib, or scripts/setup.sh)")
+
+K_KEYS = ("k", "k-min")
+DEPTH_KEYS = ("depth",)
+
+
+def load_rows(paths):
+    rows, errors = [], 0
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    sys.exit(f"{path}:{n}: not a JSON line ({e})")
+                if row.get("status") != "ok":
+                    errors += 1
+                    continue
+                rows.append(row)
+    return rows, errors
+
+
+def value_text(v):
+    if isinstance(v, list):
+        return ",".join(value_text(x) for x in v)
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def varying_keys(rows):
+    """Parameter keys whose values differ between rows, in first-seen order."""
+    seen, values = [], {}
+    for r in rows:
+        for k, v in r.get("params", {}).items():
+            if k not in values:
+                seen.append(k)
+                values[k] = set()
+            values[k].add(json.dumps(v, sort_keys=True))
+    n = len(rows)
+    return [k for k in seen if len(values[k]) > 1 or sum(k in r.get("params", {}) for r in rows) < n]
+
+
+def label(row, keys):
+    parts = []
+    for k in keys:
+        if k in row.get("params", {}):
+            v = value_text(row["params"][k])
+            parts.append(v if k == "policy" else f"{k}={v}")
+    return " ".join(parts) if parts else row.get("sweep", "all")
+
+
+def footer(fig, rows):
+    r = rows[0]
+    machine = r.get("machine", {})
+    text = (f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, device {machine.get('device', '?')}; "
+            f"hybridgen {r.get('hybridgen', {}).get('commit', '?')}; {len(rows)} rows")
+    fig.text(0.01, 0.005, text, fontsize=7, color="0.35", ha="left", va="bottom")
+
+
+def mean_std(values):
+    m = sum(values) / len(values)
+    if len(values) < 2:
+        return m, 0.0
+    return m, math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1))
+
+
+def series(rows, x_key, y_of, label_keys):
+    """{label: [(x, mean, std), ...]} averaging the repeats of each (label, x)."""
+    groups = {}
+    for r in rows:
+        y = y_of(r)
+        x = r.get("params", {}).get(x_key) if x_key else None
+        if y is None or (x_key and x is None):
+            continue
+        groups.setdefault(label(r, label_keys), {}).setdefault(json.dumps(x), []).append(float(y))
+    out = {}
+    for name, by_x in groups.items():
+        pts = [(json.loads(x), *mean_std(v)) for x, v in by_x.items()]
+        out[name] = sorted(pts, key=lambda p: (p[0] is None, p[0]))
+    return out
+
+
+def metric(name):
+    def get(r):
+        v = r.get("metrics", {}).get(name)
+        return v if isinstance(v, (int, float)) else None
+
+    return get
+
+
+def save(fig, out_dir, name, written):
+    path = os.path.join(out_dir, name)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+
+
+def title(rows, what):
+    r = rows[0]
+    return "\n".join(textwrap.wrap(f"{r.get('sweep', '?')} ({r.get('task', '?')}): {what}", 64))
+
+
+def plot_lines(ax, data, xlabel, ylabel, logx=False):
+    for name, pts in data.items():
+        xs = [p[0] for p in pts]
+        ax.errorbar(xs, [p[1] for p in pts], yerr=[p[2] for p in pts], marker="o", capsize=3, label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if logx:
+        ax.set_xscale("log", base=2)
+    ax.grid(True, alpha=0.3)
+    if len(data) > 1:
+        ax.legend(fontsize=8)
+
+
+def plot_bars(ax, data, ylabel):
+    names = list(data)
+    means = [data[n][0][1] for n in names]
+    stds = [data[n][0][2] for n in names]
+    ax.bar(range(len(names)), means, yerr=stds, capsize=3, color="C0")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+def bench_figures(rows, out_dir, written):
+    rows = [r for r in rows if metric("decode_tps")(r) is not None]
+    if not rows:
+        return
+    keys = varying_keys(rows)
+    x_key = next((k for k in DEPTH_KEYS if k in keys), None)
+    labels = [k for k in keys if k != x_key]
+    if x_key:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        plot_lines(ax, series(rows, x_key, metric("decode_tps"), labels), "context depth (tokens)",
+                   "decode throughput (tokens/s)")
+        ax.set_title(title(rows, "decode tokens/s vs context depth"))
+        footer(fig, rows)
+        save(fig, out_dir, "decode_vs_depth.png", written)
+    else:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        plot_bars(ax, series(rows, None, metric("decode_tps"), labels), "decode throughput (tokens/s)")
+        ax.set_title(title(rows, "decode tokens/s per setting"))
+        footer(fig, rows)
+        save(fig, out_dir, "decode_per_policy.png", written)
+
+
+ACCURACY_METRICS = [
+    ("top1_agreement", "top-1 agreement with full attention"),
+    ("kl_mean", "mean KL(full || policy) (nats)"),
+    ("accuracy", "passkey accuracy (fraction of trials)"),
+    ("ppl", "perplexity"),
+]
+
+
+def accuracy_figures(rows, out_dir, written):
+    present = [(m, y) for m, y in ACCURACY_METRICS if any(metric(m)(r) is not None for r in rows)]
+    if not present:
+        return
+    if any(m == "top1_agreement" for m, _ in present):  # the reference's own ppl adds nothing here
+        present = [(m, y) for m, y in present if m != "ppl" or len(present) < 3]
+    keys = varying_keys(rows)
+    # K is the x axis only when every row has one (a sweep over policies gives some rows none).
+    x_key = next((k for k in K_KEYS if k in keys and all(k in r.get("params", {}) for r in rows)), None)
+    labels = [k for k in keys if k != x_key]
+    fig, axes = plt.subplots(1, len(present), figsize=(max(7.0, 4.6 * len(present)), 4.5), squeeze=False)
+    for ax, (m, ylabel) in zip(axes[0], present):
+        if x_key:
+            plot_lines(ax, series(rows, x_key, metric(m), labels), f"K ({x_key}: host tokens per kv-head)", ylabel,
+                       logx=True)
+        else:
+            plot_bars(ax, series(rows, None, metric(m), labels), ylabel)
+    what = f"accuracy vs {x_key}" if x_key else "accuracy per setting"
+    fig.suptitle(title(rows, what))
+    footer(fig, rows)
+    save(fig, out_dir, "accuracy_vs_k.png" if x_key else "accuracy_per_policy.png", written)
+
+
+def sched_traces(rows):
+    """(label, trace) for every row that carries a scheduler trace, in a bench row or the metrics."""
+    keys = varying_keys(rows)
+    out = []
+    for r in rows:
+        m = r.get("metrics", {})
+        candidates = [m] + [x for x in m.get("rows", []) if isinstance(x, dict)]
+        for c in candidates:
+            trace = c.get("sched", {}).get("trace") if isinstance(c.get("sched"), dict) else None
+            if trace:
+                out.append((label(r, keys), trace))
+                break
+    return out
+
+
+def sched_figure(rows, out_dir, written):
+    traces = sched_traces(rows)
+    if not traces:
+        return
+    fig, (ax_k, ax_m) = plt.subplots(2, 1, figsize=(7.5, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    for name, trace in traces:
+        steps = [e.get("step", i) for i, e in enumerate(trace)]
+        ax_k.step(steps, [e.get("k", e.get("K")) for e in trace], where="post", label=name)
+        modes = [1 if str(e.get("select", "post")).lower().startswith("pre") else 0 for e in trace]
+        ax_m.step(steps, modes, where="post", label=name)
+    ax_k.set_ylabel("K (host tokens per kv-head)")
+    ax_k.grid(True, alpha=0.3)
+    ax_k.legend(fontsize=8)
+    ax_m.set_yticks([0, 1])
+    ax_m.set_yticklabels(["Post-QK", "Pre-QK"])
+    ax_m.set_ylabel("selection")
+    ax_m.set_xlabel("decode step")
+    ax_m.grid(True, alpha=0.3)
+    ax_k.set_title(title(rows, "scheduler trace: K and selection mode per step"))
+    footer(fig, rows)
+    save(fig, out_dir, "sched_trace.png", written)
+
+
+def passkey_heatmap(rows, out_dir, written):
+    rows = [r for r in rows if isinstance(r.get("metrics", {}).get("per_depth"), dict)]
+    if not rows:
+        return
+    keys = [k for k in varying_keys(rows) if k != "ctx"]
+    panels = {}
+    for r in rows:
+        ctx = r["metrics"].get("prompt_tokens") or r["params"].get("ctx")
+        for depth, acc in r["metrics"]["per_depth"].items():
+            panels.setdefault(label(r, keys), {}).setdefault((float(depth), int(ctx)), []).append(float(acc))
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels) + 1.5, 4.6), squeeze=False,
+                             layout="constrained")
+    fig.get_layout_engine().set(rect=(0, 0.04, 1, 0.96))
+    image = None
+    for ax, (name, cells) in zip(axes[0], panels.items()):
+        depths = sorted({d for d, _ in cells})
+        ctxs = sorted({c for _, c in cells})
+        grid = [[mean_std(cells[(d, c)])[0] if (d, c) in cells else float("nan") for c in ctxs] for d in depths]
+        image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower")
+        for i, row in enumerate(grid):
+            for j, v in enumerate(row):
+                if not math.isnan(v):
+                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="w" if v < 0.6 else "k", fontsize=8)
+        ax.set_xticks(range(len(ctxs)))
+        ax.set_xticklabels([str(c) for c in ctxs])
+        ax.set_yticks(range(len(depths)))
+        ax.set_yticklabels([f"{d:g}" for d in depths])
+        ax.set_xlabel("context (prompt tokens)")
+        if ax is axes[0][0]:
+            ax.set_ylabel("depth of the key (fraction of the filler)")
+        ax.set_title(name, fontsize=9)
+    fig.colorbar(image, ax=axes[0].tolist(), label="passkey accuracy")
+    fig.suptitle(title(rows, "passkey accuracy by depth and context"))
+    footer(fig, rows)
+    path = os.path.join(out_dir, "passkey_heatmap.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("results", nargs="+", help="JSONL results of hybridgen sweep")
+    ap.add_argument("-o", "--out", required=True, help="directory for the PNG files")
+    a = ap.parse_args(argv)
+    rows, errors = load_rows(a.results)
+    if not rows:
+        sys.exit(f"plot_sweep.py: no finished rows in {', '.join(a.results)} ({errors} error rows)")
+    os.makedirs(a.out, exist_ok=True)
+    written = []
+    bench_figures(rows, a.out, written)
+    accuracy_figures(rows, a.out, written)
+    sched_figure(rows, a.out, written)
+    passkey_heatmap(rows, a.out, written)
+    if not written:
+        sys.exit("plot_sweep.py: the rows carry nothing to plot (no decode_tps, accuracy, trace or passkey metrics)")
+    for p in written:
+        print(p)
+    if errors:
+        print(f"plot_sweep.py: skipped {errors} error rows", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
