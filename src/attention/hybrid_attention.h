@@ -9,6 +9,7 @@
 
 #include "attention/host_stage.h"
 #include "attention/layer_attention.h"
+#include "attention/selectors/h2o_prune.h"
 #include "attention/selectors/selector.h"
 #include "kv/hybrid_kv.h"
 #include "mem/placement.h"
@@ -75,6 +76,8 @@ class HybridAttention final : public LayerAttention {
   void host_partial(ThreadPool& pool, int layer, int seq, SeqResult& r);
   double refine(int layer, const float* q_host, const std::vector<TokenRow>& rows);  // host seconds
   void prefill_host_part(int layer, const std::vector<TokenRow>& rows);
+  float* device_probs(size_t floats);
+  void observe_device(int layer, const std::vector<TokenRow>& rows, int first, int n_rows, int count, bool prefill);
   void ship_and_merge(int layer, const float* q, const std::vector<TokenRow>& rows, float* out, bool prefill);
   void compute_query(int layer, const float* x, int pos, float* q_out, ThreadPool& pool);
   DeviceSeqBuffers& device_buffers(int seq, size_t floats);
@@ -102,6 +105,10 @@ class HybridAttention final : public LayerAttention {
   std::unique_ptr<Selector> post_;                   // Post-QKᵀ top-K (and "every host token")
   std::array<std::unique_ptr<Selector>, 4> pre_;     // Pre-QKᵀ predictors, by Predictor
   std::vector<Selector*> observers_;                 // the selectors that accumulate scores
+  std::unique_ptr<HeavyHitterSelector> pruner_;      // h2o / keyformer: which device tokens stay
+  float* probs_dev_ = nullptr;                       // pruner_: the device tokens' probabilities
+  size_t probs_cap_ = 0;                             // floats probs_dev_ holds
+  std::vector<float> probs_host_;                    // the same on the host
   std::vector<std::vector<float>> x_host_;           // [layer % 2]: [rows][d_model]
   std::vector<float> q_host_, k_host_, v_host_;      // [rows][q_dim], [rows][kv_dim] x2
   std::vector<DeviceSeqBuffers> dev_bufs_;           // per row
