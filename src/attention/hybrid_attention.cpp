@@ -8,6 +8,7 @@
 #include "attention/host_ops.h"
 #include "attention/selectors/h2o_prune.h"
 #include "attention/selectors/selector.h"
+#include "attention/step_timer.h"
 #include "hybridgen/error.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
@@ -505,21 +506,7 @@ void HybridAttention::attend(int layer, const float* q, const float* k, const fl
 
 void HybridAttention::end_step(const std::vector<TokenRow>& rows) {
   if (!prefill_) {
-    // This step's figures per layer, from the device's timing marks (one wait, at the step's end).
-    const int end = device_.timing_mark(false);
-    const auto ms = [&](int a, int b) { return a < 0 || b < 0 ? 0.0 : std::max(0.0, device_.timing_elapsed_ms(a, b)); };
-    for (int l = 0; l < spec_.n_layers; ++l) {
-      const LayerMarks& m = marks_[static_cast<size_t>(l)];
-      const int next = l + 1 < spec_.n_layers ? marks_[static_cast<size_t>(l + 1)].start : end;
-      LayerStepTiming& lt = step_timing_.layers[static_cast<size_t>(l)];
-      const double span = ms(m.start, next) * 1e-3;
-      lt.t_tx = ms(m.tx_begin, m.tx_end) * 1e-3;
-      lt.t_dev = std::max(0.0, span - lt.t_wait - lt.t_tx);
-      LayerStats& st = stats_[static_cast<size_t>(l)];
-      st.t_layer += span;
-      st.t_tx += lt.t_tx;
-    }
-    ++step_timing_.step;
+    close_step_timing(device_, marks_, step_timing_, stats_);
   }
   for (size_t i = 0; i < rows.size(); ++i)
     if (i + 1 == rows.size() || rows[i + 1].seq != rows[i].seq) kv_->commit(rows[i].seq, rows[i].pos + 1);

@@ -11,6 +11,7 @@
 #include "attention/layer_attention.h"
 #include "attention/selectors/h2o_prune.h"
 #include "attention/selectors/selector.h"
+#include "attention/step_timer.h"
 #include "kv/hybrid_kv.h"
 #include "mem/placement.h"
 #include "mem/topology.h"
@@ -114,11 +115,7 @@ class HybridAttention final : public LayerAttention {
   std::vector<DeviceSeqBuffers> dev_bufs_;           // per row
   std::vector<HostPart> parts_;                      // per row: what ship_and_merge gives the device
   std::vector<LayerStats> stats_;
-  // Device timing marks of this step, per layer (Device::timing_mark handles, -1: none).
-  struct LayerMarks {
-    int start = -1, tx_begin = -1, tx_end = -1;
-  };
-  std::vector<LayerMarks> marks_;
+  std::vector<LayerMarks> marks_;                    // this step's device timing marks, per layer
   StepTiming step_timing_;
 };
 

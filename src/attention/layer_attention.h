@@ -1,6 +1,7 @@
 // The attention stage of a transformer layer, behind one interface so the engine only
-// orchestrates: FullAttention (every token on the device) and HybridAttention (window on the
-// device, older tokens on the host, both computing at once) implement it.
+// orchestrates: FullAttention (every token on the device), OffloadAttention (every token on the
+// host, streamed to the device per layer) and HybridAttention (window on the device, older tokens
+// on the host, both computing at once) implement it.
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -74,6 +75,9 @@ struct AttentionContext {
 };
 
 std::unique_ptr<LayerAttention> make_full_attention(const AttentionContext& c);
+// FlexGen's offload: every token on the host, each layer's K/V streamed to the device.
+std::unique_ptr<LayerAttention> make_offload_attention(const AttentionContext& c,
+                                                       const mem::PlacementOptions& placement);
 std::unique_ptr<LayerAttention> make_hybrid_attention(const AttentionContext& c, const Policy& policy,
                                                       const mem::PlacementOptions& placement);
 

@@ -63,7 +63,7 @@ struct Row {
 };
 
 void print_rows(const std::vector<Row>& rows, const std::string& format) {
-  static const char* cols[] = {"model", "size", "params", "backend", "policy", "threads", "batch", "kv", "test", "t/s", "GB/s", "peak%", "T_dev/host/tx ms"};
+  static const char* cols[] = {"model", "size", "params", "backend", "policy", "threads", "batch", "kv", "test", "t/s", "GB/s", "peak%", "T_dev/host/tx ms", "h2d B/tok"};
   auto cell = [](const nlohmann::json& j, const std::string& c) -> std::string {
     char buf[64];
     if (c == "size") return format_bytes(j["size_bytes"].get<double>());
@@ -85,6 +85,11 @@ void print_rows(const std::vector<Row>& rows, const std::string& format) {
       if (!j.contains("t_dev_ms")) return "";
       std::snprintf(buf, sizeof buf, "%.2f / %.2f / %.2f", j["t_dev_ms"].get<double>(), j["t_host_ms"].get<double>(),
                     j["t_tx_ms"].get<double>());
+      return buf;
+    }
+    if (c == "h2d B/tok") {
+      if (!j.contains("h2d_bytes_per_token")) return "";
+      std::snprintf(buf, sizeof buf, "%.0f", j["h2d_bytes_per_token"].get<double>());
       return buf;
     }
     if (!j.contains(c)) return "";
@@ -166,7 +171,7 @@ void run_bench(const BenchOptions& o) {
       rt.threads = t;
       const int ctx = o.runtime.ctx > 0 ? o.runtime.ctx : std::max(max_p, max_d) + max_n + 1;
       EngineOptions eo = engine_options(rt, spec, ctx, b);
-      apply_policy_options(o.policy, policy, eo);
+      apply_policy_options(o.policy, policy, eo, policies);
       Engine engine(*model, eo);
       std::vector<float> logits(static_cast<size_t>(b) * spec.vocab_size);
       auto base_row = [&](const std::string& test) {
@@ -234,8 +239,9 @@ void run_bench(const BenchOptions& o) {
         const auto after = engine.layer_stats();
         if (!after.empty() && !before.empty()) {
           // Per decode step, summed over layers, for the timed repetitions.
-          double dev = 0, host = 0, tx = 0, wait = 0, sel = 0, steps = static_cast<double>(o.reps) * n;
+          double dev = 0, host = 0, tx = 0, wait = 0, sel = 0, bytes = 0, steps = static_cast<double>(o.reps) * n;
           for (size_t l = 0; l < after.size(); ++l) {
+            bytes += static_cast<double>(after[l].bytes_h2d - before[l].bytes_h2d);
             dev += after[l].t_dev() - before[l].t_dev();
             host += after[l].t_host - before[l].t_host;
             tx += after[l].t_tx - before[l].t_tx;
@@ -247,6 +253,7 @@ void run_bench(const BenchOptions& o) {
           j["t_tx_ms"] = tx / steps * 1e3;
           j["t_wait_ms"] = wait / steps * 1e3;
           j["selected_per_layer"] = sel / steps / static_cast<double>(after.size());
+          j["h2d_bytes_per_token"] = bytes / (steps * b);
         }
         rows.push_back({j});
       }

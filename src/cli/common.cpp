@@ -72,16 +72,24 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list) {
   cmd.footer(preset_help());
 }
 
-Policy make_policy(const PolicyOptions& o, const std::string& preset) {
+Policy make_policy(const PolicyOptions& o, const std::string& preset, const std::vector<std::string>& compared) {
   Policy p = policy_preset(preset);
   if (!o.file.empty()) apply_policy_yaml(p, o.file);
   const KnobRegistry& knobs = knob_registry();
-  for (const auto& [name, value] : o.knobs) knobs.set(p, name, value, "--" + name);
+  for (const auto& [name, value] : o.knobs) {
+    const Knob* k = knobs.find(name);
+    // bench --policy full,hybrid --window 512: the window is hybrid's; an error only when it
+    // applies to none of the policies compared
+    const bool elsewhere = k && !k->applies_to(p.name) &&
+                           std::any_of(compared.begin(), compared.end(), [&](const auto& c) { return k->applies_to(c); });
+    if (!elsewhere) knobs.set(p, name, value, "--" + name);
+  }
   return p;
 }
 
-void apply_policy_options(const PolicyOptions& o, const std::string& preset, EngineOptions& e) {
-  e.policy = make_policy(o, preset);
+void apply_policy_options(const PolicyOptions& o, const std::string& preset, EngineOptions& e,
+                          const std::vector<std::string>& compared) {
+  e.policy = make_policy(o, preset, compared);
   validate_policy(e.policy, e.ctx);
   e.kv_placement = o.kv_placement;
   mem::parse_placement_policy(o.kv_placement);  // validates the name now, before any allocation

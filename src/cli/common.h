@@ -49,9 +49,12 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list = fals
 // The presets, the system each stands for and the knobs each takes (for --help footers).
 std::string preset_help();
 // The policy the options describe (preset, then YAML, then command-line knobs).
-Policy make_policy(const PolicyOptions& o, const std::string& preset);
+// `compared`: the other policies of a comparison (bench --policy a,b): a knob that applies to one
+// of them but not to `preset` is skipped for `preset` instead of being an error.
+Policy make_policy(const PolicyOptions& o, const std::string& preset, const std::vector<std::string>& compared = {});
 // Copies the policy and placement knobs into engine options.
-void apply_policy_options(const PolicyOptions& o, const std::string& preset, EngineOptions& e);
+void apply_policy_options(const PolicyOptions& o, const std::string& preset, EngineOptions& e,
+                          const std::vector<std::string>& compared = {});
 
 std::unique_ptr<Model> load_model(const ModelOptions& o);
 // The tokenizer from --tokenizer or the model's own; nullptr when neither exists.

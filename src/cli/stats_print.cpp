@@ -24,7 +24,9 @@ nlohmann::json run_stats_json(Engine& engine) {
   for (double ms : s.step_ms) mean_ms += ms;
   if (!s.step_ms.empty()) mean_ms /= static_cast<double>(s.step_ms.size());
   nlohmann::json layers = nlohmann::json::array();
+  int64_t bytes_h2d = 0;  // decode steps, all layers (prefill ships nothing per token)
   for (const LayerStats& l : engine.layer_stats()) {
+    bytes_h2d += l.bytes_h2d;
     const double steps = l.steps > 0 ? static_cast<double>(l.steps) : 1.0;
     layers.push_back({{"t_dev_ms", l.t_dev() / steps * 1e3}, {"t_host_ms", l.t_host / steps * 1e3},
                       {"t_tx_ms", l.t_tx / steps * 1e3}, {"t_wait_ms", l.t_wait / steps * 1e3},
@@ -46,7 +48,8 @@ nlohmann::json run_stats_json(Engine& engine) {
           {"decode_tokens_per_s", s.decode_tps()},
           {"ms_per_token_mean", mean_ms},
           {"ms_per_token_p50", percentile(s.step_ms, 0.5)},
-          {"ms_per_token_p95", percentile(s.step_ms, 0.95)}};
+          {"ms_per_token_p95", percentile(s.step_ms, 0.95)},
+          {"h2d_bytes_per_token", s.decode_tokens > 0 ? static_cast<double>(bytes_h2d) / s.decode_tokens : 0.0}};
 }
 
 void print_run_stats(std::FILE* out, Engine& engine) {
@@ -80,6 +83,7 @@ void print_run_stats(std::FILE* out, Engine& engine) {
                  l["bytes_h2d_per_step"].get<double>(), l["q_cosine"].get<double>());
   }
   std::fprintf(out, "%5s %9.3f %9.3f %9.3f %9.3f\n", "sum", sum[0], sum[1], sum[2], sum[3]);
+  std::fprintf(out, "host -> device: %.0f bytes per decoded token\n", j["h2d_bytes_per_token"].get<double>());
 }
 
 void write_stats_json(const std::string& path, Engine& engine) {

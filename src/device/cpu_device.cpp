@@ -4,7 +4,10 @@
 #include <array>
 #include <chrono>
 #include <cstdlib>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <thread>
 #include <mutex>
 #include <vector>
 
@@ -26,7 +29,16 @@ constexpr int64_t kElementGrain = 4096;  // elementwise ops: below this one thre
 
 class CpuDevice final : public Device {
  public:
-  explicit CpuDevice(int n_threads) : pool_(n_threads), scratch_(static_cast<size_t>(pool_.size())) {}
+  explicit CpuDevice(int n_threads)
+      : pool_(n_threads), scratch_(static_cast<size_t>(pool_.size())), copier_([this] { copy_loop(); }) {}
+  ~CpuDevice() override {
+    {
+      std::lock_guard<std::mutex> lock(copy_mutex_);
+      copy_stop_ = true;
+    }
+    copy_cv_.notify_all();
+    copier_.join();
+  }
 
   std::string name() const override { return "cpu (" + std::string(cpu::cpu_isa_name()) + ")"; }
   int threads() const override { return pool_.size(); }
@@ -128,6 +140,25 @@ class CpuDevice final : public Device {
     });
   }
 
+  // The copy "stream" is a thread that runs queued memcpys in order; a fence is the count of
+  // copies queued so far, waited for by blocking the caller (the device thread).
+  void copy_to_device_async(void* dst, const void* src, size_t bytes) override {
+    {
+      std::lock_guard<std::mutex> lock(copy_mutex_);
+      copies_.push_back({dst, src, bytes});
+      ++copies_queued_;
+    }
+    copy_cv_.notify_one();
+  }
+  int64_t copy_fence() override {
+    std::lock_guard<std::mutex> lock(copy_mutex_);
+    return copies_queued_;
+  }
+  void wait_copy_fence(int64_t f) override {
+    std::unique_lock<std::mutex> lock(copy_mutex_);
+    copy_done_cv_.wait(lock, [&] { return copies_done_ >= f; });
+  }
+
   // The CPU device runs every op before returning, so a mark is the steady clock now, for both
   // "streams"; a ring of kTimingMarks handles as on the CUDA device.
   int timing_mark(bool /*copy_stream*/) override {
@@ -153,12 +184,38 @@ class CpuDevice final : public Device {
   }
 
  private:
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  void copy_loop() {
+    std::unique_lock<std::mutex> lock(copy_mutex_);
+    for (;;) {
+      copy_cv_.wait(lock, [&] { return copy_stop_ || !copies_.empty(); });
+      if (copies_.empty()) return;  // stopping, nothing left
+      const Copy c = copies_.front();
+      copies_.pop_front();
+      lock.unlock();
+      std::memcpy(c.dst, c.src, c.bytes);
+      lock.lock();
+      ++copies_done_;
+      copy_done_cv_.notify_all();
+    }
+  }
+
   static constexpr int kTimingMarks = 4096;
 
   ThreadPool pool_;
   std::vector<std::vector<float>> scratch_;  // per-thread attention scores
   std::array<std::chrono::steady_clock::time_point, kTimingMarks> timing_{};
   int timing_next_ = 0;
+  std::mutex copy_mutex_;
+  std::condition_variable copy_cv_, copy_done_cv_;
+  std::deque<Copy> copies_;
+  int64_t copies_queued_ = 0, copies_done_ = 0;
+  bool copy_stop_ = false;
+  std::thread copier_;  // last: starts after the members it uses
   std::mutex owned_mutex_;
   std::vector<std::vector<float>> owned_;    // fp32 copies of vectors
 };

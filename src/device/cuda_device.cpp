@@ -81,6 +81,8 @@ CudaDevice::~CudaDevice() {
     cudaEventDestroy(upload_done_[static_cast<size_t>(b)]);
   }
   for (cudaEvent_t e : timing_) cudaEventDestroy(e);
+  for (cudaEvent_t e : copy_fences_) cudaEventDestroy(e);
+  if (compute_done_) cudaEventDestroy(compute_done_);
   cudaEventDestroy(uploaded_);
   if (blas_) cublasDestroy(blas_);
   cudaFree(blas_workspace_);

@@ -50,6 +50,11 @@ class CudaDevice final : public Device {
   // Defined in cuda_device_hybrid.cpp.
   void hybrid_attention(const HybridAttentionArgs& a) override;
 
+  void copy_to_device_async(void* dst, const void* src_host, size_t bytes) override;
+  int64_t copy_fence() override;
+  void wait_copy_fence(int64_t f) override;
+  void copies_after_compute() override;
+
   int timing_mark(bool copy_stream) override;
   double timing_elapsed_ms(int begin, int end) override;
 
@@ -77,6 +82,7 @@ class CudaDevice final : public Device {
   };
   static constexpr int kStageSlots = 16;
   static constexpr int kTimingEvents = 512;
+  static constexpr int kCopyFences = 64;
   static constexpr size_t kUploadChunk = size_t{32} << 20;
 
   void make_current() const;
@@ -104,6 +110,9 @@ class CudaDevice final : public Device {
   std::vector<RopeTable> rope_tables_;
   std::vector<cudaEvent_t> timing_;
   int timing_next_ = 0;
+  std::vector<cudaEvent_t> copy_fences_;   // ring: fence f is copy_fences_[f % kCopyFences]
+  int64_t copy_fence_next_ = 0;
+  cudaEvent_t compute_done_ = nullptr;     // copies_after_compute
 };
 
 }  // namespace hg

@@ -89,6 +89,20 @@ class Device {
   virtual void attention(const float* q, int n, int n_heads, const KvView& kv, int past,
                          float scale, float* out) = 0;
 
+  // ---- copy stream: host -> device traffic that overlaps the compute stream ----
+  // Queues a host -> device copy on the copy stream (CUDA: cudaMemcpyAsync on `copy`; CPU
+  // device: its copy thread). src_host must stay unchanged until a later fence was waited for.
+  // The default runs the copy at once.
+  virtual void copy_to_device_async(void* dst, const void* src_host, size_t bytes) {
+    copy_to_device(dst, src_host, bytes);
+  }
+  // A fence behind the copies queued so far (its handle; handles are recycled after a few dozen).
+  virtual int64_t copy_fence() { return 0; }
+  // Work issued on the compute stream from now on waits for fence f (the CPU device blocks).
+  virtual void wait_copy_fence(int64_t /*f*/) {}
+  // Copies queued from now on start after the compute work issued so far (a buffer's reuse).
+  virtual void copies_after_compute() {}
+
   // ---- timing (T_dev / T_tx for the scheduler) ----
   // Records a timestamp behind the work queued so far on the compute stream (copy_stream false)
   // or the copy stream (true); returns its handle, or -1 on a device without timers. CUDA: an

@@ -53,14 +53,14 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
   impl_->device = make_device(o);
   impl_->weights = upload_weights(*impl_->device, model);
   const AttentionContext ac{*impl_->device, model, o.kv_dtype, o.ctx, o.batch};
-  if (o.policy.hybrid) {
+  if (o.policy.hybrid || o.policy.offload) {
     mem::PlacementOptions po;
     po.policy = mem::parse_placement_policy(o.kv_placement);
     po.k_node = o.k_node;
     po.v_node = o.v_node;
     po.k_dram_budget = o.k_dram_budget;
     po.huge_pages = o.kv_huge_pages;
-    impl_->attn = make_hybrid_attention(ac, o.policy, po);
+    impl_->attn = o.policy.hybrid ? make_hybrid_attention(ac, o.policy, po) : make_offload_attention(ac, po);
   } else {
     impl_->attn = make_full_attention(ac);
   }

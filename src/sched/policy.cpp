@@ -15,6 +15,9 @@ namespace hg {
 const std::vector<PresetInfo>& preset_table() {
   static const std::vector<PresetInfo> table = {
       {"full", "all on device (oracle)", "every token's K and V on the device"},
+      {"offload", "FlexGen (attention on the device)",
+       "every token on the host; each layer's K and V copied host->device, the next layer's copy overlapping this "
+       "layer; exact"},
       {"cpu-attn", "MoE-Lightning (attention on the CPU)", "all attention on the host CPU over host KV, exact"},
       {"hybrid", "HybridGen", "device window + sinks; host top-K of the next layer's logits from this layer's input"},
       {"hgca", "HGCA", "device window + exact host attention over the rest, log-sum-exp merge"},
@@ -48,6 +51,10 @@ Policy policy_preset(const std::string& name) {
   Policy p;
   p.name = name;
   if (name == "full") return p;
+  if (name == "offload") {
+    p.offload = true;
+    return p;
+  }
   p.hybrid = true;
   if (name == "hybrid") return p;  // window 1024 + 4 sinks, Post-QKᵀ top-256, speculative, logits merge
   if (name == "hgca") {

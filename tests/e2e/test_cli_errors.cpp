@@ -93,6 +93,21 @@ TEST(CliErrors, PoliciesThatContradictThemselves) {
                         "NUMA node 7 does not exist");
 }
 
+TEST(CliErrors, KnobsOutOfRangeOrNotApplyingToThePreset) {
+  const std::string m = "-m '" + (bad_root() / "good").string() + "' --ids '[1,2,3,4]' -n 2 --ctx 64";
+  expect_one_error_line(run_hybridgen("generate " + m + " --policy offload --window 16"),
+                        "--window does not apply to --policy offload");
+  expect_one_error_line(run_hybridgen("generate " + m + " --policy full --k 8"), "--k does not apply to --policy full");
+  expect_one_error_line(run_hybridgen("generate " + m + " --policy hybrid --evict-block 0"), "--evict-block must be >= 1");
+  expect_one_error_line(run_hybridgen("generate " + m + " --policy hybrid --partial-dims x"),
+                        "--partial-dims: 'x' is not an integer");
+  expect_one_error_line(run_hybridgen("generate " + m + " --policy hybrid --keep-evicted maybe"), "--keep-evicted");
+  // bench compares policies: a knob must apply to one of them
+  expect_one_error_line(run_hybridgen("bench -m '" + (bad_root() / "good").string() +
+                                      "' -p 4 -n 0 -r 1 --policy full,offload --sinks 2"),
+                        "--sinks does not apply to --policy full");
+}
+
 TEST(CliErrors, PolicyYamlWithLineNumber) {
   const fs::path dir = temp_dir("yaml");
   {
@@ -102,6 +117,12 @@ TEST(CliErrors, PolicyYamlWithLineNumber) {
   const std::string m = "-m '" + (bad_root() / "good").string() + "' --ids '[1,2,3,4]' -n 2 --ctx 64";
   expect_one_error_line(run_hybridgen("generate " + m + " --policy hybrid --policy-file '" + (dir / "p.yaml").string() + "'"),
                         "p.yaml:4: unknown policy knob 'warp'");
+  {
+    std::ofstream f(dir / "q.yaml");
+    f << "policy:\n  preset: offload\n  k: 16\n";
+  }
+  expect_one_error_line(run_hybridgen("generate " + m + " --policy-file '" + (dir / "q.yaml").string() + "'"),
+                        "q.yaml:3: --k does not apply to --policy offload");
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // The correctness anchor of DESIGN.md: with query `exact` and K = all host tokens, every policy
 // that keeps all tokens gives the logits of `full` attention, for prompts several times longer
-// than the window and many decode steps, batch 1 and a batch of different lengths. So do the
-// pruning and fetching presets with budgets that cover the whole context (h2o and keyformer with
-// --heavy >= context, infinigen with --max-kv >= context and a huge --alpha). The token map keeps
-// every position in exactly one place throughout.
+// than the window and many decode steps, batch 1 and a batch of different lengths. `offload`
+// (every token streamed from the host) is exact by construction. So are the pruning and fetching
+// presets with budgets that cover the whole context (h2o and keyformer with --heavy >= context,
+// infinigen with --max-kv >= context and a huge --alpha). The token map keeps every position in
+// exactly one place throughout; every decode step's timing record is there, and offload moves
+// 2·N·kv_dim floats per layer and sequence.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,6 +25,7 @@ constexpr int kCtx = 160;
 
 Policy exact_policy(const std::string& preset, MergeMode merge) {
   Policy p = policy_preset(preset);
+  if (preset == "offload") return p;  // no knobs: every token takes part
   if (preset != "cpu-attn") {
     p.window = 16;
     p.n_sinks = preset == "h2o" || preset == "keyformer" ? 0 : 2;
@@ -52,7 +55,8 @@ struct Case {
 };
 
 std::string case_name(const Case& c) {
-  std::string n = c.variant + "_" + c.preset + (c.merge == MergeMode::Lse ? "_lse" : "_logits");
+  std::string n = c.variant + "_" + c.preset;
+  if (c.preset != "offload") n += c.merge == MergeMode::Lse ? "_lse" : "_logits";
   for (auto& ch : n)
     if (ch == '-') ch = '_';
   return n;
@@ -81,9 +85,27 @@ std::vector<float> run_policy(const Model& model, const Policy& policy, const st
   std::vector<float> out, step(seqs.size() * static_cast<size_t>(vocab));
   for (int t = 0; t < steps; ++t) {
     std::vector<int32_t> toks;
-    for (size_t s = 0; s < seqs.size(); ++s) toks.push_back(seqs[s][static_cast<size_t>(prompt_len[s] + t)]);
+    int64_t past = 0;  // tokens the batch held before this step
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      toks.push_back(seqs[s][static_cast<size_t>(prompt_len[s] + t)]);
+      past += engine.position(static_cast<int>(s));
+    }
     engine.decode(ids, toks, step.data());
     out.insert(out.end(), step.begin(), step.end());
+    if (policy.hybrid || policy.offload) {
+      const StepTiming* timing = engine.last_step_timing();
+      EXPECT_NE(timing, nullptr);
+      if (!timing) continue;
+      EXPECT_EQ(timing->step, t);
+      EXPECT_EQ(timing->layers.size(), static_cast<size_t>(model.spec.n_layers));
+      for (const auto& l : timing->layers) {
+        EXPECT_GE(l.t_dev, 0.0);
+        EXPECT_GE(l.t_tx, 0.0);
+        if (policy.offload) {
+          EXPECT_EQ(l.bytes_h2d, 2 * past * model.spec.kv_dim() * 4);
+        }
+      }
+    }
     if (check_map && policy.hybrid) {
       auto& kv = dynamic_cast<HybridAttention&>(engine.attention()).kv();
       for (size_t s = 0; s < seqs.size(); ++s) kv.check_invariants(static_cast<int>(s));
@@ -129,7 +151,12 @@ INSTANTIATE_TEST_SUITE_P(Tiny, HybridExactness,
                                            Case{"qwen2-untied", "infinigen", MergeMode::Logits},
                                            Case{"opt", "infinigen", MergeMode::Logits},
                                            Case{"opt-postln", "infinigen", MergeMode::Logits},
-                                           Case{"llama3-rope", "infinigen", MergeMode::Logits}),
+                                           Case{"llama3-rope", "infinigen", MergeMode::Logits},
+                                           Case{"llama-gqa", "offload", MergeMode::Logits},
+                                           Case{"qwen2", "offload", MergeMode::Logits},
+                                           Case{"opt", "offload", MergeMode::Logits},
+                                           Case{"opt-postln", "offload", MergeMode::Logits},
+                                           Case{"llama3-rope", "offload", MergeMode::Logits}),
                          [](const auto& info) { return case_name(info.param); });
 
 }  // namespace

@@ -131,6 +131,55 @@ TEST(HybridPipeline, StreamingDropsEvictedTokensAndKeepsSinks) {
   EXPECT_EQ(kv.location(0, 59).place, TokenPlace::Window);
 }
 
+// The per-step plan (what a feedback scheduler sets) overrides the policy's K and mode. With
+// the exact query, steps planned with every host token give full attention's logits even though
+// the policy says K = 2; from the first step planned with K = 2 on they do not; switching to a
+// Pre-QKᵀ predictor mid-request sets it up then; reset restores the policy's plan.
+TEST(HybridPipeline, StepPlanChangesKAndModePerStep) {
+  auto model = load_model(tiny_model("llama-gqa").string());
+  Policy policy = small_window("hybrid");
+  policy.query = QuerySource::Exact;
+  policy.K = 2;
+  const auto ids = random_ids(80, 21);
+  const int prompt = 60, steps = 20, switch_at = 6;
+  const auto ref = decode_logits(*model, Policy{}, ids, prompt, 96);
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_dtype = DType::F32;
+  o.ctx = 96;
+  o.ubatch = 8;
+  o.policy = policy;
+  Engine engine(*model, o);
+  const int vocab = engine.vocab_size();
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  engine.prefill(0, std::span(ids.data(), static_cast<size_t>(prompt)), logits.data());
+  EXPECT_EQ(engine.step_plan(0).K, 2);
+  const std::vector<int> seqs = {0};
+  for (int t = 0; t < steps; ++t) {
+    StepPlan plan;
+    plan.K = t < switch_at ? -1 : 2;
+    plan.select = t < 12 ? Selection::Post : Selection::Pre;
+    plan.predictor = t < 16 ? Predictor::Recent : Predictor::H2O;
+    engine.set_step_plan(0, plan);
+    const int32_t tok = ids[static_cast<size_t>(prompt + t)];
+    engine.decode(seqs, std::span(&tok, 1), logits.data());
+    const std::vector<float> want(ref.begin() + static_cast<ptrdiff_t>(t) * vocab,
+                                  ref.begin() + static_cast<ptrdiff_t>(t + 1) * vocab);
+    if (t < switch_at)
+      EXPECT_LE(max_diff(logits, want), 1e-4) << "step " << t << ": every host token";
+    else
+      EXPECT_GT(max_diff(logits, want), 1e-4) << "step " << t << ": 2 of ~40 host tokens";
+    ASSERT_NE(engine.last_step_timing(), nullptr);
+    EXPECT_EQ(engine.last_step_timing()->step, t);
+  }
+  const auto layers = engine.layer_stats();
+  // selected host tokens per kv-head and step, summed: all of them, then 2
+  EXPECT_LT(layers[0].selected, layers[0].host_tokens);
+  engine.reset(0);
+  EXPECT_EQ(engine.step_plan(0).K, 2);  // a new request starts from the policy's plan
+  EXPECT_THROW(engine.set_step_plan(0, StepPlan{-2, Selection::Post, Predictor::Recent}), Error);
+}
+
 TEST(HybridPipeline, ContradictoryKnobsAreClearErrors) {
   auto model = load_model(tiny_model("llama-gqa").string());
   auto expect_error = [&](Policy p, int ctx, const std::string& words) {

@@ -1,0 +1,44 @@
+// CudaDevice's copy stream for streamed KV (the offload policy): host -> device copies queued on
+// `copy`, fences as events recorded on it (a ring of kCopyFences), and the two joins: compute
+// waits for a fence, later copies wait for the compute work issued so far (double buffering).
+// Copies from pageable host memory are staged by the driver; HostStore arenas registered for DMA
+// (mem::DmaRegistrar) copy asynchronously.
+#include "device/cuda_device.h"
+#include "hybridgen/error.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace hg {
+
+void CudaDevice::copy_to_device_async(void* dst, const void* src_host, size_t bytes) {
+  if (bytes == 0) return;
+  make_current();
+  HG_CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, copy_));
+}
+
+int64_t CudaDevice::copy_fence() {
+  make_current();
+  if (copy_fences_.empty()) {
+    copy_fences_.resize(kCopyFences);
+    for (auto& e : copy_fences_) HG_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    HG_CUDA_CHECK(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming));
+  }
+  const int64_t f = copy_fence_next_++;
+  HG_CUDA_CHECK(cudaEventRecord(copy_fences_[static_cast<size_t>(f % kCopyFences)], copy_));
+  return f;
+}
+
+void CudaDevice::wait_copy_fence(int64_t f) {
+  if (f < 0 || copy_fences_.empty()) return;
+  if (f < copy_fence_next_ - kCopyFences) throw Error("cuda copy fence " + std::to_string(f) + " was recycled");
+  make_current();
+  HG_CUDA_CHECK(cudaStreamWaitEvent(compute_, copy_fences_[static_cast<size_t>(f % kCopyFences)], 0));
+}
+
+void CudaDevice::copies_after_compute() {
+  make_current();
+  if (!compute_done_) HG_CUDA_CHECK(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming));
+  HG_CUDA_CHECK(cudaEventRecord(compute_done_, compute_));
+  HG_CUDA_CHECK(cudaStreamWaitEvent(copy_, compute_done_, 0));
+}
+
+}  // namespace hg
