@@ -27,7 +27,19 @@ ModelSpec small_spec(int n_heads, int n_kv_heads, int head_dim, int n_layers = 3
   return s;
 }
 
-TEST(HeavyHitterSelector, AccumulatesTheGroupsProbabilitiesAndKeepsHeavyPlusRecent) {
+// The device's probabilities over `count` tokens per kv-head.
+ObservedAttention device_observation(int n_heads, int n_kv_heads, int count, const int32_t* tokens, const float* p) {
+  ObservedAttention o;
+  o.space = TokenSpace::Position;
+  o.n_heads = n_heads;
+  o.n_kv_heads = n_kv_heads;
+  o.count = count;
+  o.tokens = tokens;
+  o.p = p;
+  return o;
+}
+
+TEST(HeavyHitterSelector, AccumulatesTheGroupsProbabilitiesAndKeepsTheHeaviest) {
   const ModelSpec spec = small_spec(4, 2, 8);
   const Policy p = policy_preset("full");
   const SelectorContext c{spec, p, 16, 1};
@@ -36,13 +48,7 @@ TEST(HeavyHitterSelector, AccumulatesTheGroupsProbabilitiesAndKeepsHeavyPlusRece
   const int32_t tokens[2 * 5] = {0, 1, 2, 3, 4, 0, 2, 3, 5, 6};
   const float probs[4 * 5] = {0.1f, 0.5f, 0.1f, 0.2f, 0.1f, 0.3f, 0.3f, 0.1f, 0.2f, 0.1f,   // heads 0, 1
                               0.6f, 0.1f, 0.1f, 0.1f, 0.1f, 0.2f, 0.1f, 0.3f, 0.3f, 0.1f};  // heads 2, 3
-  ObservedAttention o;
-  o.space = TokenSpace::Position;
-  o.n_heads = 4;
-  o.n_kv_heads = 2;
-  o.count = 5;
-  o.tokens = tokens;
-  o.p = probs;
+  ObservedAttention o = device_observation(4, 2, 5, tokens, probs);
   o.layer = 1;
   sel.observe(o, 0, 2);
   const TokenScores& s = sel.scores(0, 1);
@@ -78,13 +84,7 @@ TEST(HeavyHitterSelector, KeyformerAddsTheSeededGumbelSoftmax) {
   HeavyHitterSelector sel(SelectorContext{spec, p, ctx, 1}, HeavyHitterSelector::Score::Gumbel);
   const int32_t tokens[3] = {0, 2, 4};
   const float probs[2 * 3] = {0.2f, 0.5f, 0.3f, 0.6f, 0.3f, 0.1f};
-  ObservedAttention o;
-  o.space = TokenSpace::Position;
-  o.n_heads = 2;
-  o.n_kv_heads = 1;
-  o.count = 3;
-  o.tokens = tokens;
-  o.p = probs;
+  ObservedAttention o = device_observation(2, 1, 3, tokens, probs);
   o.prefill = true;
   o.query_pos = 4;  // a prompt of 5 tokens: τ = 1 here
   sel.observe(o, 0, 1);
