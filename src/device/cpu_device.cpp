@@ -51,6 +51,7 @@ class CpuDevice final : public Device {
   void free(void* ptr) override { std::free(ptr); }
   void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_on_device(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
   void synchronize() override {}
 
   DeviceTensor upload_weight(const TensorView& t) override {

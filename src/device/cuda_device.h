@@ -50,6 +50,7 @@ class CudaDevice final : public Device {
   // Defined in cuda_device_hybrid.cpp.
   void hybrid_attention(const HybridAttentionArgs& a) override;
 
+  void copy_on_device(void* dst, const void* src, size_t bytes) override;
   void copy_to_device_async(void* dst, const void* src_host, size_t bytes) override;
   int64_t copy_fence() override;
   void wait_copy_fence(int64_t f) override;

@@ -1,4 +1,5 @@
-// CudaDevice's copy stream for streamed KV (the offload policy): host -> device copies queued on
+// CudaDevice's device -> device copies (on `compute`, in order with the ops) and its copy stream
+// for streamed KV (the offload policy): host -> device copies queued on
 // `copy`, fences as events recorded on it (a ring of kCopyFences), and the two joins: compute
 // waits for a fence, later copies wait for the compute work issued so far (double buffering).
 // Copies from pageable host memory are staged by the driver; HostStore arenas registered for DMA
@@ -8,6 +9,12 @@
 #include "kernels/cuda/cuda_check.h"
 
 namespace hg {
+
+void CudaDevice::copy_on_device(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  make_current();
+  HG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, compute_));
+}
 
 void CudaDevice::copy_to_device_async(void* dst, const void* src_host, size_t bytes) {
   if (bytes == 0) return;

@@ -1,8 +1,16 @@
 #include "device/device.h"
 
+#include <vector>
+
 #include "hybridgen/error.h"
 
 namespace hg {
+
+void Device::copy_on_device(void* dst, const void* src, size_t bytes) {
+  std::vector<std::byte> host(bytes);
+  copy_to_host(host.data(), src, bytes);
+  copy_to_device(dst, host.data(), bytes);
+}
 
 // Backends implement the hybrid ops as they gain them; until then a clear error, not a crash.
 void Device::hybrid_attention(const HybridAttentionArgs&) {

@@ -56,6 +56,9 @@ class Device {
   virtual void free(void* ptr) = 0;
   virtual void copy_to_device(void* dst, const void* src_host, size_t bytes) = 0;
   virtual void copy_to_host(void* dst_host, const void* src, size_t bytes) = 0;
+  // Device -> device, in order with the compute stream's work (moving a token's K/V rows between
+  // cache slots). The default goes through a host buffer.
+  virtual void copy_on_device(void* dst, const void* src, size_t bytes);
   virtual void synchronize() = 0;
   // Makes a weight resident on the device; the view's storage must outlive the device tensor
   // (CpuDevice keeps matrices zero-copy in the mapped file).
