@@ -115,8 +115,6 @@ void HybridKv::update_table(Seq& s) {
 
 void HybridKv::retain_heavy(int seq, Seq& s, int n) {
   const size_t row = static_cast<size_t>(spec_.head_dim) * dtype_block_bytes(dtype_);
-  row_k_.resize(row);
-  row_v_.resize(row);
   for (int l = 0; l < spec_.n_layers; ++l) {
     const KvView& w = s.window[static_cast<size_t>(l)];
     for (int g = 0; g < spec_.n_kv_heads; ++g) {
@@ -147,13 +145,11 @@ void HybridKv::retain_heavy(int seq, Seq& s, int n) {
         const int ring_off = (s.ring_head + (-1 - slot[j])) % ring_slots_;
         slot[j] = h.free.back();
         h.free.pop_back();
-        // K and V rows from the ring slot to the heavy slot (through the host: a few rows per eviction)
+        // K and V rows from the ring slot to the heavy slot
         const size_t src = (static_cast<size_t>(g) * w.capacity + sink_slots_ + ring_off) * row;
         const size_t dst = (static_cast<size_t>(g) * w.capacity + static_cast<size_t>(slot[j])) * row;
-        device_.copy_to_host(row_k_.data(), static_cast<const std::byte*>(w.k) + src, row);
-        device_.copy_to_host(row_v_.data(), static_cast<const std::byte*>(w.v) + src, row);
-        device_.copy_to_device(static_cast<std::byte*>(w.k) + dst, row_k_.data(), row);
-        device_.copy_to_device(static_cast<std::byte*>(w.v) + dst, row_v_.data(), row);
+        device_.copy_on_device(static_cast<std::byte*>(w.k) + dst, static_cast<const std::byte*>(w.k) + src, row);
+        device_.copy_on_device(static_cast<std::byte*>(w.v) + dst, static_cast<const std::byte*>(w.v) + src, row);
       }
       h.pos.swap(pos);
       h.slot.swap(slot);
