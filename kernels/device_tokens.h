@@ -57,6 +57,10 @@ struct HybridAttentionArgs {
   DeviceTokens tokens;
   HostPart host;
   float scale = 1.0f;
+  // Optional, [n][n_heads][tokens.count]: the softmax probability of each device token (table
+  // order; 0 for tokens the row does not see), for the score-based pruning policies (h2o,
+  // keyformer). With a Partial host part it is the device part's own softmax.
+  float* probs = nullptr;
 };
 
 }  // namespace hg

@@ -93,7 +93,14 @@ void hybrid_attention_items(const HybridAttentionArgs& a, float* scores, int64_t
       at += K;
       device_values(lead, visible);
     }
-    if (host.kind == HostPart::Kind::Partial) lse_merge(acc, lse, host.out + item * head_dim, host.lse[item], head_dim, oh);
+    if (a.probs) {  // the device tokens' probabilities, in table order
+      float* ph = a.probs + item * tok.count;
+      std::copy(scores, scores + lead, ph);
+      std::copy(scores + lead + K, scores + K + visible, ph + lead);
+      std::fill(ph + visible, ph + tok.count, 0.0f);
+    }
+    if (host.kind == HostPart::Kind::Partial)
+      lse_merge(acc, lse, host.out + item * head_dim, host.lse[item], head_dim, oh);
   }
 }
 

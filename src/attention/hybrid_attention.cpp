@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "attention/host_ops.h"
+#include "attention/selectors/h2o_prune.h"
 #include "attention/selectors/selector.h"
 #include "attention/step_timer.h"
 #include "hybridgen/error.h"
@@ -46,8 +47,14 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
     throw Error("--query speculative|refine needs --window >= 1: the current token must be on the device");
   // The host K+V per NUMA node must fit: said before any allocation.
   plan_host_kv(spec_, policy_, c.kv_dtype, c.ctx, c.n_seqs, topology_, placement_).require_fits();
-  const HybridKvLayout layout{policy_.window, policy_.n_sinks, policy_.keep_evicted, policy_.evict_block};
+  // h2o / keyformer: the selector that scores the device's tokens decides which stay
+  pruner_ = make_heavy_hitter_pruner(SelectorContext{spec_, policy_, c.ctx, c.n_seqs});
+  const HybridKvLayout layout{policy_.window, policy_.n_sinks, policy_.keep_evicted, policy_.evict_block,
+                              pruner_ ? policy_.heavy : 0};
   kv_ = std::make_unique<HybridKv>(device_, spec_, layout, c.kv_dtype, c.ctx, c.n_seqs, topology_, placement_);
+  if (pruner_)
+    kv_->set_retainer([this](int seq, int layer, int g, std::span<const int32_t> candidates, int keep,
+                             std::vector<int32_t>& kept) { pruner_->retain(seq, layer, g, candidates, keep, kept); });
   std::vector<int> pin;
   try {
     pin = mem::node_cpus(topology_, placement_.worker_node);
@@ -81,6 +88,7 @@ HybridAttention::~HybridAttention() {
   for (auto& b : dev_bufs_)
     for (float* p : {b.logits, b.v, b.out, b.lse})
       if (p) device_.free(p);
+  if (probs_dev_) device_.free(probs_dev_);
 }
 
 std::string HybridAttention::describe() const { return describe_policy(policy_) + "; " + placement_.describe(); }
@@ -110,6 +118,7 @@ void HybridAttention::set_up_predictor(Predictor p) {
 void HybridAttention::reset(int seq) {
   kv_->reset(seq);
   post_->reset(seq);
+  if (pruner_) pruner_->reset(seq);
   for (auto& s : pre_)
     if (s) s->reset(seq);
 }
@@ -401,10 +410,44 @@ void HybridAttention::ship_and_merge(int layer, const float* q, const std::vecto
     a.n_kv_heads = spec_.n_kv_heads;
     a.head_dim = spec_.head_dim;
     a.pos0 = row.pos;
-    a.tokens = kv_->tokens(row.seq);
+    a.tokens = kv_->tokens(row.seq, layer);
     a.host = parts_[static_cast<size_t>(i)];
     a.scale = scale_;
+    if (pruner_) a.probs = device_probs(static_cast<size_t>(rows_per_call) * spec_.n_heads * a.tokens.count);
     device_.hybrid_attention(a);
+    if (pruner_) observe_device(layer, rows, i, rows_per_call, a.tokens.count, prefill);
+  }
+}
+
+float* HybridAttention::device_probs(size_t floats) {
+  if (probs_cap_ < floats) {  // grows with the device set (amortized), never per step once warm
+    if (probs_dev_) device_.free(probs_dev_);
+    probs_cap_ = std::max(floats, probs_cap_ * 2);
+    probs_dev_ = static_cast<float*>(device_.alloc(sizeof(float) * probs_cap_));
+    probs_host_.resize(probs_cap_);
+  }
+  return probs_dev_;
+}
+
+void HybridAttention::observe_device(int layer, const std::vector<TokenRow>& rows, int first, int n_rows, int count,
+                                     bool prefill) {
+  // The device's probabilities over its own tokens, row by row, to the heavy-hitter scores.
+  const size_t per_row = static_cast<size_t>(spec_.n_heads) * count;
+  device_.copy_to_host(probs_host_.data(), probs_dev_, sizeof(float) * per_row * n_rows);
+  const int seq = rows[static_cast<size_t>(first)].seq;
+  ObservedAttention o;
+  o.seq = seq;
+  o.layer = layer;
+  o.space = TokenSpace::Position;
+  o.n_heads = spec_.n_heads;
+  o.n_kv_heads = spec_.n_kv_heads;
+  o.count = count;
+  o.tokens = kv_->token_positions(seq, layer);
+  o.prefill = prefill;
+  for (int i = 0; i < n_rows; ++i) {
+    o.query_pos = rows[static_cast<size_t>(first + i)].pos;
+    o.p = probs_host_.data() + per_row * i;
+    pruner_->observe(o, 0, spec_.n_kv_heads);
   }
 }
 

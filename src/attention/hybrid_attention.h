@@ -10,6 +10,7 @@
 #include "attention/host_ops.h"
 #include "attention/host_stage.h"
 #include "attention/layer_attention.h"
+#include "attention/selectors/h2o_prune.h"
 #include "attention/selectors/selector.h"
 #include "attention/step_timer.h"
 #include "kv/hybrid_kv.h"
@@ -78,6 +79,8 @@ class HybridAttention final : public LayerAttention {
   void host_partial(ThreadPool& pool, int layer, int seq, SeqResult& r);
   double refine(int layer, const float* q_host, const std::vector<TokenRow>& rows);  // host seconds
   void prefill_host_part(int layer, const std::vector<TokenRow>& rows);
+  float* device_probs(size_t floats);
+  void observe_device(int layer, const std::vector<TokenRow>& rows, int first, int n_rows, int count, bool prefill);
   void ship_and_merge(int layer, const float* q, const std::vector<TokenRow>& rows, float* out, bool prefill);
   void compute_query(int layer, const float* x, int pos, float* q_out, ThreadPool& pool);
   DeviceSeqBuffers& device_buffers(int seq, size_t floats);
@@ -107,6 +110,10 @@ class HybridAttention final : public LayerAttention {
   std::vector<Selector*> observers_;                 // the selectors that accumulate scores
   HostPrefillAttention prefill_attention_;           // tiled host part of prefill
   std::vector<int64_t> prefill_visible_;             // [rows] host tokens each prefill row sees
+  std::unique_ptr<HeavyHitterSelector> pruner_;      // h2o / keyformer: which device tokens stay
+  float* probs_dev_ = nullptr;                       // pruner_: the device tokens' probabilities
+  size_t probs_cap_ = 0;                             // floats probs_dev_ holds
+  std::vector<float> probs_host_;                    // the same on the host
   std::vector<std::vector<float>> x_host_;           // [layer % 2]: [rows][d_model]
   std::vector<float> q_host_, k_host_, v_host_;      // [rows][q_dim], [rows][kv_dim] x2
   std::vector<DeviceSeqBuffers> dev_bufs_;           // per row

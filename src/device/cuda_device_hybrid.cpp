@@ -47,6 +47,9 @@ void check_host(const HostPart& h) {
 
 void CudaDevice::hybrid_attention(const HybridAttentionArgs& a) {
   if (a.n <= 0) return;
+  if (a.probs)
+    throw Error("hybrid_attention: the device tokens' probabilities (h2o, keyformer) are not implemented on the CUDA "
+                "device yet; use --device cpu");
   check_tokens(a);
   check_host(a.host);
   make_current();

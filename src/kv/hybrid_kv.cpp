@@ -16,8 +16,9 @@ HybridKv::HybridKv(Device& device, const ModelSpec& spec, const HybridKvLayout& 
       ctx_(ctx),
       sink_slots_(std::min(layout.n_sinks, ctx)),
       ring_slots_(std::min(layout.window, ctx)),
+      heavy_slots_(layout.keep_evicted ? 0 : std::clamp(layout.heavy, 0, ctx)),
       placement_(placement) {
-  const size_t slots = static_cast<size_t>(sink_slots_ + ring_slots_);
+  const size_t slots = static_cast<size_t>(table_row());
   const size_t bytes = static_cast<size_t>(spec.kv_dim()) * std::max<size_t>(slots, 1) * dtype_block_bytes(dtype);
   seqs_.resize(static_cast<size_t>(n_seqs));
   for (auto& s : seqs_) {
@@ -34,11 +35,14 @@ HybridKv::HybridKv(Device& device, const ModelSpec& spec, const HybridKvLayout& 
     const int host_capacity = layout.keep_evicted ? std::max(1, ctx - sink_slots_) : 1;
     s.host = std::make_unique<HostStore>(spec, dtype, host_capacity, topology, placement);
     s.map.resize(static_cast<size_t>(ctx));
-    s.slot.resize(std::max<size_t>(slots, 1));
-    s.pos.resize(std::max<size_t>(slots, 1));
+    const size_t tables = heavy_slots_ > 0 ? static_cast<size_t>(spec.n_layers) * spec.n_kv_heads : 1;
+    s.slot.resize(std::max<size_t>(slots, 1) * tables);
+    s.pos.resize(std::max<size_t>(slots, 1) * tables);
+    if (heavy_slots_ > 0) s.heavy.resize(static_cast<size_t>(spec.n_layers) * spec.n_kv_heads);
     s.slot_dev = static_cast<int32_t*>(device.alloc(sizeof(int32_t) * s.slot.size()));
     s.pos_dev = static_cast<int32_t*>(device.alloc(sizeof(int32_t) * s.pos.size()));
   }
+  for (int i = 0; i < n_seqs; ++i) reset(i);
 }
 
 HybridKv::~HybridKv() {
@@ -57,36 +61,105 @@ void HybridKv::reset(int seq) {
   s.length = s.n_sinks = s.ring_head = s.ring_count = s.ring_pos0 = s.table_count = 0;
   s.host->clear();
   std::fill(s.map.begin(), s.map.end(), TokenLocation{});
+  for (HeavySet& h : s.heavy) {
+    h.pos.clear();
+    h.slot.clear();
+    h.free.clear();
+    for (int j = heavy_slots_ - 1; j >= 0; --j) h.free.push_back(sink_slots_ + ring_slots_ + j);
+  }
 }
 
-DeviceTokens HybridKv::tokens(int seq) const {
+DeviceTokens HybridKv::tokens(int seq, int layer) const {
   const Seq& s = seqs_[static_cast<size_t>(seq)];
+  const size_t table = heavy_slots_ > 0 ? static_cast<size_t>(layer) * spec_.n_kv_heads * table_row() : 0;
   DeviceTokens t;
-  t.slot = s.slot_dev;
-  t.pos = s.pos_dev;
+  t.slot = s.slot_dev + table;
+  t.pos = s.pos_dev + table;
   t.count = s.table_count;
-  t.stride = 0;
+  t.stride = heavy_slots_ > 0 ? table_row() : 0;
   t.n_lead = s.n_sinks;
   return t;
 }
 
+const int32_t* HybridKv::token_positions(int seq, int layer) const {
+  const Seq& s = seqs_[static_cast<size_t>(seq)];
+  return s.pos.data() + (heavy_slots_ > 0 ? static_cast<size_t>(layer) * spec_.n_kv_heads * table_row() : 0);
+}
+
 void HybridKv::update_table(Seq& s) {
-  int n = 0;
-  for (int p = 0; p < s.n_sinks; ++p, ++n) {
-    s.slot[static_cast<size_t>(n)] = p;
-    s.pos[static_cast<size_t>(n)] = p;
+  // per kv-head (and layer, with heavy hitters): sinks, heavy hitters, the ring, in position order
+  const int n_tables = heavy_slots_ > 0 ? spec_.n_layers * spec_.n_kv_heads : 1;
+  const size_t row = static_cast<size_t>(table_row());
+  for (int t = 0; t < n_tables; ++t) {
+    int32_t* slot = s.slot.data() + static_cast<size_t>(t) * row;
+    int32_t* pos = s.pos.data() + static_cast<size_t>(t) * row;
+    int n = 0;
+    for (int p = 0; p < s.n_sinks; ++p, ++n) slot[n] = pos[n] = p;
+    if (heavy_slots_ > 0) {
+      const HeavySet& h = s.heavy[static_cast<size_t>(t)];
+      for (size_t j = 0; j < h.pos.size(); ++j, ++n) {
+        slot[n] = h.slot[j];
+        pos[n] = h.pos[j];
+      }
+    }
+    for (int j = 0; j < s.ring_count; ++j, ++n) {
+      slot[n] = sink_slots_ + (s.ring_head + j) % ring_slots_;
+      pos[n] = s.ring_pos0 + j;
+    }
+    s.table_count = n;  // the same for every table: each heavy set holds min(heavy, evicted) tokens
   }
-  for (int j = 0; j < s.ring_count; ++j, ++n) {
-    s.slot[static_cast<size_t>(n)] = sink_slots_ + (s.ring_head + j) % ring_slots_;
-    s.pos[static_cast<size_t>(n)] = s.ring_pos0 + j;
+  const size_t bytes = sizeof(int32_t) * (n_tables > 1 ? s.slot.size() : static_cast<size_t>(s.table_count));
+  device_.copy_to_device(s.slot_dev, s.slot.data(), bytes);
+  device_.copy_to_device(s.pos_dev, s.pos.data(), bytes);
+}
+
+void HybridKv::retain_heavy(int seq, Seq& s, int n) {
+  const size_t row = static_cast<size_t>(spec_.head_dim) * dtype_block_bytes(dtype_);
+  for (int l = 0; l < spec_.n_layers; ++l) {
+    const KvView& w = s.window[static_cast<size_t>(l)];
+    for (int g = 0; g < spec_.n_kv_heads; ++g) {
+      HeavySet& h = s.heavy[static_cast<size_t>(l) * spec_.n_kv_heads + g];
+      candidates_.assign(h.pos.begin(), h.pos.end());
+      for (int j = 0; j < n; ++j) candidates_.push_back(s.ring_pos0 + j);
+      kept_.clear();
+      if (retainer_) retainer_(seq, l, g, candidates_, heavy_slots_, kept_);
+      // kept heavy hitters keep their slots; the others' slots are free for the leaving tokens
+      std::vector<int32_t>& pos = pos_scratch_;
+      std::vector<int32_t>& slot = slot_scratch_;
+      pos.clear();
+      slot.clear();
+      size_t old = 0;
+      for (int32_t p : kept_) {
+        while (old < h.pos.size() && h.pos[old] < p) h.free.push_back(h.slot[old++]);
+        if (old < h.pos.size() && h.pos[old] == p) {
+          pos.push_back(p);
+          slot.push_back(h.slot[old++]);
+        } else {
+          pos.push_back(p);
+          slot.push_back(-1 - (p - s.ring_pos0));  // from the ring: gets a slot below
+        }
+      }
+      while (old < h.pos.size()) h.free.push_back(h.slot[old++]);
+      for (size_t j = 0; j < slot.size(); ++j) {
+        if (slot[j] >= 0) continue;
+        const int ring_off = (s.ring_head + (-1 - slot[j])) % ring_slots_;
+        slot[j] = h.free.back();
+        h.free.pop_back();
+        // K and V rows from the ring slot to the heavy slot
+        const size_t src = (static_cast<size_t>(g) * w.capacity + sink_slots_ + ring_off) * row;
+        const size_t dst = (static_cast<size_t>(g) * w.capacity + static_cast<size_t>(slot[j])) * row;
+        device_.copy_on_device(static_cast<std::byte*>(w.k) + dst, static_cast<const std::byte*>(w.k) + src, row);
+        device_.copy_on_device(static_cast<std::byte*>(w.v) + dst, static_cast<const std::byte*>(w.v) + src, row);
+      }
+      h.pos.swap(pos);
+      h.slot.swap(slot);
+    }
   }
-  s.table_count = n;
-  device_.copy_to_device(s.slot_dev, s.slot.data(), sizeof(int32_t) * static_cast<size_t>(n));
-  device_.copy_to_device(s.pos_dev, s.pos.data(), sizeof(int32_t) * static_cast<size_t>(n));
+  mark_heavy(s, s.ring_pos0 + n);
 }
 
 // Moves the n oldest window tokens (all layers) to the host, or drops them.
-void HybridKv::evict(Seq& s, int n) {
+void HybridKv::evict(int seq, Seq& s, int n) {
   if (n <= 0) return;
   const size_t row = static_cast<size_t>(spec_.head_dim) * dtype_block_bytes(dtype_);
   int64_t host_first = 0;
@@ -113,14 +186,61 @@ void HybridKv::evict(Seq& s, int n) {
     // Past the K budget, the oldest K blocks move to the V node (same addresses).
     spilled_k_blocks_ += s.host->enforce_k_budget(placement_);
   }
-  for (int j = 0; j < n; ++j) {
-    TokenLocation& loc = s.map[static_cast<size_t>(s.ring_pos0 + j)];
-    loc = layout_.keep_evicted ? TokenLocation{TokenPlace::Host, static_cast<int32_t>(host_first + j)}
-                               : TokenLocation{TokenPlace::Dropped, -1};
+  if (heavy_slots_ > 0) {
+    retain_heavy(seq, s, n);
+  } else {
+    for (int j = 0; j < n; ++j) {
+      TokenLocation& loc = s.map[static_cast<size_t>(s.ring_pos0 + j)];
+      loc = layout_.keep_evicted ? TokenLocation{TokenPlace::Host, static_cast<int32_t>(host_first + j)}
+                                 : TokenLocation{TokenPlace::Dropped, -1};
+    }
   }
   s.ring_head = (s.ring_head + n) % ring_slots_;
   s.ring_count -= n;
   s.ring_pos0 += n;
+}
+
+void HybridKv::admit_heavy(int seq, Seq& s, int first, int m) {
+  const int admitted = std::min(m, heavy_slots_);  // the latest ones; earlier ones are dropped unseen
+  for (int l = 0; l < spec_.n_layers; ++l)
+    for (int g = 0; g < spec_.n_kv_heads; ++g) {
+      HeavySet& h = s.heavy[static_cast<size_t>(l) * spec_.n_kv_heads + g];
+      if (static_cast<int>(h.pos.size()) + admitted > heavy_slots_) {  // make room among the current ones
+        kept_.clear();
+        if (retainer_) retainer_(seq, l, g, h.pos, heavy_slots_ - admitted, kept_);
+        pos_scratch_.clear();
+        slot_scratch_.clear();
+        size_t j = 0;
+        for (size_t i = 0; i < h.pos.size(); ++i) {
+          if (j < kept_.size() && kept_[j] == h.pos[i]) {
+            pos_scratch_.push_back(h.pos[i]);
+            slot_scratch_.push_back(h.slot[i]);
+            ++j;
+          } else {
+            h.free.push_back(h.slot[i]);
+          }
+        }
+        h.pos.swap(pos_scratch_);
+        h.slot.swap(slot_scratch_);
+      }
+      for (int p = first + m - admitted; p < first + m; ++p) {
+        h.pos.push_back(p);
+        h.slot.push_back(h.free.back());
+        h.free.pop_back();
+      }
+    }
+  mark_heavy(s, first + m);
+}
+
+void HybridKv::mark_heavy(Seq& s, int end) {
+  // A position stays on the device while any (layer, kv-head) keeps it.
+  for (int p = s.n_sinks; p < end; ++p) {
+    TokenLocation& loc = s.map[static_cast<size_t>(p)];
+    if (loc.place == TokenPlace::Heavy || loc.place == TokenPlace::Dropped || p >= s.ring_pos0)
+      loc = TokenLocation{TokenPlace::Dropped, -1};
+  }
+  for (const HeavySet& h : s.heavy)
+    for (const int32_t p : h.pos) s.map[static_cast<size_t>(p)] = TokenLocation{TokenPlace::Heavy, -1};
 }
 
 void HybridKv::make_room(int seq, int end, std::vector<TokenLocation>& places) {
@@ -136,10 +256,15 @@ void HybridKv::make_room(int seq, int end, std::vector<TokenLocation>& places) {
     int n = std::min(s.ring_count, keep_from - s.ring_pos0);
     // A decode step into a full window evicts a whole block, not one token per step.
     if (end - start == 1) n = std::min(s.ring_count, std::max(n, layout_.evict_block));
-    evict(s, n);
+    evict(seq, s, n);
   }
   if (s.ring_count == 0) s.ring_pos0 = std::max(start, keep_from);
   keep_from = std::max(keep_from, s.ring_pos0);
+
+  // Heavy hitters: new tokens that do not fit in the ring (a prefill chunk longer than the
+  // window) take heavy slots, so that the chunk's later rows attend to them.
+  const int overflow_first = std::max(start, sink_slots_);
+  if (heavy_slots_ > 0 && keep_from > overflow_first) admit_heavy(seq, s, overflow_first, keep_from - overflow_first);
 
   int new_host = 0;
   for (int p = start; p < end; ++p) {
@@ -154,6 +279,8 @@ void HybridKv::make_room(int seq, int end, std::vector<TokenLocation>& places) {
       // Host tokens are positions [sink_slots, ...) in order: index = offset past the sinks.
       loc = {TokenPlace::Host, p - sink_slots_};
       ++new_host;
+    } else if (heavy_slots_ > 0) {
+      loc = s.map[static_cast<size_t>(p)];  // admit_heavy's choice: Heavy or Dropped
     }
     s.map[static_cast<size_t>(p)] = loc;
     places.push_back(loc);
@@ -177,6 +304,26 @@ void HybridKv::store(int seq, int layer, int n, const std::vector<TokenLocation>
         ++run;
       device_.kv_store(w, k_dev + static_cast<int64_t>(i) * kv_dim, v_dev + static_cast<int64_t>(i) * kv_dim, run, loc.index);
       i += run;
+    } else if (loc.place == TokenPlace::Heavy) {
+      // an admitted prefill token: its slot differs per kv-head (and some may not keep it)
+      const size_t row = static_cast<size_t>(spec_.head_dim) * dtype_block_bytes(dtype_);
+      row_k_.resize(row);
+      row_v_.resize(row);
+      const int32_t p = static_cast<int32_t>(s.length + i);
+      for (int g = 0; g < spec_.n_kv_heads; ++g) {
+        const HeavySet& h = s.heavy[static_cast<size_t>(layer) * spec_.n_kv_heads + g];
+        const auto it = std::lower_bound(h.pos.begin(), h.pos.end(), p);
+        if (it == h.pos.end() || *it != p) continue;
+        const size_t dst = (static_cast<size_t>(g) * w.capacity +
+                            static_cast<size_t>(h.slot[static_cast<size_t>(it - h.pos.begin())])) *
+                           row;
+        const int64_t src = static_cast<int64_t>(i) * kv_dim + g * spec_.head_dim;
+        cpu::store_kv_row(dtype_, row_k_.data(), k_host + src, spec_.head_dim);
+        cpu::store_kv_row(dtype_, row_v_.data(), v_host + src, spec_.head_dim);
+        device_.copy_to_device(static_cast<std::byte*>(w.k) + dst, row_k_.data(), row);
+        device_.copy_to_device(static_cast<std::byte*>(w.v) + dst, row_v_.data(), row);
+      }
+      ++i;
     } else if (loc.place == TokenPlace::Host) {
       const int64_t t = loc.index;
       HostStore& h = *s.host;
@@ -217,19 +364,66 @@ void HybridKv::check_invariants(int seq) const {
     }
   }
   if (host_expected != (layout_.keep_evicted ? s.host->n_tokens() : 0)) throw Error("token map: host count mismatch");
-  // The slot table: the device tokens of the map, in position order, at their slots.
-  int j = 0;
-  for (int p = 0; p < s.length; ++p) {
-    const TokenLocation& loc = s.map[static_cast<size_t>(p)];
-    if (loc.place != TokenPlace::Sink && loc.place != TokenPlace::Window) continue;
-    if (j >= s.table_count || s.pos[static_cast<size_t>(j)] != p || s.slot[static_cast<size_t>(j)] != loc.index)
-      throw Error("slot table, sequence " + std::to_string(seq) + ": entry " + std::to_string(j) +
-                  " is not position " + std::to_string(p) + " in slot " + std::to_string(loc.index));
-    ++j;
+  // The slot table(s): the device tokens of the map, in position order, at their slots; with
+  // heavy hitters one per (layer, kv-head), each listing the sinks, its heavy set and the window.
+  const int n_tables = heavy_slots_ > 0 ? spec_.n_layers * spec_.n_kv_heads : 1;
+  std::vector<uint8_t> in_a_set(static_cast<size_t>(s.length), 0);
+  for (int t = 0; t < n_tables; ++t) {
+    const std::string where = "slot table, sequence " + std::to_string(seq) +
+                              (heavy_slots_ > 0 ? ", layer " + std::to_string(t / spec_.n_kv_heads) + ", kv-head " +
+                                                      std::to_string(t % spec_.n_kv_heads)
+                                                : std::string()) +
+                              ": ";
+    const HeavySet* h = heavy_slots_ > 0 ? &s.heavy[static_cast<size_t>(t)] : nullptr;
+    if (h) {
+      if (h->pos.size() > static_cast<size_t>(heavy_slots_) ||
+          h->pos.size() + h->free.size() != static_cast<size_t>(heavy_slots_))
+        throw Error(where + std::to_string(h->pos.size()) + " heavy hitters and " + std::to_string(h->free.size()) +
+                    " free slots for " + std::to_string(heavy_slots_) + " heavy slots");
+      std::vector<uint8_t> used(static_cast<size_t>(heavy_slots_), 0);
+      auto use = [&](int32_t slot) {
+        const int k = slot - sink_slots_ - ring_slots_;
+        if (k < 0 || k >= heavy_slots_ || used[static_cast<size_t>(k)])
+          throw Error(where + "heavy slot " + std::to_string(slot) + " out of range or used twice");
+        used[static_cast<size_t>(k)] = 1;
+      };
+      for (size_t i = 0; i < h->pos.size(); ++i) {
+        const int32_t p = h->pos[i];
+        if ((i > 0 && p <= h->pos[i - 1]) || p < s.n_sinks || p >= s.ring_pos0 ||
+            s.map[static_cast<size_t>(p)].place != TokenPlace::Heavy)
+          throw Error(where + "heavy hitter at position " + std::to_string(p) +
+                      " out of order, in the window or not marked heavy");
+        use(h->slot[i]);
+        in_a_set[static_cast<size_t>(p)] = 1;
+      }
+      for (const int32_t slot : h->free) use(slot);  // a free slot is no kept token's
+    }
+    const int32_t* slot = s.slot.data() + static_cast<size_t>(t) * table_row();
+    const int32_t* pos = s.pos.data() + static_cast<size_t>(t) * table_row();
+    int j = 0;
+    size_t hj = 0;
+    for (int p = 0; p < s.length; ++p) {
+      const TokenLocation& loc = s.map[static_cast<size_t>(p)];
+      int32_t want = -1;
+      if (loc.place == TokenPlace::Sink || loc.place == TokenPlace::Window) {
+        want = loc.index;
+      } else if (loc.place == TokenPlace::Heavy && h && hj < h->pos.size() && h->pos[hj] == p) {
+        want = h->slot[hj++];
+      } else {
+        continue;
+      }
+      if (j >= s.table_count || pos[j] != p || slot[j] != want)
+        throw Error(where + "entry " + std::to_string(j) + " is not position " + std::to_string(p) + " in slot " +
+                    std::to_string(want));
+      ++j;
+    }
+    if (j != s.table_count)
+      throw Error(where + std::to_string(s.table_count) + " entries for " + std::to_string(j) + " device tokens");
   }
-  if (j != s.table_count)
-    throw Error("slot table, sequence " + std::to_string(seq) + ": " + std::to_string(s.table_count) +
-                " entries for " + std::to_string(j) + " device tokens");
+  for (int p = 0; p < s.length; ++p)
+    if (s.map[static_cast<size_t>(p)].place == TokenPlace::Heavy && !in_a_set[static_cast<size_t>(p)])
+      throw Error("token map, sequence " + std::to_string(seq) + ", position " + std::to_string(p) +
+                  ": marked heavy but no layer or kv-head keeps it");
   if (s.n_sinks > s.table_count) throw Error("slot table: more lead tokens than entries");
 }
 

@@ -7,8 +7,15 @@
 // recently generated) to the host stores. Prefill writes each token where it will live.
 // The kernels never see the ring: they get the slot table of the device tokens (tokens(seq),
 // kernels/device_tokens.h), which this class rebuilds whenever the device set changes.
+// Heavy-hitter pruning (h2o, keyformer: layout.heavy > 0 with keep_evicted false) adds `heavy`
+// slots per layer and kv-head after the ring: when tokens leave the window, a retainer (the
+// policy's selector) chooses per layer and kv-head which of them and of the current heavy hitters
+// stay; the others are dropped and their slots reused. The table then has one row per kv-head
+// and one table per layer.
 #pragma once
+#include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "device/device.h"
@@ -16,12 +23,19 @@
 
 namespace hg {
 
-enum class TokenPlace : uint8_t { Sink, Window, Host, Dropped };
+// Heavy: left the window and kept on the device by at least one (layer, kv-head) as a heavy
+// hitter (which ones, and in which slots: heavy_set()).
+enum class TokenPlace : uint8_t { Sink, Window, Host, Dropped, Heavy };
 
 struct TokenLocation {
   TokenPlace place = TokenPlace::Dropped;
   int32_t index = -1;  // Sink/Window: device slot; Host: host token index
 };
+
+// Chooses which of `candidates` (positions, increasing) kv-head g of (seq, layer) keeps, at most
+// `keep`; appends them to `kept` in increasing order.
+using Retainer = std::function<void(int seq, int layer, int g, std::span<const int32_t> candidates, int keep,
+                                    std::vector<int32_t>& kept)>;
 
 // What the split cache needs of a policy.
 struct HybridKvLayout {
@@ -29,6 +43,7 @@ struct HybridKvLayout {
   int n_sinks = 4;           // first tokens on the device, never evicted
   bool keep_evicted = true;  // false: tokens leaving the window are dropped
   int evict_block = 16;      // tokens a decode step evicts at once from a full window
+  int heavy = 0;             // pruning only: heavy-hitter slots per layer and kv-head
 };
 
 class HybridKv {
@@ -42,8 +57,17 @@ class HybridKv {
   int length(int seq) const { return seqs_[static_cast<size_t>(seq)].length; }
   void reset(int seq);
   const KvView& window(int seq, int layer) const { return seqs_[static_cast<size_t>(seq)].window[static_cast<size_t>(layer)]; }
-  // The device tokens of every layer of `seq` (one table row shared by all kv-heads), device memory.
-  DeviceTokens tokens(int seq) const;
+  // The device tokens of layer `layer` of `seq` in device memory: one row shared by all kv-heads
+  // and layers, or with heavy hitters one row per kv-head.
+  DeviceTokens tokens(int seq, int layer) const;
+  // The same table's positions on the host: [n_kv_heads][count] with heavy hitters, else [count].
+  const int32_t* token_positions(int seq, int layer) const;
+  // Heavy hitters: who decides which tokens stay (the policy's selector).
+  void set_retainer(Retainer r) { retainer_ = std::move(r); }
+  int heavy_slots() const { return heavy_slots_; }
+  // The heavy hitters kv-head g of (seq, layer) keeps: positions (increasing) and their slots.
+  std::span<const int32_t> heavy_positions(int seq, int layer, int g) const { return heavy(seq, layer, g).pos; }
+  std::span<const int32_t> heavy_cache_slots(int seq, int layer, int g) const { return heavy(seq, layer, g).slot; }
   HostStore& host(int seq) { return *seqs_[static_cast<size_t>(seq)].host; }
   const HostStore& host(int seq) const { return *seqs_[static_cast<size_t>(seq)].host; }
   // Slots reserved for sinks: host tokens hold positions [sink_slots, sink_slots + host.n_tokens())
@@ -71,19 +95,38 @@ class HybridKv {
   uint64_t spilled_k_blocks() const { return spilled_k_blocks_; }
 
  private:
+  struct HeavySet {             // one layer's kv-head
+    std::vector<int32_t> pos;   // kept positions, increasing
+    std::vector<int32_t> slot;  // their cache slots
+    std::vector<int32_t> free;  // heavy slots not in use
+  };
   struct Seq {
     std::vector<KvView> window;  // per layer
+    std::vector<HeavySet> heavy; // [n_layers][n_kv_heads] (heavy-hitter pruning)
     std::unique_ptr<HostStore> host;
     std::vector<TokenLocation> map;  // per position
     int length = 0;
     int n_sinks = 0;
     int ring_head = 0, ring_count = 0, ring_pos0 = 0;
-    std::vector<int32_t> slot, pos;            // the slot table, host copy [sink_slots + window]
+    // the slot table, host copy: [sink_slots + window], or [n_layers][n_kv_heads][table_row()]
+    // with heavy hitters
+    std::vector<int32_t> slot, pos;
     int32_t* slot_dev = nullptr;               // the same on the device
     int32_t* pos_dev = nullptr;
     int table_count = 0;
   };
-  void evict(Seq& s, int n);
+  void evict(int seq, Seq& s, int n);
+  // Heavy hitters: the n tokens leaving the window compete with each (layer, kv-head)'s set.
+  void retain_heavy(int seq, Seq& s, int n);
+  // Heavy hitters: m new tokens from `first` that skip the ring (a prefill chunk longer than the
+  // window) take heavy slots, making room among the current heavy hitters.
+  void admit_heavy(int seq, Seq& s, int first, int m);
+  // Map entries of positions [n_sinks, end) outside the ring: Heavy if a heavy set keeps them.
+  void mark_heavy(Seq& s, int end);
+  const HeavySet& heavy(int seq, int layer, int g) const {
+    return seqs_[static_cast<size_t>(seq)].heavy[static_cast<size_t>(layer) * spec_.n_kv_heads + g];
+  }
+  int table_row() const { return sink_slots_ + ring_slots_ + heavy_slots_; }
   // Rebuilds the slot table from the sinks and the ring and copies it to the device.
   void update_table(Seq& s);
 
@@ -92,7 +135,10 @@ class HybridKv {
   HybridKvLayout layout_;
   DType dtype_;
   int ctx_;
-  int sink_slots_, ring_slots_;
+  int sink_slots_, ring_slots_, heavy_slots_;
+  Retainer retainer_;
+  std::vector<std::byte> row_k_, row_v_;  // one K and one V row, staging for heavy-slot copies
+  std::vector<int32_t> candidates_, kept_, pos_scratch_, slot_scratch_;
   std::vector<Seq> seqs_;
   uint64_t evicted_bytes_ = 0;
   uint64_t spilled_k_blocks_ = 0;

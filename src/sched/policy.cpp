@@ -24,6 +24,10 @@ const std::vector<PresetInfo>& preset_table() {
       {"hybrid", "HybridGen", "device window + sinks; host top-K of the next layer's logits from this layer's input"},
       {"hgca", "HGCA", "device window + exact host attention over the rest, log-sum-exp merge"},
       {"streaming", "StreamingLLM", "sinks + recent window on the device; older tokens dropped"},
+      {"h2o", "H2O (heavy hitters, Post-QKᵀ)",
+       "per kv-head --heavy tokens of largest accumulated attention + --window recent on the device; rest dropped"},
+      {"keyformer", "Keyformer (Post-QKᵀ)",
+       "as h2o, scored by accumulated Gumbel-softmax, τ from --tau-init to --tau-end over the generated tokens"},
       {"infinigen", "InfiniGen (Pre-QKᵀ, speculative fetch)",
        "device window; per kv-head the host tokens within --alpha of the max skewed partial score (<= --max-kv), "
        "attended with the true query"},
@@ -71,6 +75,16 @@ Policy policy_preset(const std::string& name) {
     return p;
   }
   if (name == "streaming") {
+    p.keep_evicted = false;
+    p.select = Selection::All;
+    p.K = 0;
+    p.query = QuerySource::Exact;
+    return p;
+  }
+  if (name == "h2o" || name == "keyformer") {
+    // The device keeps window 1024 + heavy 260 = 1284 tokens per kv-head, what hybrid's defaults
+    // attend (4 sinks + 1024 + K 256); no sinks (H2O's heavy hitters find them); the rest dropped.
+    p.n_sinks = 0;
     p.keep_evicted = false;
     p.select = Selection::All;
     p.K = 0;

@@ -1,9 +1,9 @@
 // The correctness anchor of DESIGN.md: with query `exact` and K = all host tokens, every policy
 // that keeps all tokens gives the logits of `full` attention, for prompts several times longer
-// than the window and many decode steps, batch 1 and a batch of different lengths. So do the
-// pruning and fetching presets with budgets that cover the whole context (h2o and keyformer with
-// --heavy >= context, infinigen with --max-kv >= context and a huge --alpha). `offload` (every
-// token streamed from the host) is exact by construction. The token map keeps every position in
+// than the window and many decode steps, batch 1 and a batch of different lengths. `offload`
+// (every token streamed from the host) is exact by construction. So are the pruning and fetching
+// presets with budgets that cover the whole context (h2o and keyformer with --heavy >= context,
+// infinigen with --max-kv >= context and a huge --alpha). The token map keeps every position in
 // exactly one place throughout; every decode step's timing record is there, and offload moves
 // 2·N·kv_dim floats per layer and sequence.
 #include <gtest/gtest.h>
@@ -141,16 +141,22 @@ INSTANTIATE_TEST_SUITE_P(Tiny, HybridExactness,
                                            Case{"opt", "hybrid", MergeMode::Logits},
                                            Case{"opt-postln", "hybrid", MergeMode::Lse},
                                            Case{"llama3-rope", "hybrid", MergeMode::Logits},
-                                           Case{"llama-gqa", "offload", MergeMode::Logits},
-                                           Case{"qwen2", "offload", MergeMode::Logits},
-                                           Case{"opt", "offload", MergeMode::Logits},
-                                           Case{"opt-postln", "offload", MergeMode::Logits},
-                                           Case{"llama3-rope", "offload", MergeMode::Logits},
+                                           Case{"llama-gqa", "h2o", MergeMode::Logits},
+                                           Case{"qwen2", "h2o", MergeMode::Logits},
+                                           Case{"opt", "h2o", MergeMode::Logits},
+                                           Case{"opt-postln", "keyformer", MergeMode::Logits},
+                                           Case{"llama3-rope", "keyformer", MergeMode::Logits},
+                                           Case{"llama-gqa", "keyformer", MergeMode::Logits},
                                            Case{"llama-gqa", "infinigen", MergeMode::Logits},
                                            Case{"qwen2-untied", "infinigen", MergeMode::Logits},
                                            Case{"opt", "infinigen", MergeMode::Logits},
                                            Case{"opt-postln", "infinigen", MergeMode::Logits},
-                                           Case{"llama3-rope", "infinigen", MergeMode::Logits}),
+                                           Case{"llama3-rope", "infinigen", MergeMode::Logits},
+                                           Case{"llama-gqa", "offload", MergeMode::Logits},
+                                           Case{"qwen2", "offload", MergeMode::Logits},
+                                           Case{"opt", "offload", MergeMode::Logits},
+                                           Case{"opt-postln", "offload", MergeMode::Logits},
+                                           Case{"llama3-rope", "offload", MergeMode::Logits}),
                          [](const auto& info) { return case_name(info.param); });
 
 }  // namespace

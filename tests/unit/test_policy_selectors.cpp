@@ -27,23 +27,28 @@ ModelSpec small_spec(int n_heads, int n_kv_heads, int head_dim, int n_layers = 3
   return s;
 }
 
-TEST(HeavyHitterSelector, AccumulatesTheGroupsProbabilitiesAndKeepsHeavyPlusRecent) {
+// The device's probabilities over `count` tokens per kv-head.
+ObservedAttention device_observation(int n_heads, int n_kv_heads, int count, const int32_t* tokens, const float* p) {
+  ObservedAttention o;
+  o.space = TokenSpace::Position;
+  o.n_heads = n_heads;
+  o.n_kv_heads = n_kv_heads;
+  o.count = count;
+  o.tokens = tokens;
+  o.p = p;
+  return o;
+}
+
+TEST(HeavyHitterSelector, AccumulatesTheGroupsProbabilitiesAndKeepsTheHeaviest) {
   const ModelSpec spec = small_spec(4, 2, 8);
-  Policy p = policy_preset("full");
-  p.window = 2;
+  const Policy p = policy_preset("full");
   const SelectorContext c{spec, p, 16, 1};
   HeavyHitterSelector sel(c, HeavyHitterSelector::Score::Attention);
   // kv-head 0 attends positions {0, 1, 2, 3, 4}, kv-head 1 positions {0, 2, 3, 5, 6}
   const int32_t tokens[2 * 5] = {0, 1, 2, 3, 4, 0, 2, 3, 5, 6};
   const float probs[4 * 5] = {0.1f, 0.5f, 0.1f, 0.2f, 0.1f, 0.3f, 0.3f, 0.1f, 0.2f, 0.1f,   // heads 0, 1
                               0.6f, 0.1f, 0.1f, 0.1f, 0.1f, 0.2f, 0.1f, 0.3f, 0.3f, 0.1f};  // heads 2, 3
-  ObservedAttention o;
-  o.space = TokenSpace::Position;
-  o.n_heads = 4;
-  o.n_kv_heads = 2;
-  o.count = 5;
-  o.tokens = tokens;
-  o.p = probs;
+  ObservedAttention o = device_observation(4, 2, 5, tokens, probs);
   o.layer = 1;
   sel.observe(o, 0, 2);
   const TokenScores& s = sel.scores(0, 1);
@@ -52,21 +57,21 @@ TEST(HeavyHitterSelector, AccumulatesTheGroupsProbabilitiesAndKeepsHeavyPlusRece
   EXPECT_FLOAT_EQ(s.head(1)[1], 0.0f);
   EXPECT_FLOAT_EQ(sel.scores(0, 0).head(0)[1], 0.0f);  // other layers untouched
 
-  // budget 4 = window 2 + 2 heavy: kv-head 0 keeps 3, 4 (recent) and 1 (0.8), 0 (0.4) over 2 (0.2)
+  // kv-head 0 keeps 2 of {0, 1, 2, 3}: 1 (0.8), then 0 and 3 tie at 0.4 and the more recent wins
   std::vector<int32_t> kept;
-  const int32_t pos0[5] = {0, 1, 2, 3, 4};
-  sel.retain(0, 1, 0, pos0, 4, kept);
-  std::sort(kept.begin(), kept.end());
-  EXPECT_EQ(kept, (std::vector<int32_t>{0, 1, 3, 4}));
-  EXPECT_FLOAT_EQ(s.head(0)[2], 0.0f);  // dropped: its score is forgotten
+  const int32_t pos0[4] = {0, 1, 2, 3};
+  sel.retain(0, 1, 0, pos0, 2, kept);
+  EXPECT_EQ(kept, (std::vector<int32_t>{1, 3}));
+  EXPECT_FLOAT_EQ(s.head(0)[0], 0.0f);  // dropped: its score is forgotten
+  EXPECT_FLOAT_EQ(s.head(0)[2], 0.0f);
+  EXPECT_FLOAT_EQ(s.head(0)[4], 0.1f + 0.1f);
   kept.clear();
-  const int32_t pos1[5] = {0, 2, 3, 5, 6};  // kv-head 1: 0 (0.8) and 3 (0.4) over 2 (0.2)
-  sel.retain(0, 1, 1, pos1, 4, kept);
-  std::sort(kept.begin(), kept.end());
-  EXPECT_EQ(kept, (std::vector<int32_t>{0, 3, 5, 6}));
+  const int32_t pos1[4] = {0, 2, 3, 5};  // kv-head 1: 0 (0.8), 3 (0.4) and 5 (0.4) over 2 (0.2)
+  sel.retain(0, 1, 1, pos1, 3, kept);
+  EXPECT_EQ(kept, (std::vector<int32_t>{0, 3, 5}));
   kept.clear();
-  sel.retain(0, 1, 1, pos1, 2, kept);  // budget = window: only the recent ones
-  EXPECT_EQ(kept, (std::vector<int32_t>{5, 6}));
+  sel.retain(0, 1, 1, pos1, 0, kept);
+  EXPECT_TRUE(kept.empty());
 }
 
 TEST(HeavyHitterSelector, KeyformerAddsTheSeededGumbelSoftmax) {
@@ -79,13 +84,7 @@ TEST(HeavyHitterSelector, KeyformerAddsTheSeededGumbelSoftmax) {
   HeavyHitterSelector sel(SelectorContext{spec, p, ctx, 1}, HeavyHitterSelector::Score::Gumbel);
   const int32_t tokens[3] = {0, 2, 4};
   const float probs[2 * 3] = {0.2f, 0.5f, 0.3f, 0.6f, 0.3f, 0.1f};
-  ObservedAttention o;
-  o.space = TokenSpace::Position;
-  o.n_heads = 2;
-  o.n_kv_heads = 1;
-  o.count = 3;
-  o.tokens = tokens;
-  o.p = probs;
+  ObservedAttention o = device_observation(2, 1, 3, tokens, probs);
   o.prefill = true;
   o.query_pos = 4;  // a prompt of 5 tokens: τ = 1 here
   sel.observe(o, 0, 1);

@@ -14,7 +14,6 @@ HeavyHitterSelector::HeavyHitterSelector(const SelectorContext& c, Score score)
       n_heads_(c.spec.n_heads),
       n_kv_heads_(c.spec.n_kv_heads),
       ctx_(c.ctx),
-      window_(c.policy.window),
       tau_init_(c.policy.tau_init),
       tau_end_(c.policy.tau_end),
       seed_(c.policy.seed),
@@ -69,15 +68,18 @@ void HeavyHitterSelector::observe(const ObservedAttention& o, int g_begin, int g
 
 void HeavyHitterSelector::retain(int seq, int layer, int g, std::span<const int32_t> positions, int keep,
                                  std::vector<int32_t>& kept) {
+  // positions: the current heavy hitters and the tokens leaving the recent window
   TokenScores& acc = mutable_scores(seq, layer);
   HeadScratch& s = scratch_[static_cast<size_t>(g)];
-  // the last `window` positions stay; the older ones compete for the rest of the budget
-  const size_t recent = std::min(positions.size(), static_cast<size_t>(std::clamp(window_, 0, keep)));
-  const auto older = positions.first(positions.size() - recent);
-  keep_heavy_hitters(acc.head(g), older, keep - static_cast<int>(recent), s.keep, s.drop, s.order);
-  for (int32_t p : s.drop) acc.forget(g, p);
+  keep_heavy_hitters(acc.head(g), positions, keep, s.keep, s.drop, s.order);
+  for (const int32_t p : s.drop) acc.forget(g, p);
   kept.insert(kept.end(), s.keep.begin(), s.keep.end());
-  kept.insert(kept.end(), positions.end() - static_cast<std::ptrdiff_t>(recent), positions.end());
+}
+
+std::unique_ptr<HeavyHitterSelector> make_heavy_hitter_pruner(const SelectorContext& c) {
+  if (c.policy.name == "h2o") return std::make_unique<HeavyHitterSelector>(c, HeavyHitterSelector::Score::Attention);
+  if (c.policy.name == "keyformer") return std::make_unique<HeavyHitterSelector>(c, HeavyHitterSelector::Score::Gumbel);
+  return nullptr;
 }
 
 void register_heavy_hitter_knobs(KnobRegistry& r) {

@@ -3,10 +3,12 @@
 //  - observe(): the device's probabilities over the tokens it attended, every prompt row and every
 //    decode step, accumulated per kv-head (H2O: the probabilities; Keyformer: their Gumbel-softmax
 //    with τ rising over the generated tokens, attention/selectors/keyformer_scores.h);
-//  - retain(): when a kv-head's device set exceeds its budget, the last --window positions stay
-//    and of the older ones the --heavy of largest score (attention/selectors/h2o_scores.h); the
-//    rest are dropped for good and their scores forgotten.
+//  - retain(): when tokens leave the recent window, they and the kv-head's current heavy hitters
+//    compete for its --heavy slots by score (attention/selectors/h2o_scores.h): H2O's "the heavy
+//    of largest score outside the recent window", since a token outside the window that is not a
+//    heavy hitter is already gone. The rest are dropped for good and their scores forgotten.
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "attention/selectors/h2o_scores.h"
@@ -39,13 +41,16 @@ class HeavyHitterSelector final : public Selector {
   TokenScores& mutable_scores(int seq, int layer) { return scores_[static_cast<size_t>(seq) * n_layers_ + layer]; }
 
   Score score_;
-  int n_layers_, n_heads_, n_kv_heads_, ctx_, window_;
+  int n_layers_, n_heads_, n_kv_heads_, ctx_;
   float tau_init_, tau_end_;
   uint64_t seed_;
   std::vector<TokenScores> scores_;   // [seq * n_layers + layer]
   std::vector<int> prompt_len_;       // per sequence: prompt rows observed (Keyformer's τ)
   std::vector<HeadScratch> scratch_;  // [n_kv_heads]
 };
+
+// The policy's pruner: a HeavyHitterSelector for the h2o and keyformer presets, else null.
+std::unique_ptr<HeavyHitterSelector> make_heavy_hitter_pruner(const SelectorContext& c);
 
 // --heavy (h2o, keyformer), --tau-init, --tau-end (keyformer).
 void register_heavy_hitter_knobs(KnobRegistry& r);

@@ -1,0 +1,118 @@
+// The pruning presets (h2o, keyformer) with budgets that really drop tokens: the token map and
+// the per-(layer, kv-head) heavy-hitter sets stay consistent at every prefill chunk and decode
+// step (dropped tokens are gone from every structure, kept ones are in exactly one place, the
+// slots of dropped tokens are reused and the device cache never grows); and the new knobs'
+// bad input: out of range, or given with a preset they do not apply to.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "attention/hybrid_attention.h"
+#include "hybridgen/engine.h"
+#include "test_util.h"
+
+namespace hg::test {
+namespace {
+
+void check_pruned(const HybridKv& kv, const ModelSpec& spec, const Policy& p, int seq, int length) {
+  kv.check_invariants(seq);  // map, heavy sets, free slots and slot tables agree
+  EXPECT_EQ(kv.host(seq).n_tokens(), 0) << "dropped tokens are not kept on the host";
+  int dropped = 0, heavy = 0;
+  for (int pos = 0; pos < length; ++pos) {
+    dropped += kv.location(seq, pos).place == TokenPlace::Dropped;
+    heavy += kv.location(seq, pos).place == TokenPlace::Heavy;
+  }
+  for (int l = 0; l < spec.n_layers; ++l) {
+    EXPECT_EQ(kv.window(seq, l).capacity, p.window + p.heavy) << "the device cache never grows";
+    for (int g = 0; g < spec.n_kv_heads; ++g) {
+      const auto kept = kv.heavy_positions(seq, l, g);
+      EXPECT_LE(static_cast<int>(kept.size()), p.heavy);
+      // once more tokens left the window than there are heavy slots, every slot is in use
+      if (length > p.window + p.heavy + p.evict_block) {
+        EXPECT_EQ(static_cast<int>(kept.size()), p.heavy) << "layer " << l << ", kv-head " << g;
+      }
+      for (const int32_t pos : kept) EXPECT_EQ(kv.location(seq, pos).place, TokenPlace::Heavy);
+    }
+  }
+  if (length > p.window + p.heavy + p.evict_block) {
+    EXPECT_GT(dropped, 0);
+    EXPECT_GT(heavy, 0);
+  }
+}
+
+class PruningInvariants : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PruningInvariants, HoldAtEveryStep) {
+  auto model = load_model(tiny_model("llama-gqa").string());
+  Policy p = policy_preset(GetParam());
+  p.window = 16;
+  p.heavy = 6;
+  p.evict_block = 4;
+  p.seed = 3;
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_dtype = DType::F32;
+  o.ctx = 160;
+  o.batch = 3;
+  o.ubatch = 24;  // prefill chunks longer than the window: tokens skip the ring into heavy slots
+  o.policy = p;
+  Engine engine(*model, o);
+  auto& kv = dynamic_cast<HybridAttention&>(engine.attention()).kv();
+  const std::vector<int> lengths = {5, 61, 30};
+  std::vector<std::vector<int32_t>> ids;
+  for (size_t s = 0; s < lengths.size(); ++s) ids.push_back(random_ids(lengths[s] + 70, 7u + static_cast<uint32_t>(s)));
+  std::vector<float> logits(static_cast<size_t>(engine.vocab_size()) * lengths.size());
+  for (size_t s = 0; s < lengths.size(); ++s)
+    for (int b = 0; b < lengths[s]; b += 24) {  // chunk by chunk, checking in between
+      const int e = std::min(lengths[s], b + 24);
+      engine.prefill(static_cast<int>(s), std::span(ids[s].data() + b, static_cast<size_t>(e - b)), logits.data());
+      check_pruned(kv, engine.spec(), p, static_cast<int>(s), e);
+    }
+  const std::vector<int> seqs = {0, 1, 2};
+  for (int t = 0; t < 70; ++t) {
+    std::vector<int32_t> toks;
+    for (size_t s = 0; s < lengths.size(); ++s) toks.push_back(ids[s][static_cast<size_t>(lengths[s] + t)]);
+    engine.decode(seqs, toks, logits.data());
+    for (size_t s = 0; s < lengths.size(); ++s)
+      check_pruned(kv, engine.spec(), p, static_cast<int>(s), lengths[s] + t + 1);
+    for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+  }
+  // a new request starts from an empty cache again
+  engine.reset(1);
+  engine.prefill(1, std::span(ids[1].data(), 40), logits.data());
+  check_pruned(kv, engine.spec(), p, 1, 40);
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, PruningInvariants, ::testing::Values("h2o", "keyformer"));
+
+void expect_one_error_line(const RunResult& r, const std::string& words) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(words), std::string::npos) << "expected '" << words << "' in: " << r.err;
+}
+
+TEST(PresetKnobs, BadValuesAndWrongPresetsAreOneErrorLine) {
+  const std::string run = "generate -m '" + tiny_model("llama-gqa").string() + "' --ids '[1, 2, 3]' -n 2 --policy ";
+  expect_one_error_line(run_hybridgen(run + "h2o --heavy -1"), "--heavy must be >= 0");
+  expect_one_error_line(run_hybridgen(run + "keyformer --tau-init 0"), "--tau-init must be in");
+  expect_one_error_line(run_hybridgen(run + "keyformer --tau-end 1000"), "--tau-end must be in");
+  expect_one_error_line(run_hybridgen(run + "infinigen --partial-ratio 1.5"), "--partial-ratio must be in");
+  expect_one_error_line(run_hybridgen(run + "infinigen --alpha -2"), "--alpha must be in");
+  expect_one_error_line(run_hybridgen(run + "infinigen --max-kv -3"), "--max-kv must be >= 0");
+  expect_one_error_line(run_hybridgen(run + "infinigen --max-kv many"), "--max-kv");
+  expect_one_error_line(run_hybridgen(run + "hybrid --heavy 8"), "--heavy does not apply to --policy hybrid");
+  expect_one_error_line(run_hybridgen(run + "h2o --tau-init 1.5"), "--tau-init does not apply to --policy h2o");
+  expect_one_error_line(run_hybridgen(run + "streaming --alpha 2"), "--alpha does not apply to --policy streaming");
+  expect_one_error_line(run_hybridgen(run + "keyformer --max-kv 8"), "--max-kv does not apply to --policy keyformer");
+  // the same from a policy file
+  const auto yaml = temp_dir("preset_knobs") / "p.yaml";
+  std::ofstream(yaml) << "policy:\n  preset: h2o\n  partial-ratio: 0.5\n";
+  expect_one_error_line(run_hybridgen("generate -m '" + tiny_model("llama-gqa").string() +
+                                      "' --ids '[1, 2, 3]' -n 2 --policy-file '" + yaml.string() + "'"),
+                        "--partial-ratio does not apply to --policy h2o");
+}
+
+}  // namespace
+}  // namespace hg::test
