@@ -97,8 +97,9 @@ void FeedbackScheduler::update_post(const StepTimes& t, double sample, int k_use
   const int k = plan_.K;
   // The K whose predicted cost meets the target at the per-token cost measured now.
   const double balance = per_token_ > 0 ? target / per_token_ : static_cast<double>(hi);
-  if (host <= target) {
-    streak_ = 0;
+  if (!p_.adapt_k) {
+    plan_.K = p_.k_min;
+  } else if (host <= target) {
     const double up = std::min(p_.grow * std::max(k, 1), balance);
     plan_.K = clamp_k(std::max(up, static_cast<double>(k) + 1), p_.k_min, hi);
   } else if (host > dev_) {
@@ -107,16 +108,16 @@ void FeedbackScheduler::update_post(const StepTimes& t, double sample, int k_use
     // decrease uses it. A single noisy step cannot get here: the EWMA must agree.
     const double down = target / std::max(per_token_, sample);
     plan_.K = clamp_k(std::min(down, static_cast<double>(k) - 1), p_.k_min, hi);
-    // Already at the floor and still host-bound: only a cheaper selection can help.
-    streak_ = (k == p_.k_min && t.host_tokens > p_.k_min) ? streak_ + 1 : 0;
-    if (streak_ >= p_.pre_after) {
-      post_cost_at_switch_ = host;
-      tokens_at_switch_ = t.host_tokens;
-      enter(Selection::Pre);
-    }
   } else {
-    streak_ = 0;  // dead band: hold
-    plan_.K = std::clamp(k, p_.k_min, hi);
+    plan_.K = std::clamp(k, p_.k_min, hi);  // dead band: hold
+  }
+  // At the floor and still host-bound: only a cheaper selection can help.
+  const bool host_bound_at_floor = host > dev_ && k == p_.k_min && t.host_tokens > p_.k_min;
+  streak_ = host_bound_at_floor ? streak_ + 1 : 0;
+  if (p_.adapt_select && streak_ >= p_.pre_after) {
+    post_cost_at_switch_ = host;
+    tokens_at_switch_ = t.host_tokens;
+    enter(Selection::Pre);
   }
 }
 

@@ -52,6 +52,10 @@ struct FeedbackParams {
   int settle_steps = 2;      // Pre steps measured before the key-scan cost s is taken
   int hysteresis = 8;        // consecutive steps the predicted Post cost must fit to switch back
   double post_margin = 0.2;  // ... fit within (1 - post_margin) · T_dev
+  // The paper's partial configurations: K pinned at k_min (only the mode adapts), or the mode
+  // pinned at Post (only K adapts).
+  bool adapt_k = true;
+  bool adapt_select = true;
 
   void validate() const;  // hg::Error naming the knob
 };

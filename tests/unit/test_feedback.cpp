@@ -225,6 +225,31 @@ TEST(Feedback, WrongScanEstimateBacksOffInsteadOfFlapping) {
   EXPECT_LE(sim.sched.switches(), 2 * 9 + 1);
 }
 
+TEST(Feedback, PartialConfigurations) {
+  Machine m;
+  m.scan = 4e-6;  // host-bound in Post at any K
+  FeedbackParams post_only;
+  post_only.adapt_select = false;
+  Sim a(post_only);
+  a.run(m, 100);
+  EXPECT_EQ(a.sched.plan().select, Selection::Post);
+  EXPECT_EQ(a.sched.plan().K, post_only.k_min);
+  EXPECT_EQ(a.sched.switches(), 0);
+
+  FeedbackParams select_only;  // K pinned at 256: only the mode adapts
+  select_only.k_min = select_only.k_max = 256;
+  select_only.adapt_k = false;
+  Sim b(select_only);
+  Machine slow;
+  slow.overhead = 12e-3;  // a slow host stage in both modes
+  b.run(slow, 20);
+  EXPECT_EQ(b.sched.plan().select, Selection::Pre);
+  b.run(Machine{}, 40);
+  EXPECT_EQ(b.sched.plan().select, Selection::Post);
+  for (const auto& e : b.sched.trace()) ASSERT_EQ(e.K, 256);
+  EXPECT_EQ(b.sched.switches(), 2);
+}
+
 TEST(Feedback, KNeverLeavesItsRange) {
   FeedbackParams p;
   p.k_min = 32;
