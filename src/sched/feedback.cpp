@@ -135,20 +135,19 @@ void FeedbackScheduler::update_pre(const StepTimes& t, int k_used) {
   if (streak_ >= hysteresis_now_) enter(Selection::Post);
 }
 
-std::string describe_trace(const FeedbackScheduler& s) {
-  const auto& tr = s.trace();
+std::string describe_trace(const std::vector<SchedTraceEntry>& tr, int switches, int k_min, int k_max) {
   if (tr.empty()) return "no decode steps";
   int lo = tr.front().K, hi = lo;
   int64_t post = 0;
   for (const auto& e : tr) {
     lo = std::min(lo, e.K);
     hi = std::max(hi, e.K);
-    post += e.select == Selection::Post;
+    post += e.select != Selection::Pre;
   }
+  const int64_t pre = static_cast<int64_t>(tr.size()) - post;
   std::ostringstream o;
-  o << "K " << lo << ".." << hi << " (final " << s.plan().K << ", k_min " << s.params().k_min << ", k_max "
-    << s.params().k_max << "), post " << post << " steps, pre " << static_cast<int64_t>(tr.size()) - post << " steps, "
-    << s.switches() << " switches";
+  o << "K " << lo << ".." << hi << " (final " << tr.back().K << ", k_min " << k_min << ", k_max " << k_max << "), "
+    << "post " << post << " steps, pre " << pre << " steps, " << switches << " switches";
   return o.str();
 }
 

@@ -122,6 +122,6 @@ class FeedbackScheduler {
 };
 
 // Summary of a trace for `--stats`: K range, final K, steps in each mode, switches.
-std::string describe_trace(const FeedbackScheduler& s);
+std::string describe_trace(const std::vector<SchedTraceEntry>& trace, int switches, int k_min, int k_max);
 
 }  // namespace hg

@@ -341,7 +341,7 @@ TEST(Feedback, DescribeTrace) {
   Machine m;
   m.scan = 4e-6;
   sim.run(m, 20);
-  const std::string d = describe_trace(sim.sched);
+  const std::string d = describe_trace(sim.sched.trace(), sim.sched.switches(), 64, 1024);
   EXPECT_NE(d.find("K 64..64"), std::string::npos) << d;
   EXPECT_NE(d.find("1 switches"), std::string::npos) << d;
   EXPECT_NE(d.find("pre "), std::string::npos) << d;
