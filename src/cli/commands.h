@@ -14,5 +14,6 @@ void add_info_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
 
 }  // namespace hg::cli

@@ -88,6 +88,14 @@ void apply_policy_options(const PolicyOptions& o, const std::string& preset, Eng
   e.kv_huge_pages = !o.no_kv_huge_pages;
 }
 
+void check_engine_options(const RuntimeOptions& r, const PolicyOptions& o, const std::string& preset) {
+  parse_kv_dtype(r.kv_dtype);
+  if (r.ctx < 0) throw Error("--ctx must be >= 0, got " + std::to_string(r.ctx));
+  EngineOptions e;
+  e.ctx = r.ctx;
+  apply_policy_options(o, preset, e);
+}
+
 namespace {
 DType parse_weight_dtype(const std::string& s) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1})

@@ -49,6 +49,9 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list = fals
 Policy make_policy(const PolicyOptions& o, const std::string& preset);
 // Copies the policy and placement knobs into engine options.
 void apply_policy_options(const PolicyOptions& o, const std::string& preset, EngineOptions& e);
+// Checks the runtime and policy options that need no model (names, knobs that contradict each
+// other): what a sweep checks at every point before the first one runs.
+void check_engine_options(const RuntimeOptions& r, const PolicyOptions& o, const std::string& preset);
 
 std::unique_ptr<Model> load_model(const ModelOptions& o);
 // The tokenizer from --tokenizer or the model's own; nullptr when neither exists.

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   hg::cli::add_bench_command(app);
   hg::cli::add_perplexity_command(app);
   hg::cli::add_tokenize_command(app);
+  hg::cli::add_eval_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

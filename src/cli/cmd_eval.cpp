@@ -1,0 +1,126 @@
+// hybridgen eval --task NAME [--json] [task options]: one evaluation task (eval_tasks.h), its
+// options parsed by the task's own app so `eval --task passkey --help` lists exactly them.
+#include <algorithm>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/eval_tasks.h"
+#include "hybridgen/error.h"
+
+namespace hg::cli {
+
+const Model& ModelCache::model(const ModelOptions& o) {
+  const std::string key = o.model + '\n' + o.synthetic + '\n' + o.synthetic_dtype + '\n' +
+                          std::to_string(o.synthetic_seed) + '\n' + o.tokenizer;
+  if (!model_ || key != key_) {
+    model_.reset();
+    tokenizer_.reset();
+    tokenizer_loaded_ = false;
+    model_ = load_model(o);
+    key_ = key;
+  }
+  return *model_;
+}
+
+const Tokenizer& ModelCache::tokenizer(const ModelOptions& o, const std::string& task) {
+  const Model& m = model(o);
+  if (!tokenizer_loaded_) {
+    tokenizer_ = load_tokenizer(o, m);
+    tokenizer_loaded_ = true;
+  }
+  if (!tokenizer_) throw Error(task + ": this model has no tokenizer: give --tokenizer FILE");
+  return *tokenizer_;
+}
+
+const std::vector<EvalTask>& eval_tasks() {
+  static const std::vector<EvalTask> tasks = {
+      {"ppl", "perplexity of a text (-f) over windows of --ctx tokens, as `hybridgen perplexity`", bind_ppl_task},
+      {"fidelity", "the policy token by token against --ref full: top-1 agreement, mean KL, perplexity",
+       bind_fidelity_task},
+      {"passkey", "find a 5-digit key hidden at --depths of filler text (-f) cut to --ctx tokens", bind_passkey_task},
+      {"bench", "prefill and decode throughput, as `hybridgen bench` (a sweep task)", bind_bench_task},
+  };
+  return tasks;
+}
+
+std::string eval_task_names() {
+  std::string names;
+  for (const auto& t : eval_tasks()) names += (names.empty() ? "" : ", ") + t.name;
+  return names;
+}
+
+const EvalTask& find_eval_task(const std::string& name) {
+  const auto& tasks = eval_tasks();
+  auto it = std::find_if(tasks.begin(), tasks.end(), [&](const EvalTask& t) { return t.name == name; });
+  if (it == tasks.end()) throw Error("task '" + name + "' is not one of " + eval_task_names());
+  return *it;
+}
+
+std::unique_ptr<TaskRun> parse_task_args(const EvalTask& task, std::unique_ptr<CLI::App>& app,
+                                         const std::vector<std::string>& args) {
+  app = std::make_unique<CLI::App>(task.help, "hybridgen eval --task " + task.name);
+  std::unique_ptr<TaskRun> run = task.bind(*app);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
+  try {
+    app->parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    throw;
+  } catch (const CLI::ParseError& e) {
+    throw Error(e.what());
+  }
+  return run;
+}
+
+namespace {
+
+struct EvalOptions {
+  std::string task;
+  bool json = false;
+  bool help = false;
+};
+
+void run_eval(const EvalOptions& o, const std::vector<std::string>& args) {
+  if (o.task.empty()) {
+    if (o.help) {
+      std::printf("hybridgen eval --task NAME [--json] [options of the task]\n\ntasks:\n");
+      for (const auto& t : eval_tasks()) std::printf("  %-10s %s\n", t.name.c_str(), t.help.c_str());
+      std::printf("\n`hybridgen eval --task NAME --help` lists the options of a task.\n");
+      return;
+    }
+    throw Error("--task: give one of " + eval_task_names());
+  }
+  const EvalTask& task = find_eval_task(o.task);
+  std::unique_ptr<CLI::App> app;
+  std::vector<std::string> task_args = args;
+  if (o.help) task_args.push_back("--help");
+  std::unique_ptr<TaskRun> run;
+  try {
+    run = parse_task_args(task, app, task_args);
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app->help().c_str());
+    return;
+  }
+  run->check();
+  ModelCache models;
+  TaskContext ctx{models, !o.json};
+  const nlohmann::json result = run->run(ctx);
+  std::printf("%s\n", o.json ? result.dump().c_str() : run->summary(result).c_str());
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app) {
+  auto o = std::make_shared<EvalOptions>();
+  auto* cmd = app.add_subcommand("eval", "evaluation tasks: " + eval_task_names() + " (--task NAME --help: its options)");
+  cmd->set_help_flag();  // --help goes to the task's own options
+  cmd->add_flag("-h,--help", o->help, "list the tasks, or with --task the options of that task");
+  cmd->add_option("--task", o->task, "task to run: " + eval_task_names());
+  cmd->add_flag("--json", o->json, "print the result as one JSON object");
+  cmd->allow_extras();
+  cmd->callback([o, cmd] {
+    setup_logging(0);
+    run_eval(*o, cmd->remaining());
+  });
+}
+
+}  // namespace hg::cli

@@ -1,0 +1,152 @@
+#include "eval/perplexity.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "eval/logit_metrics.h"
+#include "hybridgen/engine.h"
+#include "hybridgen/error.h"
+
+namespace hg::eval {
+
+std::vector<TokenWindow> split_windows(size_t n_tokens, int ctx, int max_windows) {
+  if (ctx < 2) throw Error("perplexity needs a context of at least 2 tokens, got " + std::to_string(ctx));
+  std::vector<TokenWindow> windows;
+  for (size_t b = 0; b < n_tokens; b += static_cast<size_t>(ctx)) {
+    const size_t e = std::min(n_tokens, b + static_cast<size_t>(ctx));
+    if (e - b >= 2) windows.push_back({b, e});
+    if (max_windows > 0 && static_cast<int>(windows.size()) == max_windows) break;
+  }
+  if (windows.empty()) throw Error("perplexity needs at least 2 tokens, got " + std::to_string(n_tokens));
+  return windows;
+}
+
+double PerplexityResult::ppl() const { return scored > 0 ? std::exp(nll_sum / static_cast<double>(scored)) : 0.0; }
+
+nlohmann::json PerplexityResult::to_json() const {
+  const double n = static_cast<double>(std::max<int64_t>(scored, 1));
+  nlohmann::json j = {{"ppl", ppl()}, {"n_tokens", scored}, {"nll_mean", nll_sum / n}};
+  if (has_ref) {
+    j["ref_ppl"] = std::exp(ref_nll_sum / n);
+    j["top1_agreement"] = static_cast<double>(agree) / n;
+    j["kl_mean"] = kl_sum / n;
+  }
+  return j;
+}
+
+PerplexityResult score_prefill(Engine& engine, std::span<const int32_t> ids, const std::vector<TokenWindow>& windows,
+                               const ScoreHooks& hooks) {
+  const int vocab = engine.vocab_size();
+  size_t longest = 0;
+  for (const auto& w : windows) longest = std::max(longest, w.end - w.begin);
+  std::vector<float> logits(longest * static_cast<size_t>(vocab));  // [window, vocab]
+  PerplexityResult r;
+  for (size_t w = 0; w < windows.size(); ++w) {
+    const std::span<const int32_t> window = ids.subspan(windows[w].begin, windows[w].end - windows[w].begin);
+    engine.reset(0);
+    engine.prefill(0, window, nullptr, logits.data());
+    for (size_t i = 0; i + 1 < window.size(); ++i)
+      r.nll_sum -= log_prob(logits.data() + i * static_cast<size_t>(vocab), vocab, window[i + 1]);
+    r.scored += static_cast<int64_t>(window.size()) - 1;
+    if (hooks.on_logits) hooks.on_logits(logits.data(), static_cast<int64_t>(window.size()));
+    if (hooks.on_window) hooks.on_window(w + 1, windows.size(), r.ppl());
+  }
+  return r;
+}
+
+namespace {
+
+// Feeds one token to sequence `seq`: prefill for the first of a window, decode after.
+void feed_token(Engine& e, int seq, bool first, int32_t tok, float* logits) {
+  if (first)
+    e.prefill(seq, std::span(&tok, 1), logits);
+  else
+    e.decode(std::span(&seq, 1), std::span(&tok, 1), logits);
+}
+
+// The token-by-token loop; ref_row(position index, token, first of window) gives the reference
+// row of a position (nullptr: no reference) after the policy's engine has run it.
+template <typename RefRow>
+PerplexityResult decode_loop(Engine& engine, std::span<const int32_t> ids, const std::vector<TokenWindow>& windows,
+                             const ScoreHooks& hooks, bool has_ref, RefRow ref_row) {
+  const int vocab = engine.vocab_size();
+  std::vector<float> logits(static_cast<size_t>(vocab));  // [vocab]
+  PerplexityResult r;
+  r.has_ref = has_ref;
+  const int seq = 0;
+  size_t position = 0;  // scored positions so far
+  for (size_t w = 0; w < windows.size(); ++w) {
+    const auto [b, e] = windows[w];
+    engine.reset(seq);
+    for (size_t i = b; i + 1 < e; ++i, ++position) {
+      feed_token(engine, seq, i == b, ids[i], logits.data());
+      r.nll_sum -= log_prob(logits.data(), vocab, ids[i + 1]);
+      if (const float* ref = ref_row(position, ids[i], i == b, ids[i + 1], r)) {
+        r.agree += argmax(logits.data(), vocab) == argmax(ref, vocab);
+        r.kl_sum += kl_divergence(ref, logits.data(), vocab);
+      }
+      if (hooks.on_logits) hooks.on_logits(logits.data(), 1);
+      ++r.scored;
+    }
+    if (hooks.on_logits) {  // the window's last position: its logits predict past the window
+      feed_token(engine, seq, false, ids[e - 1], logits.data());
+      hooks.on_logits(logits.data(), 1);
+    }
+    if (hooks.on_window) hooks.on_window(w + 1, windows.size(), r.ppl());
+  }
+  return r;
+}
+
+}  // namespace
+
+PerplexityResult score_decode(Engine& engine, Engine* ref, std::span<const int32_t> ids,
+                              const std::vector<TokenWindow>& windows, const ScoreHooks& hooks) {
+  std::vector<float> ref_logits(ref ? static_cast<size_t>(ref->vocab_size()) : 0);  // [vocab]
+  return decode_loop(engine, ids, windows, hooks, ref != nullptr,
+                     [&](size_t, int32_t tok, bool first, int32_t next, PerplexityResult& r) -> const float* {
+                       if (!ref) return nullptr;
+                       if (first) ref->reset(0);
+                       feed_token(*ref, 0, first, tok, ref_logits.data());
+                       r.ref_nll_sum -= log_prob(ref_logits.data(), ref->vocab_size(), next);
+                       return ref_logits.data();
+                     });
+}
+
+ReferenceLogits reference_logits(Engine& ref, std::span<const int32_t> ids, const std::vector<TokenWindow>& windows) {
+  ReferenceLogits out;
+  out.vocab = ref.vocab_size();
+  const size_t vocab = static_cast<size_t>(out.vocab);
+  size_t positions = 0;
+  for (const auto& w : windows) positions += w.end - w.begin - 1;
+  out.rows.resize(positions * vocab);
+  size_t longest = 0;
+  for (const auto& w : windows) longest = std::max(longest, w.end - w.begin);
+  std::vector<float> logits(longest * vocab);  // [window, vocab]
+  size_t at = 0;
+  for (const auto& w : windows) {
+    const std::span<const int32_t> window = ids.subspan(w.begin, w.end - w.begin);
+    ref.reset(0);
+    ref.prefill(0, window, nullptr, logits.data());
+    for (size_t i = 0; i + 1 < window.size(); ++i, ++at) {
+      std::copy_n(logits.data() + i * vocab, vocab, out.rows.data() + at * vocab);
+      out.nll_sum -= log_prob(logits.data() + i * vocab, out.vocab, window[i + 1]);
+    }
+  }
+  return out;
+}
+
+PerplexityResult score_decode(Engine& engine, const ReferenceLogits& ref, std::span<const int32_t> ids,
+                              const std::vector<TokenWindow>& windows, const ScoreHooks& hooks) {
+  size_t positions = 0;
+  for (const auto& w : windows) positions += w.end - w.begin - 1;
+  if (ref.vocab != engine.vocab_size() || ref.rows.size() != positions * static_cast<size_t>(ref.vocab))
+    throw Error("reference logits do not match the engine's vocabulary and the windows scored");
+  PerplexityResult r = decode_loop(engine, ids, windows, hooks, true,
+                                   [&](size_t position, int32_t, bool, int32_t, PerplexityResult&) -> const float* {
+                                     return ref.rows.data() + position * static_cast<size_t>(ref.vocab);
+                                   });
+  r.ref_nll_sum = ref.nll_sum;
+  return r;
+}
+
+}  // namespace hg::eval
