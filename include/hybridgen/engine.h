@@ -55,6 +55,13 @@ class Engine {
   void reset(int seq);
   void reset_all();
 
+  // The plan the next decode steps of `seq` run with (K, selection mode): the policy's
+  // initial_plan until a scheduler sets another; reset(seq) restores the initial one.
+  void set_step_plan(int seq, const StepPlan& plan);
+  const StepPlan& step_plan(int seq) const;
+  // Per-layer T_dev / T_host / T_tx of the latest decode step (null for `full`).
+  const StepTiming* last_step_timing() const;
+
   RunStats& stats();
   // Per-layer attention-stage statistics of hybrid policies (empty for full).
   std::vector<LayerStats> layer_stats() const;

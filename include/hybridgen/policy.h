@@ -15,6 +15,7 @@ enum class QuerySource { Exact, Speculative, Refine };
 struct Policy {
   std::string name = "full";
   bool hybrid = false;       // false: every token on the device (the `full` oracle path)
+  bool offload = false;      // FlexGen: every token on the host, streamed to the device per layer
   int window = 1024;         // recent tokens on the device
   int n_sinks = 4;           // first tokens kept on the device
   bool keep_evicted = true;  // false: tokens leaving the window are dropped (pruning)
@@ -30,19 +31,38 @@ struct Policy {
   int exact_layers = 3;
   int host_threads = 1;      // host attention workers
   int evict_block = 16;      // tokens moved from the window to the host at once
+  // Knobs of other modules go below, one field a line, each registered in the knob registry
+  // (src/sched/knobs.h) with the presets it applies to.
 };
+
+// What the attention stage does at one decode step for one sequence: the policy's starting
+// point, changed from step to step by the feedback scheduler (Engine::set_step_plan). The
+// attention stage reads K and the selection mode from here, never from the Policy.
+struct StepPlan {
+  int K = 256;                          // host tokens per kv-head that take part (-1: all)
+  Selection select = Selection::Post;   // Post-QKᵀ top-K, Pre-QKᵀ prediction, or all host tokens
+  Predictor predictor = Predictor::Recent;  // the Pre-QKᵀ predictor
+};
+// The plan a policy starts every request with.
+StepPlan initial_plan(const Policy& p);
+
+// A preset and the system of the paper it stands for (bench --help, README).
+struct PresetInfo {
+  std::string name;
+  std::string system;
+  std::string summary;  // what it keeps where, one line
+};
+const std::vector<PresetInfo>& preset_table();
 
 Policy policy_preset(const std::string& name);   // hg::Error listing the presets for an unknown name
 std::vector<std::string> policy_presets();
-// Applies "key: value" overrides from a YAML mapping (a file's `policy:` section or the whole file).
+// Applies "key: value" overrides from a YAML mapping (a file's `policy:` section or the whole file);
+// keys are the knob registry's names (src/sched/knobs.h), `preset: NAME` starts over from a preset.
 void apply_policy_yaml(Policy& p, const std::string& yaml_path);
 // Checks the knobs against each other and a context length; hg::Error on contradictions.
 void validate_policy(const Policy& p, int ctx);
+// "NAME (SYSTEM): knob value, knob value, ..." for every knob that applies to the preset; each
+// value text is what the knob's parser accepts.
 std::string describe_policy(const Policy& p);
-
-Selection parse_selection(const std::string& s);
-Predictor parse_predictor(const std::string& s);
-MergeMode parse_merge(const std::string& s);
-QuerySource parse_query(const std::string& s);
 
 }  // namespace hg

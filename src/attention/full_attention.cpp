@@ -16,7 +16,7 @@ class FullAttention final : public LayerAttention {
 
   int length(int seq) const override { return kv_.length(seq); }
   void reset(int seq) override { kv_.set_length(seq, 0); }
-  void begin_step(const std::vector<TokenRow>&, bool) override {}
+  void begin_step(const std::vector<TokenRow>&, bool, std::span<const StepPlan>) override {}
   void layer_input(int, const float*, const std::vector<TokenRow>&) override {}
 
   void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,

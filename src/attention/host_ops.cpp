@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/dot.h"
@@ -21,16 +20,6 @@ void for_each_run(const HostKvLayout& l, int g, int64_t t_begin, int64_t t_end, 
     fn(t, run, l.row(g, t));
     t += run;
   }
-}
-
-// The K largest scores' indices, in increasing index order (ties: the more recent token).
-void top_k_indices(const float* scores, int64_t n, int K, int32_t* out, std::vector<int32_t>& order) {
-  order.resize(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  auto better = [&](int32_t a, int32_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a > b); };
-  std::nth_element(order.begin(), order.begin() + K, order.end(), better);
-  std::sort(order.begin(), order.begin() + K);
-  std::copy(order.begin(), order.begin() + K, out);
 }
 
 }  // namespace
@@ -56,73 +45,6 @@ void host_logits_selected(const HostKvLayout& k, const float* q, int n_heads, fl
       cpu::dot_rows_heads(k.dtype, k.row(g, idx[g * K + j]), k.head_dim, 1, q + h0 * k.head_dim, group, k.head_dim,
                           k.head_dim, scale, out + h0 * K + j, K);
     }
-}
-
-void select_top_k(const float* logits, int64_t ld, int n_heads, int n_kv_heads, int64_t n_tokens, int K, int g_begin,
-                  int g_end, int32_t* idx, std::vector<float>& scores, std::vector<int32_t>& order) {
-  const int group = n_heads / n_kv_heads;
-  scores.resize(static_cast<size_t>(n_tokens));
-  for (int g = g_begin; g < g_end; ++g) {
-    const float* first = logits + static_cast<int64_t>(g) * group * ld;
-    std::copy(first, first + n_tokens, scores.begin());
-    for (int h = 1; h < group; ++h) {
-      const float* row = first + h * ld;
-      for (int64_t t = 0; t < n_tokens; ++t) scores[static_cast<size_t>(t)] = std::max(scores[static_cast<size_t>(t)], row[t]);
-    }
-    top_k_indices(scores.data(), n_tokens, K, idx + static_cast<int64_t>(g) * K, order);
-  }
-}
-
-void predict_recent(int n_kv_heads, int64_t n_tokens, int K, int32_t* idx) {
-  for (int g = 0; g < n_kv_heads; ++g)
-    for (int j = 0; j < K; ++j) idx[g * K + j] = static_cast<int32_t>(n_tokens - K + j);
-}
-
-void predict_h2o(const float* acc, int64_t ld, int n_kv_heads, int64_t n_tokens, int K, int g_begin, int g_end,
-                 int32_t* idx, std::vector<float>& scores, std::vector<int32_t>& order) {
-  (void)n_kv_heads;
-  scores.resize(static_cast<size_t>(n_tokens));
-  for (int g = g_begin; g < g_end; ++g) {
-    std::copy(acc + g * ld, acc + g * ld + n_tokens, scores.begin());
-    top_k_indices(scores.data(), n_tokens, K, idx + static_cast<int64_t>(g) * K, order);
-  }
-}
-
-void predict_partial(const HostKvLayout& k, const float* q, int n_heads, int r, int64_t n_tokens, int K, int g_begin,
-                     int g_end, int32_t* idx, std::vector<float>& scores, std::vector<int32_t>& order,
-                     std::vector<int32_t>& dims) {
-  const int group = n_heads / k.n_kv_heads;
-  const int hd = k.head_dim;
-  r = std::min(r, hd);
-  scores.resize(static_cast<size_t>(n_tokens));
-  float row_buf[512];  // one key row in fp32 (head_dim <= 512)
-  std::span<float> row(row_buf, static_cast<size_t>(hd));
-  for (int g = g_begin; g < g_end; ++g) {
-    // dims with the largest |q| summed over the group's heads
-    dims.resize(static_cast<size_t>(hd));
-    std::iota(dims.begin(), dims.end(), 0);
-    auto weight = [&](int d) {
-      float w = 0;
-      for (int h = g * group; h < (g + 1) * group; ++h) w += std::fabs(q[h * hd + d]);
-      return w;
-    };
-    std::partial_sort(dims.begin(), dims.begin() + r, dims.end(), [&](int a, int b) { return weight(a) > weight(b); });
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      // The whole row crosses the bus anyway (cache lines); the saving is in arithmetic.
-      cpu::dequantize_row(k.dtype, k.row(g, t), hd, 0, row.data());
-      float best = -INFINITY;
-      for (int h = g * group; h < (g + 1) * group; ++h) {
-        float s = 0;
-        for (int i = 0; i < r; ++i) {
-          const int d = dims[static_cast<size_t>(i)];
-          s += q[h * hd + d] * row[static_cast<size_t>(d)];
-        }
-        best = std::max(best, s);
-      }
-      scores[static_cast<size_t>(t)] = best;
-    }
-    top_k_indices(scores.data(), n_tokens, K, idx + static_cast<int64_t>(g) * K, order);
-  }
 }
 
 void gather_v_rows(const HostKvLayout& v, const int32_t* idx, int K, int g_begin, int g_end, float* v_out) {

@@ -1,6 +1,6 @@
 // What the host workers compute over one sequence's host K/V stores for one layer: attention
-// logits (all host tokens, or a chosen subset), token selection (Post-QKᵀ top-K, Pre-QKᵀ
-// predictions), V-row gathers for the device, and partial attention with log-sum-exp (LSE merge).
+// logits (all host tokens, or a chosen subset), V-row gathers for the device, and partial
+// attention with log-sum-exp (LSE merge). Token selection is the selectors' (selectors/).
 // Ranges are explicit so that a pool can split the work; no allocation happens here.
 #pragma once
 #include <cstdint>
@@ -20,23 +20,6 @@ void host_logits(const HostKvLayout& k, const float* q, int n_heads, float scale
 // Logits of selected tokens: out[h * K + j] = scale · q[h]·K[g(h), idx[g(h) * K + j]].
 void host_logits_selected(const HostKvLayout& k, const float* q, int n_heads, float scale, const int32_t* idx, int K,
                           int g_begin, int g_end, float* out);
-
-// Post-QKᵀ: per kv-head, the K tokens with the largest group score (max over the group's query
-// heads), written to idx[g * K ...] in increasing token order. scores: n_tokens floats of scratch.
-void select_top_k(const float* logits, int64_t ld, int n_heads, int n_kv_heads, int64_t n_tokens, int K, int g_begin,
-                  int g_end, int32_t* idx, std::vector<float>& scores, std::vector<int32_t>& order);
-
-// Pre-QKᵀ predictions (no full logits):
-// recent: the K most recent host tokens of every kv-head.
-void predict_recent(int n_kv_heads, int64_t n_tokens, int K, int32_t* idx);
-// h2o: the K tokens with the largest accumulated attention mass acc[g * ld + t].
-void predict_h2o(const float* acc, int64_t ld, int n_kv_heads, int64_t n_tokens, int K, int g_begin, int g_end,
-                 int32_t* idx, std::vector<float>& scores, std::vector<int32_t>& order);
-// partial (InfiniGen-like): approximate scores from the r query dimensions of largest magnitude
-// (summed over the group's heads), then top-K.
-void predict_partial(const HostKvLayout& k, const float* q, int n_heads, int r, int64_t n_tokens, int K, int g_begin,
-                     int g_end, int32_t* idx, std::vector<float>& scores, std::vector<int32_t>& order,
-                     std::vector<int32_t>& dims);
 
 // v_out[(g * K + j) * head_dim ...] = V[g, idx[g * K + j]] as fp32.
 void gather_v_rows(const HostKvLayout& v, const int32_t* idx, int K, int g_begin, int g_end, float* v_out);

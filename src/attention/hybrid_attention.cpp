@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "attention/host_ops.h"
+#include "attention/selectors/selector.h"
 #include "hybridgen/error.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
@@ -56,14 +57,18 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
                      spec_.rope_scaling.low_freq_factor, spec_.rope_scaling.high_freq_factor,
                      spec_.rope_scaling.original_max_position, inv_freq_.data());
   places_.resize(static_cast<size_t>(c.n_seqs));
+  plans_.assign(static_cast<size_t>(c.n_seqs), initial_plan(policy_));
   results_.assign(2, std::vector<SeqResult>());
   x_host_.resize(2);
   scratch_.resize(static_cast<size_t>(policy_.host_threads));
-  if (policy_.select == Selection::Pre && policy_.predictor == Predictor::H2O)
-    h2o_acc_.assign(static_cast<size_t>(c.n_seqs) * spec_.n_layers,
-                    std::vector<float>(static_cast<size_t>(spec_.n_kv_heads) * c.ctx, 0.0f));
+  // Post-QKᵀ top-K always (it also serves "every host token"); the policy's Pre-QKᵀ predictor
+  // when the policy starts with Pre-QKᵀ selection, others when a step plan first asks for them.
+  ctx_ = c.ctx;
+  post_ = make_selector(Selection::Post, policy_.predictor, SelectorContext{spec_, policy_, ctx_, n_seqs_});
+  if (policy_.select == Selection::Pre) set_up_predictor(policy_.predictor);
   stats_.resize(static_cast<size_t>(spec_.n_layers));
-  layer_start_.resize(static_cast<size_t>(spec_.n_layers));
+  marks_.resize(static_cast<size_t>(spec_.n_layers));
+  step_timing_.layers.resize(static_cast<size_t>(spec_.n_layers));
 }
 
 HybridAttention::~HybridAttention() {
@@ -89,45 +94,44 @@ nlohmann::json HybridAttention::memory_report() const {
   return j;
 }
 
+void HybridAttention::set_up_predictor(Predictor p) {
+  auto& pre = pre_[static_cast<size_t>(p)];
+  if (pre) return;
+  pre = make_selector(Selection::Pre, p, SelectorContext{spec_, policy_, ctx_, n_seqs_});
+  if (pre->observes()) observers_.push_back(pre.get());
+}
+
 void HybridAttention::reset(int seq) {
   kv_->reset(seq);
-  if (!h2o_acc_.empty())
-    for (int l = 0; l < spec_.n_layers; ++l)
-      std::fill(h2o_acc_[static_cast<size_t>(seq * spec_.n_layers + l)].begin(),
-                h2o_acc_[static_cast<size_t>(seq * spec_.n_layers + l)].end(), 0.0f);
+  for (Selector* s : {post_.get(), pre_[0].get(), pre_[1].get(), pre_[2].get()})
+    if (s) s->reset(seq);
 }
 
-int HybridAttention::effective_k(int64_t n_host) const {
-  if (policy_.select == Selection::All || policy_.K < 0 || policy_.K >= n_host) return static_cast<int>(n_host);
-  return policy_.K;
+int HybridAttention::effective_k(const StepPlan& plan, int64_t n_host) {
+  if (plan.select == Selection::All || plan.K < 0 || plan.K >= n_host) return static_cast<int>(n_host);
+  return plan.K;
 }
 
-void HybridAttention::begin_step(const std::vector<TokenRow>& rows, bool prefill) {
+void HybridAttention::begin_step(const std::vector<TokenRow>& rows, bool prefill, std::span<const StepPlan> plans) {
   prefill_ = prefill;
+  if (plans.size() != plans_.size())
+    throw Error("hybrid attention: " + std::to_string(plans.size()) + " step plans for a batch of " +
+                std::to_string(plans_.size()));
+  std::copy(plans.begin(), plans.end(), plans_.begin());
+  for (const StepPlan& plan : plans_)
+    if (plan.select == Selection::Pre) set_up_predictor(plan.predictor);  // no host job runs now
   for (size_t i = 0; i < rows.size(); ++i) {
     if (i + 1 < rows.size() && rows[i + 1].seq == rows[i].seq) continue;  // last row of a sequence
     const int seq = rows[i].seq;
-    if (!h2o_acc_.empty()) {
-      // Tokens entering the host store start with the largest accumulated score so far: they
-      // were in the window (attended on the device) and H2O would still keep them for now.
-      const int64_t before = kv_->host(seq).n_tokens();
-      kv_->make_room(seq, rows[i].pos + 1, places_[static_cast<size_t>(seq)]);
-      const int64_t after = kv_->host(seq).n_tokens();
-      for (int l = 0; l < spec_.n_layers && after > before; ++l) {
-        auto& acc = h2o_acc_[static_cast<size_t>(seq * spec_.n_layers + l)];
-        for (int g = 0; g < spec_.n_kv_heads; ++g) {
-          float* a = acc.data() + static_cast<size_t>(g) * (acc.size() / spec_.n_kv_heads);
-          const float top = before > 0 ? *std::max_element(a, a + before) : 1.0f;
-          std::fill(a + before, a + after, top);
-        }
-      }
-    } else {
-      kv_->make_room(seq, rows[i].pos + 1, places_[static_cast<size_t>(seq)]);
-    }
+    const int64_t before = kv_->host(seq).n_tokens();
+    kv_->make_room(seq, rows[i].pos + 1, places_[static_cast<size_t>(seq)]);
+    const int64_t after = kv_->host(seq).n_tokens();
+    for (Selector* s : observers_) s->on_host_append(seq, before, after);
   }
   const size_t n = rows.size();
   for (auto& r : results_) r.resize(n);
   if (dev_bufs_.size() < n) dev_bufs_.resize(n);
+  if (parts_.size() < n) parts_.resize(n);
 }
 
 void HybridAttention::compute_query(int layer, const float* x, int pos, float* q_out, ThreadPool& pool) {
@@ -147,86 +151,81 @@ void HybridAttention::compute_query(int layer, const float* x, int pos, float* q
                    spec_.rope_layout == RopeLayout::Interleaved, 0, 1);
 }
 
+Selector& HybridAttention::selector_for(const StepPlan& plan, bool all) {
+  if (all || plan.select != Selection::Pre) return *post_;
+  return *pre_[static_cast<size_t>(plan.predictor)];  // set up by begin_step
+}
+
 void HybridAttention::select_and_score(ThreadPool& pool, int layer, int seq, SeqResult& r) {
   const HostStore& host = kv_->host(seq);
-  const HostKvLayout kl = host.k_layout(layer), vl = host.v_layout(layer);
-  const int n_kv = spec_.n_kv_heads, n_heads = spec_.n_heads, hd = spec_.head_dim;
-  r.n_host = host.n_tokens();
-  r.K = effective_k(r.n_host);
+  SelectionRequest req;
+  req.seq = seq;
+  req.layer = layer;
+  req.k = host.k_layout(layer);
+  req.q = r.q.data();
+  req.n_heads = spec_.n_heads;
+  req.scale = scale_;
+  req.n_tokens = r.n_host = host.n_tokens();
+  req.K = r.K = effective_k(plans_[static_cast<size_t>(seq)], r.n_host);
   const int K = r.K;
-  r.idx.resize(static_cast<size_t>(n_kv) * K);
-  r.logits.resize(static_cast<size_t>(n_heads) * K);
-  r.v.resize(static_cast<size_t>(n_kv) * K * hd);
+  r.idx.resize(static_cast<size_t>(spec_.n_kv_heads) * K);
+  r.logits.resize(static_cast<size_t>(spec_.n_heads) * K);
+  r.v.resize(static_cast<size_t>(spec_.n_kv_heads) * K * spec_.head_dim);
   const bool all = K == r.n_host;
-  const bool post = policy_.select == Selection::Post || all;
-  pool.parallel_for(n_kv, [&](int64_t gb, int64_t ge, int t) {
-    Scratch& s = scratch_[static_cast<size_t>(t)];
+  Selector& selector = selector_for(plans_[static_cast<size_t>(seq)], all);
+  // every host token with --merge lse: the partial attention streams the store, nothing to gather
+  const bool gather = !(all && policy_.merge == MergeMode::Lse);
+  const bool observe = K > 0 && !observers_.empty();
+  if (observe) r.p.resize(static_cast<size_t>(spec_.n_heads) * K);
+  const HostKvLayout vl = host.v_layout(layer);
+  pool.parallel_for(spec_.n_kv_heads, [&](int64_t gb, int64_t ge, int t) {
     const int g0 = static_cast<int>(gb), g1 = static_cast<int>(ge);
-    const int group = n_heads / n_kv;
-    if (post) {
-      // Post-QKᵀ: logits of every host token, then top-K per kv-head
-      s.all_logits.resize(static_cast<size_t>(n_heads) * r.n_host);
-      host_logits(kl, r.q.data(), n_heads, scale_, g0, g1, 0, r.n_host, s.all_logits.data(), r.n_host);
-      if (all) {
-        for (int g = g0; g < g1; ++g)
-          for (int j = 0; j < K; ++j) r.idx[static_cast<size_t>(g * K + j)] = j;
-      } else {
-        select_top_k(s.all_logits.data(), r.n_host, n_heads, n_kv, r.n_host, K, g0, g1, r.idx.data(), s.scores, s.order);
-      }
-      for (int h = g0 * group; h < g1 * group; ++h)
-        for (int j = 0; j < K; ++j)
-          r.logits[static_cast<size_t>(h * K + j)] =
-              s.all_logits[static_cast<size_t>(h * r.n_host + r.idx[static_cast<size_t>((h / group) * K + j)])];
-    } else {
-      // Pre-QKᵀ: predict K tokens, then logits of those only
-      if (policy_.predictor == Predictor::Recent) {
-        for (int g = g0; g < g1; ++g)
-          for (int j = 0; j < K; ++j) r.idx[static_cast<size_t>(g * K + j)] = static_cast<int32_t>(r.n_host - K + j);
-      } else if (policy_.predictor == Predictor::H2O) {
-        const auto& acc = h2o_acc_[static_cast<size_t>(seq * spec_.n_layers + layer)];
-        predict_h2o(acc.data(), static_cast<int64_t>(acc.size() / n_kv), n_kv, r.n_host, K, g0, g1, r.idx.data(),
-                    s.scores, s.order);
-      } else {
-        predict_partial(kl, r.q.data(), n_heads, policy_.partial_dims, r.n_host, K, g0, g1, r.idx.data(), s.scores,
-                        s.order, s.dims);
-      }
-      host_logits_selected(kl, r.q.data(), n_heads, scale_, r.idx.data(), K, g0, g1, r.logits.data());
-    }
-    if (!h2o_acc_.empty() && K > 0) {
-      // H2O: accumulate each selected token's attention mass (softmax over the selection, summed
-      // over the group's heads)
-      auto& acc = h2o_acc_[static_cast<size_t>(seq * spec_.n_layers + layer)];
-      const size_t ld = acc.size() / static_cast<size_t>(n_kv);
-      s.p.resize(static_cast<size_t>(K));
-      for (int h = g0 * group; h < g1 * group; ++h) {
-        const float* lh = r.logits.data() + static_cast<size_t>(h) * K;
-        const float m = *std::max_element(lh, lh + K);
-        float sum = 0;
-        for (int j = 0; j < K; ++j) sum += (s.p[static_cast<size_t>(j)] = std::exp(lh[j] - m));
-        const int g = h / group;
-        for (int j = 0; j < K; ++j) acc[g * ld + static_cast<size_t>(r.idx[static_cast<size_t>(g * K + j)])] += s.p[static_cast<size_t>(j)] / sum;
-      }
-    }
-    if (policy_.merge == MergeMode::Logits) gather_v_rows(vl, r.idx.data(), K, g0, g1, r.v.data());
+    SelectorScratch& scratch = scratch_[static_cast<size_t>(t)];
+    selector.select(req, g0, g1, {r.idx.data(), r.logits.data()}, scratch);
+    if (observe) observe_selection(seq, layer, r, g0, g1);
+    if (gather) gather_v_rows(vl, r.idx.data(), K, g0, g1, r.v.data());
   });
-  if (policy_.merge == MergeMode::Lse) {
-    r.out.resize(static_cast<size_t>(n_heads) * hd);
-    r.lse.resize(static_cast<size_t>(n_heads));
-    if (all) {
-      pool.parallel_for(n_heads, [&](int64_t hb, int64_t he, int t) {
-        prefix_attention(kl, vl, r.q.data(), n_heads, scale_, r.n_host, static_cast<int>(hb), static_cast<int>(he),
-                         r.out.data(), r.lse.data(), scratch_[static_cast<size_t>(t)].scores);
-      });
-    } else {
-      pool.parallel_for(n_kv, [&](int64_t gb, int64_t ge, int) {
-        gather_v_rows(vl, r.idx.data(), K, static_cast<int>(gb), static_cast<int>(ge), r.v.data());
-      });
-      pool.parallel_for(n_heads, [&](int64_t hb, int64_t he, int t) {
-        partial_attention(r.logits.data(), r.v.data(), n_heads, n_kv, K, hd, static_cast<int>(hb), static_cast<int>(he),
-                          r.out.data(), r.lse.data(), scratch_[static_cast<size_t>(t)].p);
-      });
-    }
+  if (policy_.merge == MergeMode::Lse) host_partial(pool, layer, seq, r);
+}
+
+void HybridAttention::observe_selection(int seq, int layer, SeqResult& r, int g_begin, int g_end) {
+  // The selection's attention probabilities: a softmax over the selected logits of each head.
+  const int group = spec_.n_heads / spec_.n_kv_heads, K = r.K;
+  for (int h = g_begin * group; h < g_end * group; ++h) {
+    const float* lh = r.logits.data() + static_cast<size_t>(h) * K;
+    float* ph = r.p.data() + static_cast<size_t>(h) * K;
+    const float m = *std::max_element(lh, lh + K);
+    float sum = 0;
+    for (int j = 0; j < K; ++j) sum += (ph[j] = std::exp(lh[j] - m));
+    for (int j = 0; j < K; ++j) ph[j] /= sum;
   }
+  ObservedAttention o;
+  o.seq = seq;
+  o.layer = layer;
+  o.space = TokenSpace::Host;
+  o.n_heads = spec_.n_heads;
+  o.n_kv_heads = spec_.n_kv_heads;
+  o.count = K;
+  o.tokens = r.idx.data();
+  o.p = r.p.data();
+  for (Selector* s : observers_) s->observe(o, g_begin, g_end);
+}
+
+void HybridAttention::host_partial(ThreadPool& pool, int layer, int seq, SeqResult& r) {
+  // --merge lse: the host's own softmax-weighted V sum and log-sum-exp per head
+  const HostStore& host = kv_->host(seq);
+  r.out.resize(static_cast<size_t>(spec_.q_dim()));
+  r.lse.resize(static_cast<size_t>(spec_.n_heads));
+  pool.parallel_for(spec_.n_heads, [&](int64_t hb, int64_t he, int t) {
+    if (r.K == r.n_host)  // every host token: no gathered rows, stream the store
+      prefix_attention(host.k_layout(layer), host.v_layout(layer), r.q.data(), spec_.n_heads, scale_, r.n_host,
+                       static_cast<int>(hb), static_cast<int>(he), r.out.data(), r.lse.data(),
+                       scratch_[static_cast<size_t>(t)].scores);
+    else
+      partial_attention(r.logits.data(), r.v.data(), spec_.n_heads, spec_.n_kv_heads, r.K, spec_.head_dim,
+                        static_cast<int>(hb), static_cast<int>(he), r.out.data(), r.lse.data(),
+                        scratch_[static_cast<size_t>(t)].p);
+  });
 }
 
 void HybridAttention::decode_job(ThreadPool& pool, int layer, const float* x_host, const float* q_host,
@@ -249,10 +248,8 @@ void HybridAttention::submit_decode_job(int layer, const float* x_host, const fl
 }
 
 void HybridAttention::layer_input(int layer, const float* x, const std::vector<TokenRow>& rows) {
-  const double now = now_seconds();
-  layer_start_[static_cast<size_t>(layer)] = now;
-  if (layer > 0 && !prefill_) stats_[static_cast<size_t>(layer - 1)].t_layer += now - layer_start_[static_cast<size_t>(layer - 1)];
   if (prefill_) return;
+  marks_[static_cast<size_t>(layer)].start = device_.timing_mark(false);
   // Speculation: the host predicts layer+1 from this layer's input while the device runs this
   // layer. Layer 0's own input is x itself, so its host part is exact and starts now too.
   const bool next = layer + 1 < spec_.n_layers && speculates(layer + 1);
@@ -266,10 +263,10 @@ void HybridAttention::layer_input(int layer, const float* x, const std::vector<T
   if (next) submit_decode_job(layer + 1, xh.data(), nullptr, rows);
 }
 
-void HybridAttention::refine(int layer, const float* q_host, const std::vector<TokenRow>& rows) {
+double HybridAttention::refine(int layer, const float* q_host, const std::vector<TokenRow>& rows) {
   // Selected with q̃; now recompute the selected tokens' logits with the true q (cost K·head_dim).
   auto& results = results_[static_cast<size_t>(layer % 2)];
-  stage_->run(spec_.n_layers, [&](ThreadPool& pool) {
+  return stage_->run(spec_.n_layers, [&](ThreadPool& pool) {
     for (size_t i = 0; i < rows.size(); ++i) {
       SeqResult& r = results[i];
       // How close the speculation was: cos(q̃, q) per head (reported by --stats).
@@ -293,17 +290,7 @@ void HybridAttention::refine(int layer, const float* q_host, const std::vector<T
         host_logits_selected(kl, r.q.data(), spec_.n_heads, scale_, r.idx.data(), r.K, static_cast<int>(gb),
                              static_cast<int>(ge), r.logits.data());
       });
-      if (policy_.merge == MergeMode::Lse)
-        pool.parallel_for(spec_.n_heads, [&](int64_t hb, int64_t he, int t) {
-          if (r.K == r.n_host)  // every host token: no gathered rows, stream the store
-            prefix_attention(kl, host.v_layout(layer), r.q.data(), spec_.n_heads, scale_, r.n_host,
-                             static_cast<int>(hb), static_cast<int>(he), r.out.data(), r.lse.data(),
-                             scratch_[static_cast<size_t>(t)].scores);
-          else
-            partial_attention(r.logits.data(), r.v.data(), spec_.n_heads, spec_.n_kv_heads, r.K, spec_.head_dim,
-                              static_cast<int>(hb), static_cast<int>(he), r.out.data(), r.lse.data(),
-                              scratch_[static_cast<size_t>(t)].p);
-        });
+      if (policy_.merge == MergeMode::Lse) host_partial(pool, layer, rows[i].seq, r);
     }
   });
 }
@@ -348,14 +335,18 @@ HybridAttention::DeviceSeqBuffers& HybridAttention::device_buffers(int row, size
 void HybridAttention::ship_and_merge(int layer, const float* q, const std::vector<TokenRow>& rows, float* out,
                                      bool prefill) {
   LayerStats& st = stats_[static_cast<size_t>(layer)];
+  LayerStepTiming& lt = step_timing_.layers[static_cast<size_t>(layer)];
   auto& results = results_[static_cast<size_t>(layer % 2)];
   const int n = static_cast<int>(rows.size());
   const int rows_per_call = prefill ? n : 1;
+  // Every row's host part crosses first (one timed transfer per layer), then the device merges.
+  LayerMarks& marks = marks_[static_cast<size_t>(layer)];
+  if (!prefill) marks.tx_begin = device_.timing_mark(false);
+  int64_t bytes = 0;
   for (int i = 0; i < n; i += rows_per_call) {
-    const TokenRow& row = rows[static_cast<size_t>(i)];
     SeqResult& r = results[static_cast<size_t>(prefill ? 0 : i)];
-    HostPart part;
-    const double t0 = now_seconds();
+    HostPart& part = parts_[static_cast<size_t>(i)];
+    part = HostPart{};
     if (prefill || policy_.merge == MergeMode::Lse) {
       const size_t outs = static_cast<size_t>(rows_per_call) * spec_.q_dim();
       DeviceSeqBuffers& b = device_buffers(i, outs);
@@ -364,7 +355,7 @@ void HybridAttention::ship_and_merge(int layer, const float* q, const std::vecto
       part.kind = HostPart::Kind::Partial;
       part.out = b.out;
       part.lse = b.lse;
-      st.bytes_h2d += static_cast<int64_t>(sizeof(float) * (outs + static_cast<size_t>(rows_per_call) * spec_.n_heads));
+      bytes += static_cast<int64_t>(sizeof(float) * (outs + static_cast<size_t>(rows_per_call) * spec_.n_heads));
     } else if (r.K > 0) {
       const size_t nv = static_cast<size_t>(spec_.n_kv_heads) * r.K * spec_.head_dim;
       const size_t nl = static_cast<size_t>(spec_.n_heads) * r.K;
@@ -375,16 +366,23 @@ void HybridAttention::ship_and_merge(int layer, const float* q, const std::vecto
       part.K = r.K;
       part.logits = b.logits;
       part.v = b.v;
-      st.bytes_h2d += static_cast<int64_t>(sizeof(float) * (nl + nv));
+      bytes += static_cast<int64_t>(sizeof(float) * (nl + nv));
     }
     if (!prefill) {
-      st.t_tx += now_seconds() - t0;
       st.selected += static_cast<int64_t>(r.K) * spec_.n_kv_heads;
       st.host_tokens += r.n_host * spec_.n_kv_heads;
     }
+  }
+  st.bytes_h2d += bytes;
+  if (!prefill) {
+    marks.tx_end = device_.timing_mark(false);
+    lt.bytes_h2d = bytes;
+  }
+  for (int i = 0; i < n; i += rows_per_call) {
+    const TokenRow& row = rows[static_cast<size_t>(i)];
     device_.hybrid_attention(q + static_cast<int64_t>(i) * spec_.q_dim(), rows_per_call, spec_.n_heads,
-                             kv_->window(row.seq, layer), kv_->span(row.seq), row.pos, part, scale_,
-                             out + static_cast<int64_t>(i) * spec_.q_dim());
+                             kv_->window(row.seq, layer), kv_->span(row.seq), row.pos, parts_[static_cast<size_t>(i)],
+                             scale_, out + static_cast<int64_t>(i) * spec_.q_dim());
   }
 }
 
@@ -422,19 +420,35 @@ void HybridAttention::attend(int layer, const float* q, const float* k, const fl
   if (prefill_) {
     prefill_host_part(layer, rows);
   } else {
+    LayerStepTiming& lt = step_timing_.layers[static_cast<size_t>(layer)];
     if (!speculates(layer)) submit_decode_job(layer, nullptr, q_host_.data(), rows);
-    st.t_host += stage_->wait(layer);
-    if (policy_.query == QuerySource::Refine && speculates(layer)) refine(layer, q_host_.data(), rows);
+    lt.t_host = stage_->wait(layer);
+    if (policy_.query == QuerySource::Refine && speculates(layer)) lt.t_host += refine(layer, q_host_.data(), rows);
+    lt.t_wait = now_seconds() - t_wait0;
+    st.t_host += lt.t_host;
+    st.t_wait += lt.t_wait;
   }
-  if (!prefill_) st.t_wait += now_seconds() - t_wait0;
   ship_and_merge(layer, q, rows, out, prefill_);
   if (!prefill_) st.steps += 1;
 }
 
 void HybridAttention::end_step(const std::vector<TokenRow>& rows) {
   if (!prefill_) {
-    const size_t last = static_cast<size_t>(spec_.n_layers - 1);
-    stats_[last].t_layer += now_seconds() - layer_start_[last];
+    // This step's figures per layer, from the device's timing marks (one wait, at the step's end).
+    const int end = device_.timing_mark(false);
+    const auto ms = [&](int a, int b) { return a < 0 || b < 0 ? 0.0 : std::max(0.0, device_.timing_elapsed_ms(a, b)); };
+    for (int l = 0; l < spec_.n_layers; ++l) {
+      const LayerMarks& m = marks_[static_cast<size_t>(l)];
+      const int next = l + 1 < spec_.n_layers ? marks_[static_cast<size_t>(l + 1)].start : end;
+      LayerStepTiming& lt = step_timing_.layers[static_cast<size_t>(l)];
+      const double span = ms(m.start, next) * 1e-3;
+      lt.t_tx = ms(m.tx_begin, m.tx_end) * 1e-3;
+      lt.t_dev = std::max(0.0, span - lt.t_wait - lt.t_tx);
+      LayerStats& st = stats_[static_cast<size_t>(l)];
+      st.t_layer += span;
+      st.t_tx += lt.t_tx;
+    }
+    ++step_timing_.step;
   }
   for (size_t i = 0; i < rows.size(); ++i)
     if (i + 1 == rows.size() || rows[i + 1].seq != rows[i].seq) kv_->commit(rows[i].seq, rows[i].pos + 1);

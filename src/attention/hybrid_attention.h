@@ -3,11 +3,13 @@
 // layer's input, with their own copies of Wq and the norm), select the important ones, and ship
 // their logits and V rows (or a partial result + LSE) for the device to merge.
 #pragma once
+#include <array>
 #include <memory>
 #include <vector>
 
 #include "attention/host_stage.h"
 #include "attention/layer_attention.h"
+#include "attention/selectors/selector.h"
 #include "kv/hybrid_kv.h"
 #include "mem/placement.h"
 #include "mem/topology.h"
@@ -21,12 +23,13 @@ class HybridAttention final : public LayerAttention {
 
   int length(int seq) const override { return kv_->length(seq); }
   void reset(int seq) override;
-  void begin_step(const std::vector<TokenRow>& rows, bool prefill) override;
+  void begin_step(const std::vector<TokenRow>& rows, bool prefill, std::span<const StepPlan> plans) override;
   void layer_input(int layer, const float* x, const std::vector<TokenRow>& rows) override;
   void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
               float* out) override;
   void end_step(const std::vector<TokenRow>& rows) override;
   std::vector<LayerStats>* layer_stats() override { return &stats_; }
+  const StepTiming* last_step_timing() const override { return step_timing_.step >= 0 ? &step_timing_ : nullptr; }
   std::string describe() const override;
   nlohmann::json memory_report() const override;
 
@@ -44,10 +47,7 @@ class HybridAttention final : public LayerAttention {
     std::vector<float> out;      // [rows][n_heads][head_dim] (LSE merge)
     std::vector<float> lse;      // [rows][n_heads]
     std::vector<float> q;        // [n_heads][head_dim] the query the host used
-  };
-  struct Scratch {               // per host thread
-    std::vector<float> scores, all_logits, p;
-    std::vector<int32_t> order, dims;
+    std::vector<float> p;        // [n_heads][K] the selection's probabilities (observing selectors)
   };
   struct HostLayer {             // the host's own copies for q̃ = RoPE(Wq · norm(x) + bq)
     TensorView wq;
@@ -61,13 +61,19 @@ class HybridAttention final : public LayerAttention {
     size_t capacity = 0;         // floats each buffer holds
   };
 
-  int effective_k(int64_t n_host) const;
+  static int effective_k(const StepPlan& plan, int64_t n_host);
   // Whether layer L's host part is computed ahead from the previous layer's input.
   bool speculates(int layer) const { return policy_.query != QuerySource::Exact && layer >= policy_.exact_layers; }
   void submit_decode_job(int layer, const float* x_host, const float* q_host, const std::vector<TokenRow>& rows);
   void decode_job(ThreadPool& pool, int layer, const float* x_host, const float* q_host, const std::vector<TokenRow>& rows);
+  // The host part of one sequence's layer: the plan's selector picks K tokens per kv-head and
+  // scores them; observing selectors see the probabilities; V rows or a partial result follow.
   void select_and_score(ThreadPool& pool, int layer, int seq, SeqResult& r);
-  void refine(int layer, const float* q_host, const std::vector<TokenRow>& rows);
+  Selector& selector_for(const StepPlan& plan, bool all);
+  void set_up_predictor(Predictor p);
+  void observe_selection(int seq, int layer, SeqResult& r, int g_begin, int g_end);
+  void host_partial(ThreadPool& pool, int layer, int seq, SeqResult& r);
+  double refine(int layer, const float* q_host, const std::vector<TokenRow>& rows);  // host seconds
   void prefill_host_part(int layer, const std::vector<TokenRow>& rows);
   void ship_and_merge(int layer, const float* q, const std::vector<TokenRow>& rows, float* out, bool prefill);
   void compute_query(int layer, const float* x, int pos, float* q_out, ThreadPool& pool);
@@ -86,17 +92,27 @@ class HybridAttention final : public LayerAttention {
   std::vector<float> query_norm_;  // norm(x) for compute_query [d_model]; host jobs run one at a time
   float scale_;
   int n_seqs_;
+  int ctx_ = 0;
 
   bool prefill_ = false;
   std::vector<std::vector<TokenLocation>> places_;   // per sequence, this step's new positions
+  std::vector<StepPlan> plans_;                      // per sequence, this step's plan
   std::vector<std::vector<SeqResult>> results_;      // [layer % 2][row]
-  std::vector<Scratch> scratch_;                     // per host thread
+  std::vector<SelectorScratch> scratch_;             // per host thread
+  std::unique_ptr<Selector> post_;                   // Post-QKᵀ top-K (and "every host token")
+  std::array<std::unique_ptr<Selector>, 3> pre_;     // Pre-QKᵀ predictors, by Predictor
+  std::vector<Selector*> observers_;                 // the selectors that accumulate scores
   std::vector<std::vector<float>> x_host_;           // [layer % 2]: [rows][d_model]
   std::vector<float> q_host_, k_host_, v_host_;      // [rows][q_dim], [rows][kv_dim] x2
-  std::vector<std::vector<float>> h2o_acc_;          // [seq * n_layers + layer]: [n_kv_heads][ctx]
   std::vector<DeviceSeqBuffers> dev_bufs_;           // per row
+  std::vector<HostPart> parts_;                      // per row: what ship_and_merge gives the device
   std::vector<LayerStats> stats_;
-  std::vector<double> layer_start_;                  // steady-clock seconds
+  // Device timing marks of this step, per layer (Device::timing_mark handles, -1: none).
+  struct LayerMarks {
+    int start = -1, tx_begin = -1, tx_end = -1;
+  };
+  std::vector<LayerMarks> marks_;
+  StepTiming step_timing_;
 };
 
 }  // namespace hg

@@ -4,12 +4,14 @@
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "device/device.h"
 #include "hybridgen/model.h"
 #include "hybridgen/policy.h"
+#include "hybridgen/stats.h"
 #include "mem/placement.h"
 
 namespace hg {
@@ -44,8 +46,10 @@ class LayerAttention {
   virtual ~LayerAttention() = default;
   virtual int length(int seq) const = 0;
   virtual void reset(int seq) = 0;
-  // Places the rows' new positions (eviction happens here, before any layer runs).
-  virtual void begin_step(const std::vector<TokenRow>& rows, bool prefill) = 0;
+  // Places the rows' new positions (eviction happens here, before any layer runs). plans[seq] is
+  // the step's plan of each sequence of the batch (K, selection mode); the stage reads K and the
+  // mode from there at every step, never from its Policy.
+  virtual void begin_step(const std::vector<TokenRow>& rows, bool prefill, std::span<const StepPlan> plans) = 0;
   // The device is about to run `layer` with input x [n, d_model] (device memory).
   virtual void layer_input(int layer, const float* x, const std::vector<TokenRow>& rows) = 0;
   // q: [n, q_dim] after RoPE; k, v: [n, kv_dim]. Stores k and v, writes out [n, q_dim].
@@ -54,6 +58,8 @@ class LayerAttention {
   virtual void end_step(const std::vector<TokenRow>& rows) = 0;
 
   virtual std::vector<LayerStats>* layer_stats() { return nullptr; }
+  // The latest decode step's per-layer T_dev / T_host / T_tx (null when the stage keeps none).
+  virtual const StepTiming* last_step_timing() const { return nullptr; }
   // Where the host KV stores live, checked page by page (JSON; null when there are none).
   virtual nlohmann::json memory_report() const { return nullptr; }
   virtual std::string describe() const = 0;

@@ -3,6 +3,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 
 #include "hybridgen/error.h"
 #include "mem/placement.h"
+#include "sched/knobs.h"
 
 namespace hg::cli {
 
@@ -31,23 +33,35 @@ void add_runtime_options(CLI::App& cmd, RuntimeOptions& o) {
   cmd.add_flag("-v,--verbose", o.verbose, "more log output");
 }
 
+std::string preset_help() {
+  std::string s = "Policies (--policy):\n";
+  const KnobRegistry& knobs = knob_registry();
+  for (const auto& p : preset_table()) {
+    std::string line = "  " + p.name;
+    line.resize(std::max<size_t>(line.size() + 1, 14), ' ');
+    s += line + p.system + ": " + p.summary + "\n";
+    std::string names;
+    for (const Knob* k : knobs.for_preset(p.name)) names += (names.empty() ? "" : " ") + k->flag();
+    if (!names.empty()) s += std::string(14, ' ') + "knobs: " + names + "\n";
+  }
+  return s;
+}
+
 void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list) {
-  cmd.add_option("--policy", o.preset,
-                 preset_list ? "comma list of policies: full, hybrid, hgca, cpu-attn, streaming"
-                             : "attention policy: full, hybrid, hgca, cpu-attn, streaming")
+  std::string names;
+  for (const auto& n : policy_presets()) names += (names.empty() ? "" : ", ") + n;
+  cmd.add_option("--policy", o.preset, preset_list ? "comma list of policies: " + names : "attention policy: " + names)
       ->capture_default_str();
   cmd.add_option("--policy-file", o.file, "YAML file of policy knobs (a `policy:` mapping or the whole file)");
-  cmd.add_option("--window", o.window, "recent tokens kept on the device");
-  cmd.add_option("--sinks", o.sinks, "first tokens kept on the device");
-  cmd.add_option("--k", o.k, "host tokens per kv-head that take part (-1: all)");
-  cmd.add_option("--select", o.select, "host token selection: all|post|pre");
-  cmd.add_option("--predictor", o.predictor, "Pre-QK selection predictor: recent|h2o|partial");
-  cmd.add_option("--partial-dims", o.partial_dims, "query dimensions of the partial predictor");
-  cmd.add_option("--merge", o.merge, "merge of host and device results: logits|lse");
-  cmd.add_option("--query", o.query, "host query source: exact|speculative|refine");
-  cmd.add_option("--host-threads", o.host_threads, "host attention worker threads");
-  cmd.add_option("--exact-layers", o.exact_layers, "first layers that use the exact query when speculating (default 3)");
-  cmd.add_option("--evict-block", o.evict_block, "tokens moved from the device window to the host at once");
+  for (const Knob& k : knob_registry().knobs()) {
+    std::string applies = k.presets.empty() ? "all but full" : "";
+    for (const auto& p : k.presets) applies += (applies.empty() ? "" : ", ") + p;
+    cmd.add_option_function<std::string>(
+           k.flag(), [&o, name = k.name](const std::string& v) { o.knobs.emplace_back(name, v); },
+           k.help + " (" + k.range + "; " + applies + ")")
+        ->type_name(k.type)
+        ->group("Policy knobs");
+  }
   cmd.add_option("--kv-placement", o.kv_placement, "host KV placement: semantic|interleave|local")->capture_default_str();
   cmd.add_option("--k-node", o.k_node, "NUMA node of the host keys (auto: the workers' node)")->capture_default_str();
   cmd.add_option("--v-node", o.v_node, "NUMA node of the host values (auto: a CPU-less node if any)")->capture_default_str();
@@ -55,25 +69,14 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list) {
       ->capture_default_str();
   cmd.add_flag("--no-kv-huge-pages", o.no_kv_huge_pages,
                "do not ask for transparent huge pages on the host KV arenas (madvise)");
+  cmd.footer(preset_help());
 }
 
 Policy make_policy(const PolicyOptions& o, const std::string& preset) {
   Policy p = policy_preset(preset);
   if (!o.file.empty()) apply_policy_yaml(p, o.file);
-  if (p.name == "full" && (o.window || o.sinks || o.k || o.select || o.query || o.merge || o.predictor))
-    throw Error("--policy full keeps every token on the device: --window/--sinks/--k/--select/--query/--merge do not apply");
-  if (o.window) p.window = *o.window;
-  if (o.sinks) p.n_sinks = *o.sinks;
-  if (o.k) p.K = *o.k;
-  if (o.host_threads) p.host_threads = *o.host_threads;
-  if (o.partial_dims) p.partial_dims = *o.partial_dims;
-  if (o.evict_block) p.evict_block = *o.evict_block;
-  if (o.exact_layers) p.exact_layers = *o.exact_layers;
-  if (o.select) p.select = parse_selection(*o.select);
-  if (o.predictor) p.predictor = parse_predictor(*o.predictor);
-  if (o.merge) p.merge = parse_merge(*o.merge);
-  if (o.query) p.query = parse_query(*o.query);
-  if (o.k && *o.k < -1) throw Error("--k must be >= 0 (or -1 for all host tokens), got " + std::to_string(*o.k));
+  const KnobRegistry& knobs = knob_registry();
+  for (const auto& [name, value] : o.knobs) knobs.set(p, name, value, "--" + name);
   return p;
 }
 

@@ -27,8 +27,8 @@ struct ModelOptions {
 struct PolicyOptions {
   std::string preset = "full";
   std::string file;  // --policy-file YAML
-  std::optional<int> window, sinks, k, host_threads, partial_dims, evict_block, exact_layers;
-  std::optional<std::string> select, predictor, merge, query;
+  // --NAME VALUE for each knob of the registry (src/sched/knobs.h), in command-line order
+  std::vector<std::pair<std::string, std::string>> knobs;
   std::string kv_placement = "semantic", k_node = "auto", v_node = "auto", k_dram_budget = "0";
   bool no_kv_huge_pages = false;
 };
@@ -44,7 +44,10 @@ struct RuntimeOptions {
 
 void add_model_options(CLI::App& cmd, ModelOptions& o);
 void add_runtime_options(CLI::App& cmd, RuntimeOptions& o);
+// --policy, --policy-file, one option per registered knob, and the host KV placement options.
 void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list = false);
+// The presets, the system each stands for and the knobs each takes (for --help footers).
+std::string preset_help();
 // The policy the options describe (preset, then YAML, then command-line knobs).
 Policy make_policy(const PolicyOptions& o, const std::string& preset);
 // Copies the policy and placement knobs into engine options.

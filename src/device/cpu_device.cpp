@@ -1,5 +1,7 @@
 // CpuDevice: the Device ops on a CPU thread pool. Memory is host memory, so copies are memcpy
 // and matrices stay zero-copy in the mapped model file; vectors are converted to fp32 once.
+#include <array>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -125,6 +127,21 @@ class CpuDevice final : public Device {
     });
   }
 
+  // The CPU device runs every op before returning, so a mark is the steady clock now, for both
+  // "streams"; a ring of kTimingMarks handles as on the CUDA device.
+  int timing_mark(bool /*copy_stream*/) override {
+    const int handle = timing_next_;
+    timing_[static_cast<size_t>(handle)] = std::chrono::steady_clock::now();
+    timing_next_ = (timing_next_ + 1) % kTimingMarks;
+    return handle;
+  }
+  double timing_elapsed_ms(int begin, int end) override {
+    if (begin < 0 || end < 0 || begin >= kTimingMarks || end >= kTimingMarks) return -1.0;
+    return std::chrono::duration<double, std::milli>(timing_[static_cast<size_t>(end)] -
+                                                     timing_[static_cast<size_t>(begin)])
+        .count();
+  }
+
   void hybrid_attention(const float* q, int n, int n_heads, const KvView& w, const WindowSpan& span, int pos0,
                         const HostPart& host, float scale, float* out) override {
     const size_t need = static_cast<size_t>(span.sink_slots + span.ring_slots + host.K);
@@ -137,8 +154,12 @@ class CpuDevice final : public Device {
   }
 
  private:
+  static constexpr int kTimingMarks = 4096;
+
   ThreadPool pool_;
   std::vector<std::vector<float>> scratch_;  // per-thread attention scores
+  std::array<std::chrono::steady_clock::time_point, kTimingMarks> timing_{};
+  int timing_next_ = 0;
   std::mutex owned_mutex_;
   std::vector<std::vector<float>> owned_;    // fp32 copies of vectors
 };

@@ -91,7 +91,8 @@ class Device {
 
   // ---- timing (T_dev / T_tx for the scheduler) ----
   // Records a timestamp behind the work queued so far on the compute stream (copy_stream false)
-  // or the copy stream (true); returns its handle, or -1 on a device without timers (CPU).
+  // or the copy stream (true); returns its handle, or -1 on a device without timers. CUDA: an
+  // event; CPU device: the steady clock (its ops have run when they return).
   // Handles are recycled after a few hundred marks: read a duration soon after marking it.
   virtual int timing_mark(bool /*copy_stream*/) { return -1; }
   // Milliseconds from mark `begin` to mark `end` (waits for both); -1 when unsupported.

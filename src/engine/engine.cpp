@@ -28,6 +28,7 @@ struct Engine::Impl {
   std::unique_ptr<DeviceWeights> weights;
   std::unique_ptr<LayerAttention> attn;
   std::unique_ptr<Scratch> scratch;
+  std::vector<StepPlan> plans;  // [batch]: the plan of each sequence's next steps
   RunStats stats;
 
   Impl(const Model& m, const EngineOptions& o) : model(m), options(o) {}
@@ -64,6 +65,7 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
     impl_->attn = make_full_attention(ac);
   }
   impl_->scratch = std::make_unique<Scratch>(*impl_->device, spec, std::max(o.ubatch, o.batch));
+  impl_->plans.assign(static_cast<size_t>(o.batch), initial_plan(o.policy));
 }
 
 Engine::~Engine() = default;
@@ -74,7 +76,18 @@ Device& Engine::device() { return *impl_->device; }
 int Engine::vocab_size() const { return impl_->model.spec.vocab_size; }
 RunStats& Engine::stats() { return impl_->stats; }
 int Engine::position(int seq) const { return impl_->attn->length(seq); }
-void Engine::reset(int seq) { impl_->attn->reset(seq); }
+void Engine::reset(int seq) {
+  impl_->attn->reset(seq);
+  impl_->plans.at(static_cast<size_t>(seq)) = initial_plan(impl_->options.policy);
+}
+void Engine::set_step_plan(int seq, const StepPlan& plan) {
+  if (seq < 0 || seq >= impl_->options.batch)
+    throw Error("sequence " + std::to_string(seq) + " is outside the batch of " + std::to_string(impl_->options.batch));
+  if (plan.K < -1) throw Error("step plan: K must be >= 0 (or -1 for all host tokens), got " + std::to_string(plan.K));
+  impl_->plans[static_cast<size_t>(seq)] = plan;
+}
+const StepPlan& Engine::step_plan(int seq) const { return impl_->plans.at(static_cast<size_t>(seq)); }
+const StepTiming* Engine::last_step_timing() const { return impl_->attn->last_step_timing(); }
 LayerAttention& Engine::attention() { return *impl_->attn; }
 std::string Engine::describe_attention() const { return impl_->attn->describe(); }
 std::vector<LayerStats> Engine::layer_stats() const {
@@ -103,7 +116,7 @@ void Engine::prefill(int seq, std::span<const int32_t> tokens, float* logits_las
     for (size_t i = begin; i < end; ++i) rows.push_back({seq, start + static_cast<int>(i), tokens[i]});
     const bool last_chunk = end == tokens.size();
     float* out_all = logits_all ? logits_all + begin * static_cast<size_t>(vocab) : nullptr;
-    im.attn->begin_step(rows, /*prefill=*/true);
+    im.attn->begin_step(rows, /*prefill=*/true, im.plans);
     forward(*im.device, im.model.spec, *im.weights, *im.attn, *im.scratch, rows, out_all,
             last_chunk ? logits_last : nullptr);
     im.attn->end_step(rows);
@@ -125,7 +138,7 @@ void Engine::decode(std::span<const int> seqs, std::span<const int32_t> tokens, 
                   std::to_string(im.options.ctx) + " tokens");
     rows.push_back({seqs[i], pos, tokens[i]});
   }
-  im.attn->begin_step(rows, /*prefill=*/false);
+  im.attn->begin_step(rows, /*prefill=*/false, im.plans);
   forward(*im.device, im.model.spec, *im.weights, *im.attn, *im.scratch, rows, logits, nullptr);
   im.attn->end_step(rows);
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

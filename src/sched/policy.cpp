@@ -7,38 +7,34 @@
 #include <sstream>
 
 #include "hybridgen/error.h"
+#include "sched/knobs.h"
 
 namespace hg {
 
-namespace {
-template <typename T>
-T parse_enum(const std::string& flag, const std::string& s, std::initializer_list<std::pair<const char*, T>> values) {
-  std::string names;
-  for (const auto& [name, v] : values) {
-    if (s == name) return v;
-    names += (names.empty() ? "" : ", ") + std::string(name);
-  }
-  throw Error(flag + ": '" + s + "' is not one of " + names);
-}
-}  // namespace
-
-Selection parse_selection(const std::string& s) {
-  return parse_enum<Selection>("--select", s, {{"all", Selection::All}, {"post", Selection::Post}, {"pre", Selection::Pre}});
-}
-Predictor parse_predictor(const std::string& s) {
-  return parse_enum<Predictor>("--predictor", s,
-                               {{"recent", Predictor::Recent}, {"h2o", Predictor::H2O}, {"partial", Predictor::Partial}});
-}
-MergeMode parse_merge(const std::string& s) {
-  return parse_enum<MergeMode>("--merge", s, {{"logits", MergeMode::Logits}, {"lse", MergeMode::Lse}});
-}
-QuerySource parse_query(const std::string& s) {
-  return parse_enum<QuerySource>("--query", s,
-                                 {{"exact", QuerySource::Exact}, {"speculative", QuerySource::Speculative},
-                                  {"refine", QuerySource::Refine}});
+const std::vector<PresetInfo>& preset_table() {
+  static const std::vector<PresetInfo> table = {
+      {"full", "all on device (oracle)", "every token's K and V on the device"},
+      {"cpu-attn", "MoE-Lightning (attention on the CPU)", "all attention on the host CPU over host KV, exact"},
+      {"hybrid", "HybridGen", "device window + sinks; host top-K of the next layer's logits from this layer's input"},
+      {"hgca", "HGCA", "device window + exact host attention over the rest, log-sum-exp merge"},
+      {"streaming", "StreamingLLM", "sinks + recent window on the device; older tokens dropped"},
+  };
+  return table;
 }
 
-std::vector<std::string> policy_presets() { return {"full", "hybrid", "hgca", "cpu-attn", "streaming"}; }
+std::vector<std::string> policy_presets() {
+  std::vector<std::string> names;
+  for (const auto& p : preset_table()) names.push_back(p.name);
+  return names;
+}
+
+StepPlan initial_plan(const Policy& p) {
+  StepPlan plan;
+  plan.K = p.K;
+  plan.select = p.select;
+  plan.predictor = p.predictor;
+  return plan;
+}
 
 Policy policy_preset(const std::string& name) {
   Policy p;
@@ -82,40 +78,28 @@ void apply_policy_yaml(Policy& p, const std::string& path) {
   }
   YAML::Node node = root["policy"] ? root["policy"] : root;
   if (!node.IsMap()) throw Error(path + ": expected a mapping of policy knobs");
+  const KnobRegistry& knobs = knob_registry();
   for (const auto& kv : node) {
     const std::string key = kv.first.as<std::string>();
     const YAML::Node& v = kv.second;
-    try {
-      if (key == "preset" || key == "name") {
-        const Policy base = policy_preset(v.as<std::string>());
-        p = base;
-      } else if (key == "window") p.window = v.as<int>();
-      else if (key == "sinks") p.n_sinks = v.as<int>();
-      else if (key == "k") p.K = v.as<int>();
-      else if (key == "select") p.select = parse_selection(v.as<std::string>());
-      else if (key == "predictor") p.predictor = parse_predictor(v.as<std::string>());
-      else if (key == "partial_dims") p.partial_dims = v.as<int>();
-      else if (key == "merge") p.merge = parse_merge(v.as<std::string>());
-      else if (key == "query") p.query = parse_query(v.as<std::string>());
-      else if (key == "host_threads") p.host_threads = v.as<int>();
-      else if (key == "keep_evicted") p.keep_evicted = v.as<bool>();
-      else if (key == "evict_block") p.evict_block = v.as<int>();
-      else if (key == "exact_layers") p.exact_layers = v.as<int>();
-      else throw Error(path + ":" + std::to_string(kv.first.Mark().line + 1) + ": unknown policy knob '" + key + "'");
-    } catch (const YAML::Exception& e) {
-      throw Error(path + ":" + std::to_string(v.Mark().line + 1) + ": knob '" + key + "': " + e.what());
-    }
+    const std::string where = path + ":" + std::to_string(v.Mark().line + 1);
+    if (!v.IsScalar()) throw Error(where + ": knob '" + key + "': expected a single value");
+    if (key == "preset" || key == "name")
+      p = policy_preset(v.as<std::string>());
+    else
+      knobs.set(p, key, v.as<std::string>(), where);
   }
 }
 
 void validate_policy(const Policy& p, int ctx) {
   if (!p.hybrid) return;
-  if (p.window < 0) throw Error("--window must be >= 0, got " + std::to_string(p.window));
-  if (p.n_sinks < 0) throw Error("--sinks must be >= 0, got " + std::to_string(p.n_sinks));
-  if (p.K < -1) throw Error("--k must be >= 0 (or -1 for all host tokens), got " + std::to_string(p.K));
-  if (p.host_threads < 1) throw Error("--host-threads must be >= 1, got " + std::to_string(p.host_threads));
-  if (p.evict_block < 1) throw Error("--evict-block must be >= 1");
-  if (p.exact_layers < 0) throw Error("--exact-layers must be >= 0, got " + std::to_string(p.exact_layers));
+  // Each knob's own range is checked by the knob registry when it is set; a Policy built in code
+  // (tests, sweeps) is checked against the same ranges here.
+  const KnobRegistry& knobs = knob_registry();
+  for (const Knob* k : knobs.for_preset(p.name)) {
+    Policy copy = p;
+    k->parse(copy, k->describe(p));
+  }
   if (ctx > 0 && p.window + p.n_sinks > ctx)
     throw Error("--window " + std::to_string(p.window) + " + --sinks " + std::to_string(p.n_sinks) +
                 " is larger than the context of " + std::to_string(ctx) + " tokens (use --policy full)");
@@ -132,20 +116,21 @@ void validate_policy(const Policy& p, int ctx) {
 }
 
 std::string describe_policy(const Policy& p) {
-  if (!p.hybrid) return p.name + " (all tokens on the device)";
-  static const char* sel[] = {"all", "post", "pre"};
-  static const char* pred[] = {"recent", "h2o", "partial"};
-  static const char* mer[] = {"logits", "lse"};
-  static const char* qry[] = {"exact", "speculative", "refine"};
+  std::string system;
+  for (const auto& info : preset_table())
+    if (info.name == p.name) system = info.system;
   std::ostringstream o;
-  o << p.name << ": window " << p.window << " + " << p.n_sinks << " sinks, "
-    << (p.keep_evicted ? "evicted tokens on the host" : "evicted tokens dropped") << ", select "
-    << sel[static_cast<int>(p.select)];
-  if (p.select == Selection::Pre) o << " (" << pred[static_cast<int>(p.predictor)] << ")";
-  o << ", K " << (p.K < 0 ? std::string("all") : std::to_string(p.K)) << ", merge " << mer[static_cast<int>(p.merge)]
-    << ", query " << qry[static_cast<int>(p.query)];
-  if (p.query != QuerySource::Exact) o << " (exact in layers < " << p.exact_layers << ")";
-  o << ", " << p.host_threads << " host threads";
+  o << p.name;
+  if (!system.empty()) o << " (" << system << ")";
+  const auto knobs = knob_registry().for_preset(p.name);
+  if (!p.hybrid) {
+    o << (p.offload ? ": every token on the host, streamed to the device layer by layer" : ": all tokens on the device");
+  }
+  const char* sep = ": ";
+  for (const Knob* k : knobs) {
+    o << sep << k->name << " " << k->describe(p);
+    sep = ", ";
+  }
   return o.str();
 }
 

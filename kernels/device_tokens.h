@@ -1,0 +1,62 @@
+// What the hybrid attention kernels (CPU twin and CUDA) read: the device-resident tokens of one
+// sequence's layer as a slot table, the host's part, and the arguments of one call. The kernels
+// know nothing of rings, windows or eviction: HybridKv's token map (src/kv/) decides which
+// tokens the device holds, in which cache slots, and writes the table.
+#pragma once
+#include <cstdint>
+
+#include "hybridgen/dtype.h"
+
+namespace hg {
+
+// Device tokens of one sequence's layer, per kv-head, in position order. Row g of the table
+// (row 0 for every kv-head when stride == 0) lists `count` tokens: slot[g * stride + j] is the
+// cache slot (of the [n_kv_heads][capacity][head_dim] K/V caches) holding the j-th one and
+// pos[g * stride + j] its position, increasing in j. A query row at position p attends over the
+// device tokens with pos <= p. Any set of tokens per kv-head can be expressed: a ring with sinks
+// (hybrid, streaming), kept heavy hitters (h2o, keyformer), fetched tokens (infinigen).
+// Both arrays are device memory (host memory on the CPU device).
+struct DeviceTokens {
+  const int32_t* slot = nullptr;
+  const int32_t* pos = nullptr;
+  int count = 0;   // tokens per kv-head
+  int stride = 0;  // elements between kv-heads' rows; 0: one row shared by every kv-head
+  // The first n_lead device tokens (the sinks) precede the host's tokens in the union, the rest
+  // follow them: the union is in position order, as full attention visits it.
+  int n_lead = 0;
+};
+
+// What the host shipped for one sequence's layer (device memory).
+struct HostPart {
+  enum class Kind { None, Logits, Partial };
+  Kind kind = Kind::None;
+  int K = 0;                      // Logits: selected host tokens per kv-head
+  const float* logits = nullptr;  // Logits: [n_heads][K], already scaled, in token order
+  const float* v = nullptr;       // Logits: [n_kv_heads][K][head_dim]
+  const float* out = nullptr;     // Partial: [n_rows][n_heads][head_dim]
+  const float* lse = nullptr;     // Partial: [n_rows][n_heads]
+};
+
+// n query rows at positions pos0 .. pos0+n-1 attend over their visible device tokens merged with
+// the host's part: Logits as one softmax over the union (lead tokens, host tokens, the rest),
+// Partial by log-sum-exp. q, out: [n][n_heads][head_dim]; k_cache, v_cache:
+// [n_kv_heads][capacity][head_dim] in kv_dtype. GQA: query head h reads kv-head h / (n_heads /
+// n_kv_heads). The same struct drives cpu::hybrid_attention_items and cuda::hybrid_attention.
+struct HybridAttentionArgs {
+  const float* q = nullptr;
+  float* out = nullptr;
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  DType kv_dtype = DType::F32;
+  int64_t capacity = 0;
+  int n = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int64_t pos0 = 0;
+  DeviceTokens tokens;
+  HostPart host;
+  float scale = 1.0f;
+};
+
+}  // namespace hg

@@ -1,0 +1,135 @@
+// A Selector decides which host tokens of one sequence's layer take part in attention, and
+// computes their logits: Post-QKᵀ top-K (post_top_k.*), Pre-QKᵀ predictors (recent.*, h2o.*,
+// partial.*). HybridAttention's host stage is a short driver around it (select_and_score):
+//
+//   plan K, mode ──► Selector::select(request, kv-head range) ──► idx [n_kv_heads][K] + logits
+//                    [Selector::observe(probabilities)]          (score-based selectors)
+//                    gather V rows / partial attention            (the driver, by merge mode)
+//
+// A selector owns its state (H2O's accumulated scores), per sequence and layer, sized at
+// construction from SelectorContext; reset(seq) clears one sequence at the start of a request.
+// select and observe run concurrently on the host workers for DISJOINT kv-head ranges of one
+// (sequence, layer), each worker with its own SelectorScratch; state must be indexed by kv-head
+// so that those calls never share memory.
+//
+// Extension points for the policies of issue 10 part 2 (documented here so that they plug in
+// instead of branching in the driver):
+//  - Pruning (h2o, keyformer) decides which tokens the DEVICE keeps: observe() also receives the
+//    device's probabilities over its own tokens (ObservedAttention::space == TokenSpace::Position)
+//    and retain() chooses the tokens a kv-head keeps when its device set exceeds its budget; the
+//    device set is a slot table (kernels/device_tokens.h), so kept tokens need not be a ring.
+//  - Fetching (infinigen) selects host tokens whose K AND V rows go to the device, which then
+//    computes exact logits itself: ships() returns Shipment::KeyValue; the request's q is the
+//    speculative query of the next layer (from this layer's input), as with --query speculative.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hybridgen/model.h"
+#include "hybridgen/policy.h"
+#include "kv/host_store.h"
+
+namespace hg {
+
+// What every selector is built with.
+struct SelectorContext {
+  const ModelSpec& spec;
+  const Policy& policy;  // construction-time knobs only (partial_dims, ...): K and mode come per step
+  int ctx;               // tokens per sequence
+  int n_seqs;
+};
+
+// One sequence's layer at one step.
+struct SelectionRequest {
+  int seq = 0;
+  int layer = 0;
+  HostKvLayout k;           // host keys of this layer: [n_kv_heads][n_tokens][head_dim]
+  const float* q = nullptr; // [n_heads][head_dim]: the exact or speculative query (after RoPE)
+  int n_heads = 0;
+  float scale = 1.0f;       // 1/√head_dim: logits are scale · q·k
+  int64_t n_tokens = 0;     // host tokens of the sequence
+  int K = 0;                // tokens to select per kv-head, 0 <= K <= n_tokens (the driver clamps)
+};
+
+// Where a selector writes; rows of kv-heads outside its range are left alone.
+struct SelectedTokens {
+  int32_t* idx = nullptr;   // [n_kv_heads][K] host token indices, increasing
+  float* logits = nullptr;  // [n_heads][K] scaled logits of the selected tokens, in idx order
+};
+
+// Per-worker scratch, reused across calls so that no step allocates once warm.
+struct SelectorScratch {
+  std::vector<float> scores, all_logits, p, row;
+  std::vector<int32_t> order, dims;
+};
+
+// Indices an observation is expressed in.
+enum class TokenSpace {
+  Host,      // host token indices (HostStore order)
+  Position,  // sequence positions (device tokens: sinks, window, kept heavy hitters)
+};
+
+// Attention probabilities of one step over a set of tokens, for score-based selectors.
+struct ObservedAttention {
+  int seq = 0;
+  int layer = 0;
+  TokenSpace space = TokenSpace::Host;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int count = 0;                 // tokens per kv-head
+  const int32_t* tokens = nullptr;  // [n_kv_heads][count] in `space`
+  const float* p = nullptr;         // [n_heads][count]: softmax probabilities (sum <= 1 per head)
+};
+
+// What the device receives for the selected tokens.
+enum class Shipment {
+  Logits,    // host-computed logits + V rows (or a partial result + LSE with --merge lse)
+  KeyValue,  // K and V rows; the device computes exact logits (InfiniGen's fetch)
+};
+
+class Selector {
+ public:
+  virtual ~Selector() = default;
+  virtual std::string name() const = 0;
+
+  // Post-QKᵀ selectors compute every host logit; Pre-QKᵀ ones only the selected tokens'.
+  virtual bool post_qk() const = 0;
+  virtual Shipment ships() const { return Shipment::Logits; }
+
+  // Chooses K tokens per kv-head for kv-heads [g_begin, g_end): writes out.idx (increasing) and
+  // out.logits. K == n_tokens selects every host token (the driver may skip the call then).
+  virtual void select(const SelectionRequest& r, int g_begin, int g_end, SelectedTokens out,
+                      SelectorScratch& scratch) = 0;
+
+  // Whether observe() wants probabilities (the driver skips computing them otherwise).
+  virtual bool observes() const { return false; }
+  // Probabilities the observed tokens received, kv-heads [g_begin, g_end) (heads of those groups).
+  virtual void observe(const ObservedAttention& /*o*/, int /*g_begin*/, int /*g_end*/) {}
+
+  // The sequence's host store grew from `before` to `after` tokens (eviction or prefill); called
+  // on the device thread before any layer of the step runs.
+  virtual void on_host_append(int /*seq*/, int64_t /*before*/, int64_t /*after*/) {}
+
+  // Pruning policies: kv-head g of (seq, layer) holds `positions` (increasing) on the device and
+  // must keep `keep` of them; appends the positions to keep (increasing) to `kept`. The default
+  // keeps the most recent ones (the ring of StreamingLLM and HybridGen).
+  virtual void retain(int seq, int layer, int g, std::span<const int32_t> positions, int keep,
+                      std::vector<int32_t>& kept) {
+    (void)seq, (void)layer, (void)g;
+    const size_t first = positions.size() > static_cast<size_t>(keep) ? positions.size() - keep : 0;
+    kept.insert(kept.end(), positions.begin() + static_cast<std::ptrdiff_t>(first), positions.end());
+  }
+
+  // A new request on sequence `seq`: forget its state.
+  virtual void reset(int /*seq*/) {}
+};
+
+// The selector a plan's mode names: Post-QKᵀ top-K for Selection::Post and All, otherwise the
+// plan's Pre-QKᵀ predictor. HybridAttention keeps one of each it may need, so a plan can switch
+// modes between steps without losing a predictor's state.
+std::unique_ptr<Selector> make_selector(Selection select, Predictor predictor, const SelectorContext& c);
+
+}  // namespace hg

@@ -1,0 +1,12 @@
+// The K largest scores of a row, shared by the selectors that rank tokens (Post-QKᵀ top-K, H2O,
+// Partial): indices in increasing order; ties go to the more recent token.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace hg {
+
+// out[0..K) = indices of the K largest of scores[0..n), increasing. order: n ints of scratch.
+void top_k_indices(const float* scores, int64_t n, int K, int32_t* out, std::vector<int32_t>& order);
+
+}  // namespace hg

@@ -1,0 +1,186 @@
+#include "sched/knobs.h"
+
+#include <algorithm>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "hybridgen/error.h"
+
+namespace hg {
+
+namespace {
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// YAML files of earlier versions spell the knobs with underscores (partial_dims).
+std::string dashed(std::string s) {
+  std::replace(s.begin(), s.end(), '_', '-');
+  return s;
+}
+
+std::string int_range(int min, int max, const std::vector<std::pair<int, std::string>>& special) {
+  std::string r = max == INT_MAX ? ">= " + std::to_string(min) : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  for (const auto& [v, what] : special) r += " (or " + std::to_string(v) + " for " + what + ")";
+  return r;
+}
+
+std::string float_text(float v) {
+  std::ostringstream o;
+  o.precision(9);  // enough digits that parsing the text gives the same float back
+  o << v;
+  return o.str();
+}
+
+}  // namespace
+
+void throw_bad_knob(const std::string& flag, const std::string& value, const std::string& range) {
+  throw Error(flag + ": '" + value + "' is not " + range);
+}
+
+bool Knob::applies_to(const std::string& preset) const {
+  if (presets.empty()) return preset != "full";
+  return std::find(presets.begin(), presets.end(), preset) != presets.end();
+}
+
+void KnobRegistry::add(Knob knob) {
+  if (find(knob.name)) throw Error("knob registry: knob '" + knob.name + "' is registered twice");
+  if (!knob.parse || !knob.describe) throw Error("knob registry: knob '" + knob.name + "' lacks parse or describe");
+  knobs_.push_back(std::move(knob));
+}
+
+const Knob* KnobRegistry::find(const std::string& name) const {
+  const std::string n = dashed(name);
+  for (const auto& k : knobs_)
+    if (k.name == n) return &k;
+  return nullptr;
+}
+
+void KnobRegistry::set(Policy& p, const std::string& name, const std::string& value, const std::string& where) const {
+  const Knob* k = find(name);
+  if (!k) throw Error(where + ": unknown policy knob '" + name + "'");
+  // On the command line the knob's own messages name it already; elsewhere say where it was set.
+  const auto located = [&](const std::string& message) { return where == k->flag() ? message : where + ": " + message; };
+  if (!k->applies_to(p.name)) {
+    std::vector<std::string> takers = k->presets;
+    if (takers.empty())
+      for (const auto& preset : policy_presets())
+        if (preset != "full") takers.push_back(preset);
+    throw Error(located(k->flag() + " does not apply to --policy " + p.name + " (it applies to " + join(takers) + ")"));
+  }
+  try {
+    k->parse(p, value);
+  } catch (const Error& e) {
+    throw Error(located(e.what()));
+  }
+}
+
+std::vector<const Knob*> KnobRegistry::for_preset(const std::string& preset) const {
+  std::vector<const Knob*> out;
+  for (const auto& k : knobs_)
+    if (k.applies_to(preset)) out.push_back(&k);
+  return out;
+}
+
+Knob int_knob(std::string name, std::string help, int Policy::*field, int min, int max, PresetList presets,
+              std::vector<std::pair<int, std::string>> special) {
+  Knob k;
+  k.name = std::move(name);
+  k.help = std::move(help);
+  k.range = int_range(min, max, special);
+  k.type = "INT";
+  k.presets = std::move(presets);
+  k.parse = [flag = k.flag(), field, min, max, special, range = k.range](Policy& p, const std::string& s) {
+    int v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size()) throw_bad_knob(flag, s, "an integer " + range);
+    const bool allowed = std::any_of(special.begin(), special.end(), [v](const auto& sp) { return sp.first == v; });
+    if (!allowed && (v < min || v > max)) throw Error(flag + " must be " + range + ", got " + s);
+    p.*field = v;
+  };
+  k.describe = [field](const Policy& p) { return std::to_string(p.*field); };
+  return k;
+}
+
+Knob float_knob(std::string name, std::string help, float Policy::*field, float min, float max, PresetList presets) {
+  Knob k;
+  k.name = std::move(name);
+  k.help = std::move(help);
+  k.range = "in [" + float_text(min) + ", " + float_text(max) + "]";
+  k.type = "FLOAT";
+  k.presets = std::move(presets);
+  k.parse = [flag = k.flag(), field, min, max, range = k.range](Policy& p, const std::string& s) {
+    char* end = nullptr;
+    const float v = s.empty() ? NAN : std::strtof(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v)) throw_bad_knob(flag, s, "a number " + range);
+    if (v < min || v > max) throw Error(flag + " must be " + range + ", got " + s);
+    p.*field = v;
+  };
+  k.describe = [field](const Policy& p) { return float_text(p.*field); };
+  return k;
+}
+
+Knob bool_knob(std::string name, std::string help, bool Policy::*field, PresetList presets) {
+  Knob k;
+  k.name = std::move(name);
+  k.help = std::move(help);
+  k.range = "true|false";
+  k.type = "BOOL";
+  k.presets = std::move(presets);
+  k.parse = [flag = k.flag(), field](Policy& p, const std::string& s) {
+    if (s == "true" || s == "1" || s == "yes" || s == "on") p.*field = true;
+    else if (s == "false" || s == "0" || s == "no" || s == "off") p.*field = false;
+    else throw_bad_knob(flag, s, "true|false");
+  };
+  k.describe = [field](const Policy& p) { return std::string(p.*field ? "true" : "false"); };
+  return k;
+}
+
+PresetList split_kv_presets() { return {"hybrid", "hgca", "cpu-attn", "streaming"}; }
+
+void register_policy_knobs(KnobRegistry& r) {
+  const PresetList split = split_kv_presets();
+  r.add(int_knob("window", "recent tokens kept on the device", &Policy::window, 0, INT_MAX, split));
+  r.add(int_knob("sinks", "first tokens kept on the device", &Policy::n_sinks, 0, INT_MAX, split));
+  r.add(bool_knob("keep-evicted", "keep tokens that leave the window on the host (false: drop them)",
+                  &Policy::keep_evicted, split));
+  r.add(int_knob("evict-block", "tokens moved from the device window to the host at once", &Policy::evict_block, 1,
+                 INT_MAX, split));
+  r.add(enum_knob<Selection>("select", "host token selection",
+                             &Policy::select, {{"all", Selection::All}, {"post", Selection::Post}, {"pre", Selection::Pre}},
+                             split));
+  r.add(int_knob("k", "host tokens per kv-head that take part", &Policy::K, 0, INT_MAX, split, {{-1, "all host tokens"}}));
+  r.add(enum_knob<Predictor>("predictor", "Pre-QK selection predictor", &Policy::predictor,
+                             {{"recent", Predictor::Recent}, {"h2o", Predictor::H2O}, {"partial", Predictor::Partial}},
+                             split));
+  r.add(int_knob("partial-dims", "query dimensions of the partial predictor", &Policy::partial_dims, 1, INT_MAX, split));
+  r.add(enum_knob<MergeMode>("merge", "merge of host and device results", &Policy::merge,
+                             {{"logits", MergeMode::Logits}, {"lse", MergeMode::Lse}}, split));
+  r.add(enum_knob<QuerySource>("query", "host query source", &Policy::query,
+                               {{"exact", QuerySource::Exact},
+                                {"speculative", QuerySource::Speculative},
+                                {"refine", QuerySource::Refine}},
+                               split));
+  r.add(int_knob("exact-layers", "first layers that use the exact query when speculating", &Policy::exact_layers, 0,
+                 INT_MAX, split));
+  r.add(int_knob("host-threads", "host attention worker threads", &Policy::host_threads, 1, 4096, split));
+}
+
+const KnobRegistry& knob_registry() {
+  // Built on first use and never changed afterwards: configuration, not mutable state.
+  static const KnobRegistry registry = [] {
+    KnobRegistry r;
+    register_policy_knobs(r);
+    // Other modules' knobs: register_sched_knobs(r), register_pruning_knobs(r), ...
+    return r;
+  }();
+  return registry;
+}
+
+}  // namespace hg

@@ -1,0 +1,249 @@
+// The selectors against a direct reference on small hand-made inputs: Post-QKᵀ top-K (ties go to
+// the more recent token, K = 0, K = every token), Recent, Partial (all dimensions = exact
+// scores; a few dimensions = the reference's partial scores) and the H2O predictor's
+// accumulator, for GQA groups of 1 to 8 query heads per kv-head.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "attention/selectors/h2o_predictor.h"
+#include "attention/selectors/partial.h"
+#include "attention/selectors/post_top_k.h"
+#include "attention/selectors/recent.h"
+
+namespace hg::test {
+namespace {
+
+// Host keys [n_kv_heads][n][head_dim] fp32 in one token block, and queries [n_heads][head_dim].
+struct Inputs {
+  int n_kv = 2, group = 1, hd = 8;
+  int64_t n = 0;
+  std::vector<float> keys, q;
+
+  int n_heads() const { return n_kv * group; }
+  HostKvLayout layout() const {
+    HostKvLayout l;
+    l.dtype = DType::F32;
+    l.n_kv_heads = n_kv;
+    l.head_dim = hd;
+    l.block_tokens = static_cast<int>(std::max<int64_t>(n, 1));
+    l.block_stride = keys.size() * sizeof(float);
+    l.base = reinterpret_cast<const std::byte*>(keys.data());
+    return l;
+  }
+  float key(int g, int64_t t, int d) const { return keys[(static_cast<size_t>(g) * n + t) * hd + d]; }
+  float dot(int h, int64_t t, const std::vector<int>* dims = nullptr) const {
+    const int g = h / group;
+    float s = 0;
+    if (dims)
+      for (int d : *dims) s += q[static_cast<size_t>(h * hd + d)] * key(g, t, d);
+    else
+      for (int d = 0; d < hd; ++d) s += q[static_cast<size_t>(h * hd + d)] * key(g, t, d);
+    return s;
+  }
+};
+
+// Small integers so that dot products are exact and ties are real ties.
+Inputs make_inputs(int group, int64_t n, uint32_t seed, bool with_ties) {
+  Inputs in;
+  in.group = group;
+  in.n = n;
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> v(-3, 3);
+  in.keys.resize(static_cast<size_t>(in.n_kv) * n * in.hd);
+  for (auto& x : in.keys) x = static_cast<float>(v(rng));
+  if (with_ties && n >= 6)
+    for (int g = 0; g < in.n_kv; ++g)  // tokens 1, 3 and 5 share one key: equal scores
+      for (int t : {3, 5})
+        for (int d = 0; d < in.hd; ++d)
+          in.keys[(static_cast<size_t>(g) * n + t) * in.hd + d] = in.key(g, 1, d);
+  in.q.resize(static_cast<size_t>(in.n_heads()) * in.hd);
+  for (auto& x : in.q) x = static_cast<float>(v(rng));
+  return in;
+}
+
+// The K largest of scores, ties to the larger index, returned increasing.
+std::vector<int32_t> reference_top_k(const std::vector<float>& scores, int K) {
+  std::vector<int32_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return scores[static_cast<size_t>(a)] > scores[static_cast<size_t>(b)] ||
+           (scores[static_cast<size_t>(a)] == scores[static_cast<size_t>(b)] && a > b);
+  });
+  order.resize(static_cast<size_t>(K));
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+struct Result {
+  std::vector<int32_t> idx;
+  std::vector<float> logits;
+};
+
+Result run(Selector& s, const Inputs& in, int K, int seq = 0, int layer = 0) {
+  SelectionRequest r;
+  r.seq = seq;
+  r.layer = layer;
+  r.k = in.layout();
+  r.q = in.q.data();
+  r.n_heads = in.n_heads();
+  r.scale = 0.5f;
+  r.n_tokens = in.n;
+  r.K = K;
+  Result out;
+  out.idx.assign(static_cast<size_t>(in.n_kv) * K, -7);
+  out.logits.assign(static_cast<size_t>(in.n_heads()) * K, NAN);
+  SelectorScratch scratch;
+  // kv-heads in two calls, as two host workers would
+  s.select(r, 0, 1, {out.idx.data(), out.logits.data()}, scratch);
+  s.select(r, 1, in.n_kv, {out.idx.data(), out.logits.data()}, scratch);
+  return out;
+}
+
+// Logits of the selection equal 0.5 · q·k of the chosen tokens.
+void expect_logits(const Inputs& in, const Result& r, int K) {
+  for (int h = 0; h < in.n_heads(); ++h)
+    for (int j = 0; j < K; ++j) {
+      const int32_t t = r.idx[static_cast<size_t>((h / in.group) * K + j)];
+      EXPECT_FLOAT_EQ(r.logits[static_cast<size_t>(h * K + j)], 0.5f * in.dot(h, t)) << "head " << h << " j " << j;
+    }
+}
+
+class SelectorGroups : public ::testing::TestWithParam<int> {};
+
+TEST_P(SelectorGroups, PostTopKEqualsReference) {
+  const int group = GetParam();
+  for (const int64_t n : {1, 6, 23}) {
+    const Inputs in = make_inputs(group, n, 7u + static_cast<uint32_t>(group * 31 + n), true);
+    for (int K : {0, 1, 3, static_cast<int>(n) - 1, static_cast<int>(n)}) {
+      if (K < 0 || K > n) continue;
+      PostTopKSelector sel;
+      const Result r = run(sel, in, K);
+      for (int g = 0; g < in.n_kv; ++g) {
+        std::vector<float> score(static_cast<size_t>(n), -INFINITY);
+        for (int h = g * group; h < (g + 1) * group; ++h)
+          for (int64_t t = 0; t < n; ++t) score[static_cast<size_t>(t)] = std::max(score[static_cast<size_t>(t)], in.dot(h, t));
+        const auto want = reference_top_k(score, K);
+        EXPECT_EQ(std::vector<int32_t>(r.idx.begin() + g * K, r.idx.begin() + (g + 1) * K), want)
+            << "group " << group << " n " << n << " K " << K << " kv-head " << g;
+      }
+      expect_logits(in, r, K);
+    }
+  }
+}
+
+TEST_P(SelectorGroups, RecentTakesTheLastTokens) {
+  const Inputs in = make_inputs(GetParam(), 9, 3, false);
+  for (int K : {0, 4, 9}) {
+    RecentSelector sel;
+    const Result r = run(sel, in, K);
+    for (int g = 0; g < in.n_kv; ++g)
+      for (int j = 0; j < K; ++j) EXPECT_EQ(r.idx[static_cast<size_t>(g * K + j)], 9 - K + j);
+    expect_logits(in, r, K);
+  }
+}
+
+TEST_P(SelectorGroups, PartialWithEveryDimensionIsPostTopK) {
+  const Inputs in = make_inputs(GetParam(), 17, 11, true);
+  for (int K : {0, 5, 17}) {
+    PartialSelector partial(in.hd);
+    PostTopKSelector post;
+    const Result a = run(partial, in, K), b = run(post, in, K);
+    EXPECT_EQ(a.idx, b.idx) << "K " << K;
+    expect_logits(in, a, K);
+  }
+}
+
+TEST_P(SelectorGroups, PartialUsesTheDimensionsOfLargestGroupQuery) {
+  const int group = GetParam();
+  Inputs in = make_inputs(group, 12, 5, false);
+  // query magnitude concentrated in dims 2 and 6 for every head
+  for (int h = 0; h < in.n_heads(); ++h)
+    for (int d = 0; d < in.hd; ++d) in.q[static_cast<size_t>(h * in.hd + d)] = (d == 2 ? 9.0f : d == 6 ? -8.0f : 0.25f * (d % 3));
+  const std::vector<int> dims = {2, 6};
+  PartialSelector sel(2);
+  const int K = 4;
+  const Result r = run(sel, in, K);
+  for (int g = 0; g < in.n_kv; ++g) {
+    std::vector<float> score(static_cast<size_t>(in.n), -INFINITY);
+    for (int h = g * group; h < (g + 1) * group; ++h)
+      for (int64_t t = 0; t < in.n; ++t)
+        score[static_cast<size_t>(t)] = std::max(score[static_cast<size_t>(t)], in.dot(h, t, &dims));
+    EXPECT_EQ(std::vector<int32_t>(r.idx.begin() + g * K, r.idx.begin() + (g + 1) * K), reference_top_k(score, K));
+  }
+  expect_logits(in, r, K);
+}
+
+INSTANTIATE_TEST_SUITE_P(Heads, SelectorGroups, ::testing::Values(1, 2, 3, 4, 8));
+
+TEST(H2oPredictor, AccumulatesObservedProbabilitiesPerKvHead) {
+  ModelSpec spec;
+  spec.n_layers = 2;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 2;
+  spec.head_dim = 8;
+  Policy policy = policy_preset("hybrid");
+  const SelectorContext c{spec, policy, 16, 2};
+  H2oPredictor h2o(c);
+  std::vector<float> ref(static_cast<size_t>(2) * 16, 0.0f);  // seq 1, layer 1: [kv-head][ctx]
+
+  // Prefill put 5 tokens on the host: they start at 1 (no score yet).
+  h2o.on_host_append(1, 0, 5);
+  for (int g = 0; g < 2; ++g)
+    for (int t = 0; t < 5; ++t) ref[static_cast<size_t>(g * 16 + t)] = 1.0f;
+  // Two steps observing 2 tokens per kv-head; heads 0,1 belong to kv-head 0, heads 2,3 to 1.
+  const std::vector<std::vector<int32_t>> tokens = {{0, 3, 1, 4}, {2, 3, 0, 1}};
+  const std::vector<std::vector<float>> probs = {{0.5f, 0.25f, 0.125f, 0.75f, 0.25f, 0.5f, 0.5f, 0.5f},
+                                                 {0.375f, 0.125f, 0.5f, 0.25f, 0.0f, 0.75f, 1.0f, 0.0f}};
+  for (size_t step = 0; step < 2; ++step) {
+    ObservedAttention o;
+    o.seq = 1;
+    o.layer = 1;
+    o.n_heads = 4;
+    o.n_kv_heads = 2;
+    o.count = 2;
+    o.tokens = tokens[step].data();
+    o.p = probs[step].data();
+    h2o.observe(o, 0, 1);
+    h2o.observe(o, 1, 2);
+    for (int h = 0; h < 4; ++h)
+      for (int j = 0; j < 2; ++j) {
+        const int g = h / 2;
+        ref[static_cast<size_t>(g * 16 + tokens[step][static_cast<size_t>(g * 2 + j)])] += probs[step][static_cast<size_t>(h * 2 + j)];
+      }
+  }
+  for (int g = 0; g < 2; ++g)
+    for (int t = 0; t < 5; ++t) EXPECT_FLOAT_EQ(h2o.score(1, 1, g, t), ref[static_cast<size_t>(g * 16 + t)]) << g << " " << t;
+  // Other (sequence, layer) pairs are untouched by observations.
+  EXPECT_FLOAT_EQ(h2o.score(1, 0, 0, 0), 1.0f);
+  EXPECT_FLOAT_EQ(h2o.score(0, 1, 0, 0), 0.0f);
+
+  // Tokens evicted now start at the kv-head's best score so far.
+  h2o.on_host_append(1, 5, 7);
+  for (int g = 0; g < 2; ++g) {
+    const float best = *std::max_element(ref.begin() + g * 16, ref.begin() + g * 16 + 5);
+    EXPECT_FLOAT_EQ(h2o.score(1, 1, g, 5), best);
+    EXPECT_FLOAT_EQ(h2o.score(1, 1, g, 6), best);
+    ref[static_cast<size_t>(g * 16 + 5)] = ref[static_cast<size_t>(g * 16 + 6)] = best;
+  }
+
+  // select: the top-K accumulated scores per kv-head
+  Inputs in = make_inputs(2, 7, 13, false);
+  const int K = 3;
+  const Result r = run(h2o, in, K, 1, 1);
+  for (int g = 0; g < 2; ++g) {
+    const std::vector<float> score(ref.begin() + g * 16, ref.begin() + g * 16 + 7);
+    EXPECT_EQ(std::vector<int32_t>(r.idx.begin() + g * K, r.idx.begin() + (g + 1) * K), reference_top_k(score, K));
+  }
+  expect_logits(in, r, K);
+
+  h2o.reset(1);
+  EXPECT_FLOAT_EQ(h2o.score(1, 1, 0, 0), 0.0f);
+  EXPECT_FLOAT_EQ(h2o.score(1, 0, 1, 4), 0.0f);
+}
+
+}  // namespace
+}  // namespace hg::test
