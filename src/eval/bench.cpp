@@ -8,6 +8,7 @@
 #include "attention/layer_attention.h"
 #include "device/device.h"
 #include "hybridgen/error.h"
+#include "sched/batch_scheduler.h"
 
 namespace hg::eval {
 
@@ -146,6 +147,7 @@ std::vector<nlohmann::json> run_bench(const Model& model, const BenchConfig& c, 
               j["placement_matched"] = memory["matched"];
             }
             add_stage_times(j, before, engine.layer_stats(), static_cast<double>(c.reps) * n);
+            if (engine.scheduler()) j["sched"] = engine.scheduler()->to_json();  // of the last repetition
             emit(std::move(j));
           }
       }

@@ -28,7 +28,7 @@ void FeedbackParams::validate() const {
   if (k_min > k_max) fail("--k-min " + std::to_string(k_min) + " is larger than --k-max " + std::to_string(k_max));
   if (!(alpha > 0 && alpha <= 1)) fail("--sched-alpha must be in (0, 1], got " + std::to_string(alpha));
   if (!(margin >= 0 && margin < 1)) fail("--sched-margin must be in [0, 1), got " + std::to_string(margin));
-  if (!(grow > 1)) fail("--sched-grow must be > 1, got " + std::to_string(grow));
+  if (!(grow > 1)) fail("--sched-grow must be > 0, got " + std::to_string(grow - 1));
   if (pre_after < 1) fail("--sched-pre-after must be >= 1, got " + std::to_string(pre_after));
   if (settle_steps < 1) fail("--sched-settle must be >= 1, got " + std::to_string(settle_steps));
   if (hysteresis < 1) fail("--sched-hysteresis must be >= 1, got " + std::to_string(hysteresis));

@@ -177,7 +177,8 @@ const KnobRegistry& knob_registry() {
   static const KnobRegistry registry = [] {
     KnobRegistry r;
     register_policy_knobs(r);
-    // Other modules' knobs: register_sched_knobs(r), register_pruning_knobs(r), ...
+    register_sched_knobs(r);
+    // Other modules' knobs: register_pruning_knobs(r), ...
     return r;
   }();
   return registry;

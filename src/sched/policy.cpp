@@ -41,7 +41,10 @@ Policy policy_preset(const std::string& name) {
   p.name = name;
   if (name == "full") return p;
   p.hybrid = true;
-  if (name == "hybrid") return p;  // window 1024 + 4 sinks, Post-QKᵀ top-256, speculative, logits merge
+  if (name == "hybrid") {  // window 1024 + 4 sinks, Post-QKᵀ, speculative, logits merge, the feedback scheduler
+    p.sched = SchedMode::Adaptive;
+    return p;
+  }
   if (name == "hgca") {
     p.merge = MergeMode::Lse;
     p.query = QuerySource::Exact;
@@ -111,6 +114,7 @@ void validate_policy(const Policy& p, int ctx) {
     throw Error("--window " + std::to_string(p.window) + " is smaller than --evict-block " + std::to_string(p.evict_block));
   if (p.select == Selection::Pre && p.predictor == Predictor::Partial && p.partial_dims < 1)
     throw Error("--partial-dims must be >= 1");
+  validate_sched_knobs(p);
   if (p.query == QuerySource::Refine && p.select == Selection::All)
     throw Error("--query refine needs a selection (--select post|pre): with all host tokens use --query exact");
 }
