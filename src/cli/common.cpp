@@ -77,6 +77,14 @@ Policy make_policy(const PolicyOptions& o, const std::string& preset) {
   if (!o.file.empty()) apply_policy_yaml(p, o.file);
   const KnobRegistry& knobs = knob_registry();
   for (const auto& [name, value] : o.knobs) knobs.set(p, name, value, "--" + name);
+  // A K or a selection asked for by hand, without --sched, means that K: the fixed schedule.
+  const auto given = [&](const char* name) {
+    return std::any_of(o.knobs.begin(), o.knobs.end(), [&](const auto& kv) { return kv.first == name; });
+  };
+  if (p.sched != SchedMode::Fixed && !given("sched") && (given("k") || given("select"))) {
+    spdlog::info("--k/--select without --sched: fixed K and selection (--sched fixed)");
+    p.sched = SchedMode::Fixed;
+  }
   return p;
 }
 

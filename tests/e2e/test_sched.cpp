@@ -163,5 +163,22 @@ TEST(Sched, KminProfileIsWrittenAndReadByKMinAuto) {
   EXPECT_NE(g.err.find(profile.string() + ": corrupt K_min profile"), std::string::npos) << g.err;
 }
 
+TEST(Sched, AKGivenByHandWithoutSchedIsTheFixedSchedule) {
+  const auto dir = temp_dir("sched_fixed");
+  write_ids(dir / "ids.json", random_ids(120, 9, 300));
+  const std::string base = "generate -m '" + tiny_model("llama-gqa").string() + "' --ids-file '" +
+                           (dir / "ids.json").string() + "' -n 6 --policy hybrid --window 32 --stats-json '" +
+                           (dir / "s.json").string() + "'";
+  auto mode = [&](const std::string& extra) {
+    const RunResult r = run_hybridgen(base + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(read_file(dir / "s.json"));
+    return j["sched"]["mode"].get<std::string>() + " " + std::to_string(j["sched"]["trace"][0]["k"].get<int>());
+  };
+  EXPECT_EQ(mode(""), "adaptive 64");
+  EXPECT_EQ(mode(" --k 8"), "fixed 8");
+  EXPECT_EQ(mode(" --k 8 --sched adaptive --k-min 16"), "adaptive 16");
+}
+
 }  // namespace
 }  // namespace hg::test
