@@ -28,24 +28,6 @@ struct BenchOptions {
   double peak_gbps = 0.0;
 };
 
-std::vector<int> parse_list(const std::string& s, const std::string& flag, int min_value) {
-  std::vector<int> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      size_t used = 0;
-      const int v = std::stoi(item, &used);
-      if (used != item.size() || v < min_value) throw std::invalid_argument(item);
-      out.push_back(v);
-    } catch (const std::exception&) {
-      throw Error(flag + ": '" + item + "' is not an integer >= " + std::to_string(min_value));
-    }
-  }
-  if (out.empty()) throw Error(flag + ": empty list");
-  return out;
-}
-
 struct Row {
   nlohmann::json j;
 };

@@ -61,6 +61,8 @@ std::unique_ptr<Model> load_model(const ModelOptions& o);
 std::unique_ptr<Tokenizer> load_tokenizer(const ModelOptions& o, const Model& model);
 EngineOptions engine_options(const RuntimeOptions& r, const ModelSpec& spec, int needed_ctx, int batch);
 
+// A comma list of integers >= min_value ("512,2048"); hg::Error naming `flag`.
+std::vector<int> parse_list(const std::string& s, const std::string& flag, int min_value);
 // Parses a JSON array of token ids ("[1, 2, 3]"); `what` names the source in errors.
 std::vector<int32_t> parse_ids(const std::string& json, const std::string& what);
 std::string read_text_file(const std::string& path);

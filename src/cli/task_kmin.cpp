@@ -1,7 +1,6 @@
 // The `kmin` eval task: options, the profile file and the printing; the measurement is
 // src/eval/kmin, the profile format src/sched/kmin_profile.
 #include <cstdio>
-#include <sstream>
 
 #include "cli/eval_tasks.h"
 #include "eval/kmin.h"
@@ -11,22 +10,6 @@
 namespace hg::cli {
 
 namespace {
-
-std::vector<int> parse_ks(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      size_t used = 0;
-      out.push_back(std::stoi(item, &used));
-      if (used != item.size()) throw std::invalid_argument(item);
-    } catch (const std::exception&) {
-      throw Error("--ks: '" + item + "' is not an integer");
-    }
-  }
-  return out;
-}
 
 class KminTask : public TaskRun {
  public:
@@ -52,7 +35,7 @@ class KminTask : public TaskRun {
 
   eval::KminConfig config() const {
     eval::KminConfig c = config_;
-    c.ks = parse_ks(ks_);
+    c.ks = parse_list(ks_, "--ks", 1);
     return c;
   }
 
