@@ -72,7 +72,10 @@ class KminTask : public TaskRun {
     profile.tolerance = c.tolerance;
     profile.ctx = runtime_.ctx;
     profile.text = source;
-    profile.policy = describe_policy(eo.policy);
+    Policy measured = eo.policy;  // what measure_kmin ran: fixed K, Post-QKᵀ
+    measured.sched = SchedMode::Fixed;
+    measured.select = Selection::Post;
+    profile.policy = describe_policy(measured) + " (k: each of --ks)";
     profile.points = r.points;
     const std::string path = profile_.empty() ? profile_path(model).string() : profile_;
     write_profile(profile, path);
