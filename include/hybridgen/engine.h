@@ -15,6 +15,7 @@
 namespace hg {
 
 class Device;
+class BatchScheduler;
 
 struct EngineOptions {
   int threads = 0;               // CPU threads of the device (0: all cores)
@@ -65,6 +66,9 @@ class Engine {
   const StepPlan& step_plan(int seq) const;
   // Per-layer T_dev / T_host / T_tx of the latest decode step (null for `full`).
   const StepTiming* last_step_timing() const;
+  // The feedback scheduler of hybrid policies (its trace, per sequence); null otherwise. Under
+  // an adaptive --sched it sets the step plans after every decode step, over set_step_plan.
+  const BatchScheduler* scheduler() const;
 
   RunStats& stats();
   // Per-layer attention-stage statistics of hybrid policies (empty for full).

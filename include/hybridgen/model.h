@@ -125,6 +125,8 @@ int64_t count_params(const ModelSpec& spec);
 // Resolves aliases like "smollm2" to a path; returns the input otherwise. Throws hg::Error
 // (telling the user to run tools/fetch_model.sh) when the alias's file is not cached.
 std::filesystem::path resolve_model_path(const std::string& name_or_path);
+// ${HG_CACHE:-~/.cache/hybridgen}: cached models (models/) and K_min profiles (profiles/).
+std::filesystem::path cache_dir();
 // Parses a weight dtype name: f32, f16, bf16, q8_0, q4_0, q4_1 (case-insensitive).
 DType parse_weight_dtype(const std::string& name);
 // Multi-line human-readable summary for `hybridgen info`: spec, parameters, bytes, dtypes.

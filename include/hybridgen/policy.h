@@ -12,6 +12,8 @@ enum class Selection { All, Post, Pre };             // host tokens: all / Post-
 enum class Predictor { Recent, H2O, Partial, Infinigen };  // Pre-QKᵀ predictors
 enum class MergeMode { Logits, Lse };                 // ship logits + V rows, or a partial result + LSE
 enum class QuerySource { Exact, Speculative, Refine };
+// Feedback scheduler: fixed K and mode, both adapted, or one of them (the paper's comparisons).
+enum class SchedMode { Fixed, Adaptive, AdaptiveK, AdaptiveSelect };
 
 struct Policy {
   std::string name = "full";
@@ -43,6 +45,16 @@ struct Policy {
   float partial_ratio = 0.2f;  // share of each head's skewed channels used for speculation
   float alpha = 4.0f;          // fetch the tokens whose partial score is within alpha of the max
   int max_kv = 400;            // ... but at most this many per kv-head
+  // Feedback scheduler (src/sched/feedback.h; knobs in src/sched/sched_knobs.cpp)
+  SchedMode sched = SchedMode::Fixed;  // the hybrid preset: Adaptive
+  int k_min = -1;                      // accuracy floor of K (-1: auto, the model's K_min profile, else 64)
+  int k_max = 1024;
+  float sched_alpha = 0.25f;           // EWMA weight of the newest step's timings
+  float sched_margin = 0.1f;           // K grows while T_host + T_tx <= (1 - margin) T_dev
+  float sched_grow = 0.5f;             // the most K grows in one step (0.5: by half)
+  int sched_pre_after = 3;             // host-bound steps at k_min before Pre-QKᵀ
+  int sched_hysteresis = 8;            // fitting steps before back to Post-QKᵀ
+  float sched_post_margin = 0.2f;      // ... fitting within (1 - post_margin) T_dev
 };
 
 // What the attention stage does at one decode step for one sequence: the policy's starting

@@ -4,6 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
 
 #include "attention/host_ops.h"
 #include "attention/selectors/h2o_prune.h"
@@ -82,6 +85,14 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
   stats_.resize(static_cast<size_t>(spec_.n_layers));
   marks_.resize(static_cast<size_t>(spec_.n_layers));
   step_timing_.layers.resize(static_cast<size_t>(spec_.n_layers));
+  if (const char* d = std::getenv("HG_TEST_HOST_DELAY"); d && *d) {
+    double ms = 0;
+    long long from = 0, to = 0;
+    char tail = 0;
+    if (std::sscanf(d, "%lf@%lld:%lld%c", &ms, &from, &to, &tail) != 3 || ms < 0 || from < 0 || to < from)
+      throw Error("HG_TEST_HOST_DELAY: '" + std::string(d) + "' is not MS@FROM:TO (test only)");
+    test_delay_ = {ms, from, to};
+  }
 }
 
 HybridAttention::~HybridAttention() {
@@ -251,6 +262,9 @@ void HybridAttention::host_partial(ThreadPool& pool, int layer, int seq, SeqResu
 void HybridAttention::decode_job(ThreadPool& pool, int layer, const float* x_host, const float* q_host,
                                  const std::vector<TokenRow>& rows) {
   auto& results = results_[static_cast<size_t>(layer % 2)];
+  const int64_t step = step_timing_.step + 1;  // this decode step (end_step counts it)
+  if (test_delay_.ms > 0 && step >= test_delay_.from && step < test_delay_.to)
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(test_delay_.ms / spec_.n_layers));
   for (size_t i = 0; i < rows.size(); ++i) {
     SeqResult& r = results[i];
     r.q.resize(static_cast<size_t>(spec_.q_dim()));

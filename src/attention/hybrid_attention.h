@@ -25,6 +25,7 @@ class HybridAttention final : public LayerAttention {
   ~HybridAttention() override;
 
   int length(int seq) const override { return kv_->length(seq); }
+  int64_t host_tokens(int seq) const override { return kv_->host(seq).n_tokens(); }
   void reset(int seq) override;
   void begin_step(const std::vector<TokenRow>& rows, bool prefill, std::span<const StepPlan> plans) override;
   void layer_input(int layer, const float* x, const std::vector<TokenRow>& rows) override;
@@ -121,6 +122,13 @@ class HybridAttention final : public LayerAttention {
   std::vector<LayerStats> stats_;
   std::vector<LayerMarks> marks_;                    // this step's device timing marks, per layer
   StepTiming step_timing_;
+  // Test only (HG_TEST_HOST_DELAY="MS@FROM:TO"): the host stage sleeps MS ms per decode step
+  // (spread over its layer jobs) during decode steps [FROM, TO), as if the host were slower, so
+  // tests can watch the feedback scheduler switch to Pre-QKᵀ and back. Read once, here.
+  struct TestHostDelay {
+    double ms = 0;
+    int64_t from = 0, to = 0;
+  } test_delay_;
 };
 
 }  // namespace hg

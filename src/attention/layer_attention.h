@@ -47,6 +47,8 @@ class LayerAttention {
  public:
   virtual ~LayerAttention() = default;
   virtual int length(int seq) const = 0;
+  // Tokens of `seq` held on the host (per kv-head); what K is clamped to.
+  virtual int64_t host_tokens(int /*seq*/) const { return 0; }
   virtual void reset(int seq) = 0;
   // Places the rows' new positions (eviction happens here, before any layer runs). plans[seq] is
   // the step's plan of each sequence of the batch (K, selection mode); the stage reads K and the

@@ -45,6 +45,8 @@ const std::vector<EvalTask>& eval_tasks() {
        bind_fidelity_task},
       {"passkey", "find a 5-digit key hidden at --depths of filler text (-f) cut to --ctx tokens", bind_passkey_task},
       {"bench", "prefill and decode throughput, as `hybridgen bench` (a sweep task)", bind_bench_task},
+      {"kmin", "K_min profile: fidelity against full for --ks, the knee within --tolerance, saved for --k-min auto",
+       bind_kmin_task},
   };
   return tasks;
 }

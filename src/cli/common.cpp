@@ -88,6 +88,14 @@ Policy make_policy(const PolicyOptions& o, const std::string& preset, const std:
                            std::any_of(compared.begin(), compared.end(), [&](const auto& c) { return k->applies_to(c); });
     if (!elsewhere) knobs.set(p, name, value, "--" + name);
   }
+  // A K or a selection asked for by hand, without --sched, means that K: the fixed schedule.
+  const auto given = [&](const char* name) {
+    return std::any_of(o.knobs.begin(), o.knobs.end(), [&](const auto& kv) { return kv.first == name; });
+  };
+  if (p.sched != SchedMode::Fixed && !given("sched") && (given("k") || given("select"))) {
+    spdlog::info("--k/--select without --sched: fixed K and selection (--sched fixed)");
+    p.sched = SchedMode::Fixed;
+  }
   return p;
 }
 
@@ -151,6 +159,24 @@ EngineOptions engine_options(const RuntimeOptions& r, const ModelSpec& spec, int
                  "quality will degrade past {} tokens",
                  e.ctx, spec.max_ctx, spec.max_ctx);
   return e;
+}
+
+std::vector<int> parse_list(const std::string& s, const std::string& flag, int min_value) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      const int v = std::stoi(item, &used);
+      if (used != item.size() || v < min_value) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw Error(flag + ": '" + item + "' is not an integer >= " + std::to_string(min_value));
+    }
+  }
+  if (out.empty()) throw Error(flag + ": empty list");
+  return out;
 }
 
 namespace {

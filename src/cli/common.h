@@ -82,6 +82,8 @@ bool prefill_with_progress(Engine& engine, int seq, std::span<const int32_t> tok
 void check_range(const std::string& flag, int64_t value, int64_t lo, int64_t hi, const std::string& why = "");
 void check_real_range(const std::string& flag, double value, double lo, double hi, const std::string& why = "");
 
+// A comma list of integers >= min_value ("512,2048"); hg::Error naming `flag`.
+std::vector<int> parse_list(const std::string& s, const std::string& flag, int min_value);
 std::string read_text_file(const std::string& path);
 std::string format_bytes(double bytes);
 void setup_logging(int verbose);

@@ -6,6 +6,7 @@
 #include "attention/layer_attention.h"
 #include "device/device.h"
 #include "hybridgen/error.h"
+#include "sched/batch_scheduler.h"
 
 namespace hg::cli {
 
@@ -35,7 +36,7 @@ nlohmann::json run_stats_json(Engine& engine) {
                       {"bytes_h2d_per_step", static_cast<double>(l.bytes_h2d) / steps}, {"steps", l.steps},
                       {"q_cosine", l.q_cos_n > 0 ? l.q_cos_sum / static_cast<double>(l.q_cos_n) : 0.0}});
   }
-  return {{"device", engine.device().name()},
+  nlohmann::json j = {{"device", engine.device().name()},
           {"attention", engine.describe_attention()},
           {"memory", engine.attention().memory_report()},
           {"layers", layers},
@@ -50,6 +51,8 @@ nlohmann::json run_stats_json(Engine& engine) {
           {"ms_per_token_p50", percentile(s.step_ms, 0.5)},
           {"ms_per_token_p95", percentile(s.step_ms, 0.95)},
           {"h2d_bytes_per_token", s.decode_tokens > 0 ? static_cast<double>(bytes_h2d) / s.decode_tokens : 0.0}};
+  if (engine.scheduler()) j["sched"] = engine.scheduler()->to_json();
+  return j;
 }
 
 void print_run_stats(std::FILE* out, Engine& engine) {
@@ -66,6 +69,9 @@ void print_run_stats(std::FILE* out, Engine& engine) {
     std::fprintf(out, "host KV placement: %s (pages sampled per arena; matched plan: %s; K blocks spilled: %llu)\n",
                  j["memory"]["placement"].dump().c_str(), j["memory"]["matched"].get<bool>() ? "yes" : "NO",
                  static_cast<unsigned long long>(j["memory"]["spilled_k_blocks"].get<uint64_t>()));
+  if (j.contains("sched"))
+    std::fprintf(out, "scheduler (%s): %s\n", j["sched"]["mode"].get<std::string>().c_str(),
+                 j["sched"]["summary"].get<std::string>().c_str());
   const auto& layers = j["layers"];
   if (layers.empty()) return;
   // Per layer and decode step (means): the device stage, the host stage of the same layer,

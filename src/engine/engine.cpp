@@ -14,6 +14,9 @@
 #include "hybridgen/error.h"
 #include "kv/memory_plan.h"
 #include "mem/placement.h"
+#include <spdlog/spdlog.h>
+#include "sched/batch_scheduler.h"
+#include "sched/cores.h"
 
 namespace hg {
 
@@ -32,6 +35,7 @@ struct Engine::Impl {
   std::unique_ptr<LayerAttention> attn;
   std::unique_ptr<Scratch> scratch;
   std::vector<StepPlan> plans;  // [batch]: the plan of each sequence's next steps
+  std::unique_ptr<BatchScheduler> sched;  // hybrid policies: sets `plans` from each step's timings
   RunStats stats;
   std::string all_on_device_note;  // set when a hybrid policy's window covers the whole context
 
@@ -40,11 +44,14 @@ struct Engine::Impl {
 
 namespace {
 std::unique_ptr<Device> make_device(const EngineOptions& o) {
-  int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (o.device == "cpu") return make_cpu_device(threads);
-  if (o.device == "cuda") return make_cuda_device(o.gpu);
-  if (o.device == "auto") return cuda_device_count() > 0 ? make_cuda_device(o.gpu) : make_cpu_device(threads);
-  throw Error("--device: '" + o.device + "' is not one of auto, cpu, cuda");
+  if (o.device != "cpu" && o.device != "cuda" && o.device != "auto")
+    throw Error("--device: '" + o.device + "' is not one of auto, cpu, cuda");
+  const bool cuda = o.device == "cuda" || (o.device == "auto" && cuda_device_count() > 0);
+  if (cuda) return make_cuda_device(o.gpu);
+  // The CPU device and the host workers share the cores: -t is their total (src/sched/cores.h).
+  const CorePlan cores = plan_cores(o.threads, available_cpus(), o.policy.hybrid ? o.policy.host_threads : 0, true);
+  if (o.policy.hybrid) spdlog::info("cores: {}", cores.describe());
+  return make_cpu_device(cores.device_threads);
 }
 }  // namespace
 
@@ -84,6 +91,15 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
   }
   impl_->scratch = std::make_unique<Scratch>(*impl_->device, spec, std::max(o.ubatch, o.batch));
   impl_->plans.assign(static_cast<size_t>(o.batch), initial_plan(o.policy));
+  if (o.policy.hybrid) {
+    int k_min = o.policy.sched == SchedMode::Fixed ? 0 : resolve_k_min(o.policy, model);
+    if (o.policy.k_min < 0 && k_min > o.policy.k_max) {
+      spdlog::info("--k-min auto: k_min {} capped at --k-max {}", k_min, o.policy.k_max);
+      k_min = o.policy.k_max;
+    }
+    impl_->sched = std::make_unique<BatchScheduler>(o.policy, k_min, o.batch);
+    for (int s = 0; s < o.batch; ++s) impl_->plans[static_cast<size_t>(s)] = impl_->sched->plan(s);
+  }
 }
 
 Engine::~Engine() = default;
@@ -97,7 +113,12 @@ int Engine::position(int seq) const { return impl_->attn->length(seq); }
 void Engine::reset(int seq) {
   impl_->attn->reset(seq);
   impl_->plans.at(static_cast<size_t>(seq)) = initial_plan(impl_->options.policy);
+  if (impl_->sched) {
+    impl_->sched->reset(seq);
+    impl_->plans[static_cast<size_t>(seq)] = impl_->sched->plan(seq);
+  }
 }
+const BatchScheduler* Engine::scheduler() const { return impl_->sched.get(); }
 void Engine::set_step_plan(int seq, const StepPlan& plan) {
   if (seq < 0 || seq >= impl_->options.batch)
     throw Error("sequence " + std::to_string(seq) + " is outside the batch of " + std::to_string(impl_->options.batch));
@@ -172,6 +193,14 @@ void Engine::decode(std::span<const int> seqs, std::span<const int32_t> tokens, 
   im.attn->begin_step(rows, /*prefill=*/false, im.plans);
   forward(*im.device, im.model.spec, *im.weights, *im.attn, *im.scratch, rows, logits, nullptr);
   im.attn->end_step(rows);
+  if (im.sched && im.attn->last_step_timing()) {
+    // The scheduler turns this step's timings into each sequence's plan for the next step.
+    std::vector<int64_t> host(seqs.size());
+    for (size_t i = 0; i < seqs.size(); ++i) host[i] = im.attn->host_tokens(seqs[i]);
+    im.sched->after_step(seqs, *im.attn->last_step_timing(), host);
+    if (im.sched->adaptive())
+      for (int s : seqs) im.plans[static_cast<size_t>(s)] = im.sched->plan(s);
+  }
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   im.stats.decode_seconds += dt;
   im.stats.decode_steps += 1;

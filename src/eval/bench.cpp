@@ -11,6 +11,7 @@
 #include "device/device.h"
 #include "hybridgen/error.h"
 #include "util/cpu_info.h"
+#include "sched/batch_scheduler.h"
 
 namespace hg::eval {
 
@@ -212,6 +213,7 @@ std::vector<nlohmann::json> run_bench(const Model& model, const BenchConfig& c, 
             }
             stats.write(j, static_cast<double>(c.reps) * n, b);
             j["peak_rss_bytes"] = peak_rss_bytes();
+            if (engine.scheduler()) j["sched"] = engine.scheduler()->to_json();  // of the last repetition
             emit(std::move(j));
           }
       }

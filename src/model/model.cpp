@@ -30,12 +30,6 @@ class GgufSource : public TensorSource {
   const gguf::File& f_;
 };
 
-fs::path cache_dir() {
-  if (const char* c = std::getenv("HG_CACHE"); c && *c) return c;
-  const char* home = std::getenv("HOME");
-  return fs::path(home && *home ? home : "/root") / ".cache/hybridgen";
-}
-
 std::unique_ptr<Model> load_hf_dir(const fs::path& dir) {
   fs::path config = dir / "config.json";
   if (!fs::exists(config)) throw Error(dir.string() + ": no config.json in the model directory");
@@ -72,6 +66,12 @@ void for_each_distinct(const ModelWeights& w, Fn fn) {
 }
 
 }  // namespace
+
+fs::path cache_dir() {
+  if (const char* c = std::getenv("HG_CACHE"); c && *c) return c;
+  const char* home = std::getenv("HOME");
+  return fs::path(home && *home ? home : "/root") / ".cache/hybridgen";
+}
 
 std::unique_ptr<Model> model_from_gguf(std::shared_ptr<gguf::File> f) {
   auto model = std::make_unique<Model>();

@@ -188,7 +188,8 @@ const KnobRegistry& knob_registry() {
     register_policy_knobs(r);
     register_heavy_hitter_knobs(r);
     register_infinigen_knobs(r);
-    // Other modules' knobs: register_sched_knobs(r), ...
+    register_sched_knobs(r);
+    // Other modules' knobs: one register_X_knobs(r) line each.
     return r;
   }();
   return registry;

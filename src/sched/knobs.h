@@ -61,6 +61,10 @@ const KnobRegistry& knob_registry();
 
 // The policy knobs of DESIGN.md (window, sinks, k, select, ...): knobs.cpp.
 void register_policy_knobs(KnobRegistry& r);
+// The feedback scheduler's knobs (--sched, --k-min, --k-max, --sched-*): sched_knobs.cpp.
+void register_sched_knobs(KnobRegistry& r);
+// Checks between the scheduler's knobs (--k-min <= --k-max, ...); called by validate_policy.
+void validate_sched_knobs(const Policy& p);
 // The presets that split the KV cache between a device window and the host (hybrid, hgca,
 // cpu-attn, streaming, ...): the presets the window/selection knobs apply to.
 PresetList split_kv_presets();

@@ -58,7 +58,10 @@ Policy policy_preset(const std::string& name) {
     return p;
   }
   p.hybrid = true;
-  if (name == "hybrid") return p;  // window 1024 + 4 sinks, Post-QKᵀ top-256, speculative, logits merge
+  if (name == "hybrid") {  // window 1024 + 4 sinks, Post-QKᵀ, speculative, logits merge, the feedback scheduler
+    p.sched = SchedMode::Adaptive;
+    return p;
+  }
   if (name == "hgca") {
     p.merge = MergeMode::Lse;
     p.query = QuerySource::Exact;
@@ -156,6 +159,7 @@ void validate_policy(const Policy& p, int /*ctx*/) {
   if (p.window > 0 && p.window < p.evict_block)
     throw Error("--window " + std::to_string(p.window) + " is smaller than --evict-block " +
                 std::to_string(p.evict_block));
+  validate_sched_knobs(p);
   if (p.query == QuerySource::Refine && p.select == Selection::All)
     throw Error("--query refine needs a selection (--select post|pre): with all host tokens use --query exact");
 }

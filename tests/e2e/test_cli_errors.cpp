@@ -163,6 +163,18 @@ TEST(CliErrors, BadNumbersGiveOneLineNeverAbort) {
   }
 }
 
+TEST(CliErrors, SchedulerKnobs) {
+  const std::string m = "-m '" + (bad_root() / "good").string() + "' --ids '[1,2,3,4]' -n 2 --policy hybrid --ctx 64 --window 16";
+  expect_one_error_line(run_hybridgen("generate " + m + " --k-min 300 --k-max 200"), "--k-min 300 is larger than --k-max 200");
+  expect_one_error_line(run_hybridgen("generate " + m + " --k-min -1"), "--k-min must be >= 0 (or auto), got -1");
+  expect_one_error_line(run_hybridgen("generate " + m + " --k-min lots"), "--k-min: 'lots' is not auto or an integer >= 0");
+  expect_one_error_line(run_hybridgen("generate " + m + " --sched psychic"),
+                        "--sched: 'psychic' is not fixed|adaptive|adaptive-k|adaptive-select");
+  expect_one_error_line(run_hybridgen("generate " + m + " --sched adaptive-select --k -1"),
+                        "--sched adaptive-select needs a fixed --k >= 1");
+  expect_one_error_line(run_hybridgen("generate " + m + " --sched-alpha 0"), "--sched-alpha must be in");
+}
+
 TEST(CliErrors, PolicyYamlWithLineNumber) {
   const fs::path dir = temp_dir("yaml");
   {

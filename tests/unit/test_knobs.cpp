@@ -19,6 +19,7 @@ namespace {
 std::string other_value(const Knob& k, const Policy& p) {
   const std::string cur = k.describe(p);
   if (k.type == "INT") return std::to_string(std::stoi(cur) == 1 ? 2 : 1);
+  if (k.type == "INT|auto") return cur == "auto" ? "64" : "auto";  // --k-min
   if (k.type == "FLOAT") return cur == "0.5" ? "0.25" : "0.5";
   if (k.type == "BOOL") return cur == "true" ? "false" : "true";
   // NAME: the first name in the range that differs

@@ -1,0 +1,42 @@
+#include "sched/cores.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "hybridgen/error.h"
+
+namespace hg {
+
+std::string CorePlan::describe() const {
+  std::string s = std::to_string(device_threads) + " device threads";
+  if (host_threads > 0) s += " + " + std::to_string(host_threads) + " host workers";
+  if (shared) s += " (sharing cores: -t is not larger than --host-threads)";
+  return s;
+}
+
+CorePlan plan_cores(int threads, int available, int host_threads, bool cpu_device) {
+  if (threads < 0) throw Error("-t/--threads must be >= 0 (0: all cores), got " + std::to_string(threads));
+  const int total = threads > 0 ? threads : std::max(1, available);
+  CorePlan plan;
+  plan.host_threads = std::max(0, host_threads);
+  if (!cpu_device || plan.host_threads == 0) {
+    plan.device_threads = total;
+    return plan;
+  }
+  plan.device_threads = total - plan.host_threads;
+  if (plan.device_threads < 1) {
+    plan.device_threads = 1;
+    plan.shared = true;
+  }
+  return plan;
+}
+
+int available_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+}  // namespace hg

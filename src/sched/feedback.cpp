@@ -1,0 +1,154 @@
+// The feedback scheduler's rules; feedback.h says what they are and why they converge.
+#include "sched/feedback.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "hybridgen/error.h"
+
+namespace hg {
+
+namespace {
+constexpr int kMaxBackoff = 64;  // hysteresis grows to at most this multiple of its base
+
+double ewma(double state, double sample, double alpha) { return alpha * sample + (1.0 - alpha) * state; }
+
+int clamp_k(double k, int lo, int hi) {
+  if (!(k >= lo)) return lo;  // also NaN
+  if (k >= hi) return hi;
+  return static_cast<int>(k);
+}
+}  // namespace
+
+void FeedbackParams::validate() const {
+  auto fail = [](const std::string& m) { throw Error(m); };
+  if (k_min < 0) fail("--k-min must be >= 0, got " + std::to_string(k_min));
+  if (k_max < 1) fail("--k-max must be >= 1, got " + std::to_string(k_max));
+  if (k_min > k_max) fail("--k-min " + std::to_string(k_min) + " is larger than --k-max " + std::to_string(k_max));
+  if (!(alpha > 0 && alpha <= 1)) fail("--sched-alpha must be in (0, 1], got " + std::to_string(alpha));
+  if (!(margin >= 0 && margin < 1)) fail("--sched-margin must be in [0, 1), got " + std::to_string(margin));
+  if (!(grow > 1)) fail("--sched-grow must be > 0, got " + std::to_string(grow - 1));
+  if (pre_after < 1) fail("--sched-pre-after must be >= 1, got " + std::to_string(pre_after));
+  if (settle_steps < 1) fail("--sched-settle must be >= 1, got " + std::to_string(settle_steps));
+  if (hysteresis < 1) fail("--sched-hysteresis must be >= 1, got " + std::to_string(hysteresis));
+  if (!(post_margin >= 0 && post_margin < 1))
+    fail("--sched-post-margin must be in [0, 1), got " + std::to_string(post_margin));
+}
+
+FeedbackScheduler::FeedbackScheduler(const FeedbackParams& params) : p_(params) {
+  p_.validate();
+  reset();
+}
+
+void FeedbackScheduler::reset() {
+  plan_ = {p_.k_min, Selection::Post};
+  dev_ = per_token_ = 0;
+  seeded_dev_ = seeded_host_ = false;
+  streak_ = mode_steps_ = 0;
+  hysteresis_now_ = p_.hysteresis;
+  post_cost_at_switch_ = scan_per_token_ = 0;
+  tokens_at_switch_ = 0;
+  scan_known_ = false;
+  switches_ = 0;
+  trace_.clear();
+}
+
+void FeedbackScheduler::enter(Selection mode) {
+  if (mode == Selection::Pre) {
+    // A return to Post that did not hold: ask for a longer run of fitting steps next time.
+    const bool short_return = switches_ > 0 && mode_steps_ < 2 * hysteresis_now_;
+    hysteresis_now_ = short_return ? std::min(kMaxBackoff * p_.hysteresis, 2 * hysteresis_now_) : p_.hysteresis;
+    scan_known_ = false;
+  }
+  plan_ = {p_.k_min, mode};
+  ++switches_;
+  streak_ = 0;
+  mode_steps_ = 0;
+  seeded_host_ = false;  // the other mode costs differently per token
+}
+
+SchedPlan FeedbackScheduler::update(const StepTimes& t) {
+  trace_.push_back(
+      {static_cast<int64_t>(trace_.size()), plan_.K, plan_.select, t.t_dev, t.t_host, t.t_tx, t.host_tokens});
+  const int64_t n = std::max<int64_t>(t.host_tokens, 0);
+  const int k_used = static_cast<int>(std::min<int64_t>(plan_.K, n));
+  const int hi = std::max(p_.k_min, static_cast<int>(std::min<int64_t>(p_.k_max, n)));
+  dev_ = seeded_dev_ ? ewma(dev_, t.t_dev, p_.alpha) : t.t_dev;
+  seeded_dev_ = true;
+  ++mode_steps_;
+  if (n == 0) {  // nothing on the host yet: nothing to measure
+    plan_.K = std::clamp(plan_.K, p_.k_min, hi);
+    return plan_;
+  }
+  const double sample = (t.t_host + t.t_tx) / std::max(k_used, 1);
+  per_token_ = seeded_host_ ? ewma(per_token_, sample, p_.alpha) : sample;
+  seeded_host_ = true;
+  if (plan_.select == Selection::Post)
+    update_post(t, sample, k_used, hi);
+  else
+    update_pre(t, k_used);
+  return plan_;
+}
+
+void FeedbackScheduler::update_post(const StepTimes& t, double sample, int k_used, int hi) {
+  const double target = (1.0 - p_.margin) * dev_;
+  const double host = per_token_ * std::max(k_used, 1);  // predicted host + transfer cost at this K
+  const int k = plan_.K;
+  // The K whose predicted cost meets the target at the per-token cost measured now.
+  const double balance = per_token_ > 0 ? target / per_token_ : static_cast<double>(hi);
+  if (!p_.adapt_k) {
+    plan_.K = p_.k_min;
+  } else if (host <= target) {
+    const double up = std::min(p_.grow * std::max(k, 1), balance);
+    plan_.K = clamp_k(std::max(up, static_cast<double>(k) + 1), p_.k_min, hi);
+  } else if (host > dev_) {
+    // The smoothed cost says host-bound; the newest per-token cost, when higher, is the cost at
+    // this K (the EWMA still carries the cheaper per-token cost of the larger K before), so the
+    // decrease uses it. A single noisy step cannot get here: the EWMA must agree.
+    const double down = target / std::max(per_token_, sample);
+    plan_.K = clamp_k(std::min(down, static_cast<double>(k) - 1), p_.k_min, hi);
+  } else {
+    plan_.K = std::clamp(k, p_.k_min, hi);  // dead band: hold
+  }
+  // At the floor and still host-bound: only a cheaper selection can help.
+  const bool host_bound_at_floor = host > dev_ && k == p_.k_min && t.host_tokens > p_.k_min;
+  streak_ = host_bound_at_floor ? streak_ + 1 : 0;
+  if (p_.adapt_select && streak_ >= p_.pre_after) {
+    post_cost_at_switch_ = host;
+    tokens_at_switch_ = t.host_tokens;
+    enter(Selection::Pre);
+  }
+}
+
+void FeedbackScheduler::update_pre(const StepTimes& t, int k_used) {
+  const double host_pre = per_token_ * std::max(k_used, 1);
+  if (!scan_known_) {
+    if (mode_steps_ < p_.settle_steps) return;
+    // Post and Pre at k_min differ by the key scan over every host token.
+    scan_per_token_ =
+        std::max(0.0, post_cost_at_switch_ - host_pre) / static_cast<double>(std::max<int64_t>(tokens_at_switch_, 1));
+    scan_known_ = true;
+  }
+  const double post_predicted = host_pre + scan_per_token_ * static_cast<double>(t.host_tokens);
+  streak_ = post_predicted <= (1.0 - p_.post_margin) * dev_ ? streak_ + 1 : 0;
+  if (streak_ >= hysteresis_now_) enter(Selection::Post);
+}
+
+std::string describe_trace(const std::vector<SchedTraceEntry>& tr, int switches, int k_min, int k_max) {
+  if (tr.empty()) return "no decode steps";
+  int lo = tr.front().K, hi = lo;
+  int64_t post = 0;
+  for (const auto& e : tr) {
+    lo = std::min(lo, e.K);
+    hi = std::max(hi, e.K);
+    post += e.select != Selection::Pre;
+  }
+  const int64_t pre = static_cast<int64_t>(tr.size()) - post;
+  std::ostringstream o;
+  o << "K " << lo << ".." << hi << " (final " << tr.back().K << ", k_min " << k_min << ", k_max " << k_max << "), "
+    << "post " << post << " steps, pre " << pre << " steps, " << switches << " switches";
+  return o.str();
+}
+
+}  // namespace hg

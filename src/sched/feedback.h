@@ -1,0 +1,127 @@
+// The feedback scheduler (DESIGN.md, "Feedback scheduler"; the paper's Algorithm 1, extended):
+// one object per sequence, fed every decode step's measured device stage T_dev, host stage
+// T_host and transfer T_tx (summed over layers) and the number of host tokens, returning the next
+// step's K (host tokens per kv-head that take part) and selection mode (Post- or Pre-QKᵀ).
+//
+// The rules (every constant is a FeedbackParams field):
+//
+//  * Smoothing. D = EWMA of T_dev; u = EWMA of the host cost per selected token,
+//    (T_host + T_tx) / K_used, so the predicted host cost at K is H(K) = u · K. u is an average,
+//    not a marginal cost: it also carries the part of the host work that does not shrink with K
+//    (the Post-QKᵀ key scan over every host token). One noisy step moves D and u by alpha of its
+//    error only. A mode switch re-seeds u from the next measurement (the other mode costs
+//    differently per token).
+//  * Post-QKᵀ, K. The target is T = (1 - margin) · D.
+//      H(K) <= T  (device-bound): multiplicative increase, K <- min(grow · K, T / u), at least +1;
+//      H(K) >  D  (host-bound):   decrease proportional to the overshoot, K <- K · T / H(K) = T / u
+//                                 (u here: the larger of the EWMA and the newest step's cost);
+//      T < H(K) <= D:             hold (the dead band keeps noise from moving K).
+//    Both moves go to K' = T / u, the K whose predicted cost meets the target with the per-token
+//    cost measured now. With H(K) = b + c·K (b: scan and overheads, c: per selected token) the
+//    iteration K <- T·K / H(K) has its fixed point where H = T and slope b / T < 1 there, so it
+//    converges monotonically from either side, without overshoot, geometrically; the growth cap
+//    only bounds the first steps. K stays in [k_min, max(k_min, min(k_max, host tokens))].
+//  * Post -> Pre. At K = k_min and still host-bound (H(k_min) > D) for pre_after consecutive steps,
+//    switch to Pre-QKᵀ (predicted tokens only; the key scan is skipped). K stays k_min in Pre.
+//  * Pre -> Post, with hysteresis. The per-host-token key-scan cost s is measured at the switch:
+//    the Post cost at k_min just before it less the Pre cost at k_min just after it (after
+//    settle_steps Pre steps), divided by the host tokens then; the two differ by exactly the scan.
+//    In Pre, the predicted Post cost is P = H_pre + s · n_host (so a slow-down that hits both
+//    modes, such as other load on the host, cancels out of s and shows in H_pre). Back to Post
+//    when P <= (1 - post_margin) · D for `hysteresis` consecutive steps. A Post episode that
+//    falls back to Pre within 2 · hysteresis steps doubles the required count (backoff, up to
+//    64 × hysteresis), so switches stay bounded even when the estimate of s is off.
+//
+// Start at K = k_min, Post. reset() restores that state (one request per reset).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hybridgen/policy.h"
+
+namespace hg {
+
+struct FeedbackParams {
+  int k_min = 64;  // accuracy floor (profiled by `eval --task kmin`)
+  int k_max = 1024;
+  double alpha = 0.25;       // EWMA weight of the newest step
+  double margin = 0.1;       // raise K only while the host cost is below (1 - margin) · T_dev
+  double grow = 1.5;         // the most K grows in one step (factor)
+  int pre_after = 3;         // consecutive host-bound steps at k_min before switching to Pre
+  int settle_steps = 2;      // Pre steps measured before the key-scan cost s is taken
+  int hysteresis = 8;        // consecutive steps the predicted Post cost must fit to switch back
+  double post_margin = 0.2;  // ... fit within (1 - post_margin) · T_dev
+  // The paper's partial configurations: K pinned at k_min (only the mode adapts), or the mode
+  // pinned at Post (only K adapts).
+  bool adapt_k = true;
+  bool adapt_select = true;
+
+  void validate() const;  // hg::Error naming the knob
+};
+
+// One decode step as measured (seconds, summed over layers) for one sequence.
+struct StepTimes {
+  double t_dev = 0;
+  double t_host = 0;
+  double t_tx = 0;
+  int64_t host_tokens = 0;  // host tokens of the sequence (per kv-head) in that step
+};
+
+struct SchedPlan {
+  int K = 0;
+  Selection select = Selection::Post;  // Post or Pre
+};
+
+// One entry of the trace: the plan a step ran with and what it measured.
+struct SchedTraceEntry {
+  int64_t step = 0;
+  int K = 0;
+  Selection select = Selection::Post;
+  double t_dev = 0, t_host = 0, t_tx = 0;  // seconds
+  int64_t host_tokens = 0;
+};
+
+class FeedbackScheduler {
+ public:
+  explicit FeedbackScheduler(const FeedbackParams& params = {});
+
+  void reset();
+  // The plan for the coming step.
+  SchedPlan plan() const { return plan_; }
+  // Feeds the step that ran with plan(); returns the plan for the next one.
+  SchedPlan update(const StepTimes& t);
+
+  const FeedbackParams& params() const { return p_; }
+  int switches() const { return switches_; }
+  const std::vector<SchedTraceEntry>& trace() const { return trace_; }
+  // Smoothed state, for tests and logs: D (s), u (s per selected token), s (s per host token).
+  double device_time() const { return dev_; }
+  double host_cost_per_token() const { return per_token_; }
+  double scan_cost_per_token() const { return scan_per_token_; }
+
+ private:
+  void update_post(const StepTimes& t, double sample, int k_used, int hi);
+  void update_pre(const StepTimes& t, int k_used);
+  void enter(Selection mode);
+
+  FeedbackParams p_;
+  SchedPlan plan_;
+  double dev_ = 0;        // EWMA of T_dev
+  double per_token_ = 0;  // EWMA of (T_host + T_tx) / K_used in the current mode
+  bool seeded_dev_ = false, seeded_host_ = false;
+  int streak_ = 0;                  // consecutive steps the switch condition of the current mode held
+  int mode_steps_ = 0;              // steps in the current mode
+  int hysteresis_now_ = 0;          // current Pre -> Post requirement (grows with backoff)
+  double post_cost_at_switch_ = 0;  // smoothed Post host cost at k_min before the switch (s)
+  int64_t tokens_at_switch_ = 0;
+  double scan_per_token_ = 0;  // s: key-scan cost per host token (s)
+  bool scan_known_ = false;
+  int switches_ = 0;
+  std::vector<SchedTraceEntry> trace_;
+};
+
+// Summary of a trace for `--stats`: K range, final K, steps in each mode, switches.
+std::string describe_trace(const std::vector<SchedTraceEntry>& trace, int switches, int k_min, int k_max);
+
+}  // namespace hg

@@ -1,0 +1,43 @@
+// The core partition between the CPU device's threads and the host workers.
+#include <gtest/gtest.h>
+
+#include "sched/cores.h"
+#include "test_expect.h"
+
+namespace hg {
+namespace {
+
+TEST(Cores, HostWorkersAreCarvedOutOfTheTotal) {
+  const CorePlan p = plan_cores(8, 16, 2, /*cpu_device=*/true);
+  EXPECT_EQ(p.device_threads, 6);
+  EXPECT_EQ(p.host_threads, 2);
+  EXPECT_FALSE(p.shared);
+  // -t 0: every available CPU is the total.
+  const CorePlan all = plan_cores(0, 16, 3, true);
+  EXPECT_EQ(all.device_threads, 13);
+  EXPECT_EQ(all.device_threads + all.host_threads, 16);
+}
+
+TEST(Cores, NoHostStageOrAGpuKeepsEveryThreadForTheDevice) {
+  EXPECT_EQ(plan_cores(4, 16, 0, true).device_threads, 4);
+  const CorePlan gpu = plan_cores(0, 16, 2, /*cpu_device=*/false);
+  EXPECT_EQ(gpu.device_threads, 16);
+  EXPECT_EQ(gpu.host_threads, 2);
+}
+
+TEST(Cores, TooFewCoresShareThem) {
+  const CorePlan p = plan_cores(2, 2, 2, true);
+  EXPECT_EQ(p.device_threads, 1);
+  EXPECT_EQ(p.host_threads, 2);
+  EXPECT_TRUE(p.shared);
+  EXPECT_NE(p.describe().find("sharing cores"), std::string::npos);
+  EXPECT_FALSE(plan_cores(2, 2, 1, true).shared);
+}
+
+TEST(Cores, BadThreadCount) {
+  test::expect_error([] { plan_cores(-1, 4, 1, true); }, {"-t/--threads must be >= 0"});
+  EXPECT_GE(available_cpus(), 1);
+}
+
+}  // namespace
+}  // namespace hg

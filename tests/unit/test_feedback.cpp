@@ -1,0 +1,351 @@
+// The feedback scheduler on synthetic latency sequences: a host stage whose cost is
+// overhead + scan · host_tokens (Post only) + per_token · K, a device stage of fixed cost, both
+// with optional multiplicative noise.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "hybridgen/error.h"
+#include "sched/feedback.h"
+#include "test_expect.h"
+
+namespace hg {
+namespace {
+
+struct Machine {
+  double t_dev = 10e-3;      // s per step
+  double overhead = 0.5e-3;  // host cost independent of K and mode (s)
+  double scan = 0;           // Post only: s per host token
+  double per_token = 5e-6;   // s per selected token (selection, gather, transfer)
+  double noise = 0;          // uniform multiplicative noise, ±noise
+  int64_t host_tokens = 4096;
+};
+
+class Sim {
+ public:
+  explicit Sim(const FeedbackParams& p = {}, uint32_t seed = 1) : sched(p), rng(seed) {}
+
+  SchedPlan step(const Machine& m) {
+    const SchedPlan plan = sched.plan();
+    const int64_t k = std::min<int64_t>(plan.K, m.host_tokens);
+    double host = m.overhead + m.per_token * static_cast<double>(k);
+    if (plan.select == Selection::Post) host += m.scan * static_cast<double>(m.host_tokens);
+    StepTimes t;
+    t.t_dev = m.t_dev * jitter(m.noise);
+    t.t_host = 0.9 * host * jitter(m.noise);
+    t.t_tx = 0.1 * host;
+    t.host_tokens = m.host_tokens;
+    return sched.update(t);
+  }
+  void run(const Machine& m, int steps) {
+    for (int i = 0; i < steps; ++i) step(m);
+  }
+
+  FeedbackScheduler sched;
+
+ private:
+  double jitter(double noise) {
+    if (noise == 0) return 1.0;
+    return std::uniform_real_distribution<double>(1.0 - noise, 1.0 + noise)(rng);
+  }
+  std::mt19937 rng;
+};
+
+// Host cost of the machine in Post mode at K (what the scheduler balances against T_dev).
+double post_cost(const Machine& m, double k) {
+  return m.overhead + m.scan * static_cast<double>(m.host_tokens) + m.per_token * k;
+}
+
+TEST(Feedback, StartsAtKMinPost) {
+  FeedbackParams p;
+  p.k_min = 48;
+  FeedbackScheduler s(p);
+  EXPECT_EQ(s.plan().K, 48);
+  EXPECT_EQ(s.plan().select, Selection::Post);
+  EXPECT_EQ(s.switches(), 0);
+}
+
+TEST(Feedback, DeviceBoundClimbsToKMaxAndStays) {
+  Sim sim;
+  Machine m;  // host cost at K 1024: 0.5 + 5.1 ms < 9 ms
+  int reached = -1;
+  for (int i = 0; i < 100; ++i) {
+    sim.step(m);
+    if (reached < 0 && sim.sched.plan().K == 1024) reached = i;
+    if (reached >= 0) {
+      ASSERT_EQ(sim.sched.plan().K, 1024) << "step " << i;
+    }
+  }
+  // 64 -> 1024 at x1.5 per step: 7 steps; the EWMA of the per-token cost may hold it a few more.
+  EXPECT_GE(reached, 0);
+  EXPECT_LE(reached, 12);
+  EXPECT_EQ(sim.sched.plan().select, Selection::Post);
+  EXPECT_EQ(sim.sched.switches(), 0);
+}
+
+TEST(Feedback, DeviceBoundFollowsTheHostTokenCount) {
+  Sim sim;
+  Machine m;
+  m.host_tokens = 300;  // fewer host tokens than k_max: K is all of them, and grows with them
+  sim.run(m, 30);
+  EXPECT_EQ(sim.sched.plan().K, 300);
+  for (int i = 0; i < 50; ++i) {
+    ++m.host_tokens;
+    sim.step(m);
+    EXPECT_EQ(sim.sched.plan().K, m.host_tokens);
+  }
+  EXPECT_EQ(sim.sched.plan().select, Selection::Post);
+}
+
+TEST(Feedback, HostBoundFallsToKMinThenPre) {
+  FeedbackParams p;
+  Sim sim(p);
+  Machine m;
+  sim.run(m, 30);  // device-bound first: K climbs to k_max
+  ASSERT_EQ(sim.sched.plan().K, 1024);
+  m.scan = 3e-6;  // the key scan over 4096 host tokens: 12.3 ms > T_dev 10 ms
+  int at_kmin = -1, pre = -1;
+  for (int i = 0; i < 60; ++i) {
+    const SchedPlan plan = sim.step(m);
+    if (at_kmin < 0 && plan.K == p.k_min) at_kmin = i;
+    if (pre < 0 && plan.select == Selection::Pre) pre = i;
+    if (plan.select == Selection::Post) {
+      ASSERT_TRUE(pre < 0) << "back to Post at step " << i << " although Post cannot fit";
+    }
+  }
+  // Two steps for the EWMA to say host-bound, then K shrinks by T_dev / cost (~0.7) per step:
+  // 1024 -> 64 in about 8 more.
+  ASSERT_GE(at_kmin, 0);
+  EXPECT_LE(at_kmin, 16);
+  ASSERT_GE(pre, 0);
+  EXPECT_LE(pre - at_kmin, p.pre_after + 1);
+  EXPECT_EQ(sim.sched.plan().K, p.k_min);
+  EXPECT_EQ(sim.sched.switches(), 1);
+  // The key-scan cost was measured from the two modes' costs at k_min: 3 µs per host token.
+  EXPECT_NEAR(sim.sched.scan_cost_per_token(), 3e-6, 0.5e-6);
+}
+
+TEST(Feedback, StepChangeConvergesToTheNewBalance) {
+  FeedbackParams p;
+  Sim sim(p);
+  Machine m;
+  m.overhead = 2e-3;
+  m.per_token = 10e-6;  // balance at T_dev 10 ms: (9 - 2) / 0.01 = 700 (dead band up to 800)
+  // K settles where the predicted cost sits in the dead band [(1 - margin) T_dev, T_dev].
+  auto check_balanced = [&](const char* when) {
+    const double cost = post_cost(m, sim.sched.plan().K);
+    EXPECT_GE(cost, (1 - p.margin) * m.t_dev * 0.97) << when << ": K " << sim.sched.plan().K;
+    EXPECT_LE(cost, m.t_dev * 1.03) << when << ": K " << sim.sched.plan().K;
+  };
+  sim.run(m, 40);
+  check_balanced("before");
+  m.t_dev = 6e-3;  // balance now (5.4 - 2) / 0.01 = 340
+  constexpr int kBound = 25;
+  sim.run(m, kBound);
+  check_balanced("after the drop");
+  m.t_dev = 12e-3;  // and back up: balance 880
+  sim.run(m, kBound);
+  check_balanced("after the rise");
+  EXPECT_EQ(sim.sched.switches(), 0);
+}
+
+TEST(Feedback, NoiseAroundTheModeBoundaryDoesNotFlap) {
+  // Post at k_min costs T_dev on average, ±20% noise on every measurement: the worst place for
+  // the mode to flap. Pre is cheap.
+  for (uint32_t seed = 1; seed <= 5; ++seed) {
+    FeedbackParams p;
+    Sim sim(p, seed);
+    Machine m;
+    m.noise = 0.2;
+    m.overhead = 0.2e-3;
+    m.per_token = 2e-6;
+    m.scan = (m.t_dev - m.overhead - m.per_token * p.k_min) / static_cast<double>(m.host_tokens);
+    sim.run(m, 2000);
+    EXPECT_LE(sim.sched.switches(), 4) << "seed " << seed;
+    for (const auto& e : sim.sched.trace()) ASSERT_GE(e.K, p.k_min);
+  }
+}
+
+TEST(Feedback, NoiseAroundABalanceInsideTheRangeKeepsPost) {
+  for (uint32_t seed = 1; seed <= 5; ++seed) {
+    FeedbackParams p;
+    Sim sim(p, seed);
+    Machine m;
+    m.noise = 0.2;
+    m.overhead = 2e-3;
+    m.per_token = 20e-6;  // balance near K 350
+    sim.run(m, 2000);
+    EXPECT_EQ(sim.sched.switches(), 0) << "seed " << seed;
+    int lo = 1 << 30, hi = 0;
+    for (size_t i = 200; i < sim.sched.trace().size(); ++i) {
+      lo = std::min(lo, sim.sched.trace()[i].K);
+      hi = std::max(hi, sim.sched.trace()[i].K);
+    }
+    // K wanders with the noise, but around the balance, not across the range.
+    EXPECT_GE(lo, 150) << "seed " << seed;
+    EXPECT_LE(hi, 600) << "seed " << seed;
+  }
+}
+
+TEST(Feedback, SwitchesBackToPostWhenSlackReturns) {
+  FeedbackParams p;
+  Sim sim(p);
+  Machine m;
+  m.scan = 0.5e-6;  // Post at K 64: 0.5 + 2 + 0.3 ms: fits
+  sim.run(m, 40);
+  ASSERT_EQ(sim.sched.plan().select, Selection::Post);
+  m.overhead = 9e-3;  // something slows the host stage in both modes (the test-only delay hook)
+  sim.run(m, 60);
+  ASSERT_EQ(sim.sched.plan().select, Selection::Pre);
+  ASSERT_EQ(sim.sched.plan().K, p.k_min);
+  m.overhead = 0.5e-3;  // and goes away
+  int back = -1;
+  for (int i = 0; i < 100 && back < 0; ++i)
+    if (sim.step(m).select == Selection::Post) back = i;
+  ASSERT_GE(back, 0);
+  EXPECT_GE(back, p.hysteresis - 1);   // not before the hysteresis
+  EXPECT_LE(back, p.hysteresis + 10);  // nor long after (the EWMA of the Pre cost must drop first)
+  sim.run(m, 100);
+  EXPECT_EQ(sim.sched.plan().select, Selection::Post);
+  EXPECT_GT(sim.sched.plan().K, 512);
+  EXPECT_EQ(sim.sched.switches(), 2);
+}
+
+TEST(Feedback, WrongScanEstimateBacksOffInsteadOfFlapping) {
+  // A Pre mode as costly per step as Post (the scan estimate comes out 0), and Post that never
+  // fits: every return to Post fails, and the hysteresis doubles each time.
+  FeedbackParams p;
+  Sim sim(p);
+  Machine m;
+  m.overhead = 12e-3;
+  sim.run(m, 3000);
+  // Returns after 8, 16, 32, ..., 512 fitting steps (each Post episode costs ~4 steps): at most
+  // about 2·log2(3000 / 8) switches, far from one per few steps.
+  EXPECT_LE(sim.sched.switches(), 2 * 9 + 1);
+}
+
+TEST(Feedback, PartialConfigurations) {
+  Machine m;
+  m.scan = 4e-6;  // host-bound in Post at any K
+  FeedbackParams post_only;
+  post_only.adapt_select = false;
+  Sim a(post_only);
+  a.run(m, 100);
+  EXPECT_EQ(a.sched.plan().select, Selection::Post);
+  EXPECT_EQ(a.sched.plan().K, post_only.k_min);
+  EXPECT_EQ(a.sched.switches(), 0);
+
+  FeedbackParams select_only;  // K pinned at 256: only the mode adapts
+  select_only.k_min = select_only.k_max = 256;
+  select_only.adapt_k = false;
+  Sim b(select_only);
+  Machine slow;
+  slow.overhead = 12e-3;  // a slow host stage in both modes
+  b.run(slow, 20);
+  EXPECT_EQ(b.sched.plan().select, Selection::Pre);
+  b.run(Machine{}, 40);
+  EXPECT_EQ(b.sched.plan().select, Selection::Post);
+  for (const auto& e : b.sched.trace()) ASSERT_EQ(e.K, 256);
+  EXPECT_EQ(b.sched.switches(), 2);
+}
+
+TEST(Feedback, KNeverLeavesItsRange) {
+  FeedbackParams p;
+  p.k_min = 32;
+  p.k_max = 200;
+  FeedbackScheduler s(p);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> ms(0.0, 20e-3);
+  std::uniform_int_distribution<int64_t> tokens(0, 1000);
+  for (int i = 0; i < 5000; ++i) {
+    StepTimes t{ms(rng), ms(rng), ms(rng) * 0.1, tokens(rng)};
+    if (i % 97 == 0) t.t_host = 0;  // degenerate samples too
+    if (i % 89 == 0) t.t_dev = 0;
+    const SchedPlan plan = s.update(t);
+    ASSERT_GE(plan.K, p.k_min) << "step " << i;
+    ASSERT_LE(plan.K, p.k_max) << "step " << i;
+  }
+}
+
+TEST(Feedback, SequencesOfABatchAreIndependent) {
+  // Two sequences' schedulers stepped in lockstep (as the engine does for a batch) evolve as if
+  // each ran alone; resetting one leaves the other alone.
+  FeedbackParams p;
+  Machine host_bound, device_bound;
+  host_bound.scan = 4e-6;
+  std::vector<Sim> batch{Sim(p, 1), Sim(p, 2)};
+  Sim alone0(p, 1), alone1(p, 2);
+  for (int i = 0; i < 80; ++i) {
+    batch[0].step(host_bound);
+    batch[1].step(device_bound);
+    alone0.step(host_bound);
+    alone1.step(device_bound);
+  }
+  EXPECT_EQ(batch[0].sched.plan().select, Selection::Pre);
+  EXPECT_EQ(batch[1].sched.plan().K, 1024);
+  for (int s = 0; s < 2; ++s) {
+    const auto& a = batch[static_cast<size_t>(s)].sched.trace();
+    const auto& b = (s == 0 ? alone0 : alone1).sched.trace();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].K, b[i].K);
+      EXPECT_EQ(a[i].select, b[i].select);
+    }
+  }
+  batch[0].sched.reset();
+  EXPECT_EQ(batch[0].sched.plan().K, p.k_min);
+  EXPECT_EQ(batch[0].sched.plan().select, Selection::Post);
+  EXPECT_TRUE(batch[0].sched.trace().empty());
+  EXPECT_EQ(batch[0].sched.switches(), 0);
+  EXPECT_EQ(batch[1].sched.plan().K, 1024);
+  EXPECT_EQ(batch[1].sched.trace().size(), 80u);
+}
+
+TEST(Feedback, ResetGivesAFreshScheduler) {
+  Sim a, b;
+  Machine m;
+  m.scan = 4e-6;
+  a.run(m, 50);
+  a.sched.reset();
+  for (int i = 0; i < 50; ++i) {
+    const SchedPlan pa = a.step(m), pb = b.step(m);
+    ASSERT_EQ(pa.K, pb.K);
+    ASSERT_EQ(pa.select, pb.select);
+  }
+}
+
+TEST(Feedback, NoHostTokensKeepsKMin) {
+  FeedbackScheduler s;
+  for (int i = 0; i < 10; ++i) s.update({10e-3, 0, 0, 0});
+  EXPECT_EQ(s.plan().K, 64);
+  EXPECT_EQ(s.plan().select, Selection::Post);
+}
+
+TEST(Feedback, BadParameters) {
+  auto make = [](auto edit) {
+    FeedbackParams p;
+    edit(p);
+    FeedbackScheduler s(p);
+  };
+  test::expect_error([&] { make([](FeedbackParams& p) { p.k_min = -1; }); }, {"--k-min must be >= 0"});
+  test::expect_error([&] { make([](FeedbackParams& p) { p.k_min = 300, p.k_max = 200; }); },
+                     {"--k-min 300 is larger than --k-max 200"});
+  test::expect_error([&] { make([](FeedbackParams& p) { p.alpha = 0; }); }, {"--sched-alpha"});
+  test::expect_error([&] { make([](FeedbackParams& p) { p.grow = 1; }); }, {"--sched-grow"});
+  test::expect_error([&] { make([](FeedbackParams& p) { p.hysteresis = 0; }); }, {"--sched-hysteresis"});
+}
+
+TEST(Feedback, DescribeTrace) {
+  Sim sim;
+  Machine m;
+  m.scan = 4e-6;
+  sim.run(m, 20);
+  const std::string d = describe_trace(sim.sched.trace(), sim.sched.switches(), 64, 1024);
+  EXPECT_NE(d.find("K 64..64"), std::string::npos) << d;
+  EXPECT_NE(d.find("1 switches"), std::string::npos) << d;
+  EXPECT_NE(d.find("pre "), std::string::npos) << d;
+}
+
+}  // namespace
+}  // namespace hg
