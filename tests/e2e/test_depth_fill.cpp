@@ -61,7 +61,7 @@ TEST(DepthFill, RandomFillPlacesTokensLikePrefill) {
       HybridKv& b = dynamic_cast<HybridAttention&>(prefilled->attention()).kv();
       a.check_invariants(0);
       EXPECT_EQ(a.host(0).n_tokens(), b.host(0).n_tokens());
-      EXPECT_EQ(a.tokens(0).count, b.tokens(0).count);
+      EXPECT_EQ(a.tokens(0, 0).count, b.tokens(0, 0).count);
       for (int p = 0; p < 300; ++p) {
         EXPECT_EQ(a.location(0, p).place, b.location(0, p).place) << p;
         EXPECT_EQ(a.location(0, p).index, b.location(0, p).index) << p;  // the same slot or host index
