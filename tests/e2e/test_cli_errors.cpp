@@ -136,7 +136,6 @@ TEST(CliErrors, BadNumbersGiveOneLineNeverAbort) {
       {gen + "-n -1", "-n must be between 0 and"},
       {gen + "-n 2147483647", "-n must be between 0 and"},
       {gen + "--ctx -5", "--ctx must be >= 0"},
-      {gen + "--ctx 99999999", "longer than the model's"},
       {gen + "--top-k -1", "--top-k must be between 0 and"},
       {gen + "--top-p 1.5", "--top-p must be between 0 and 1"},
       {gen + "--temp nan", "--temp must be between 0 and 100"},
@@ -161,6 +160,13 @@ TEST(CliErrors, BadNumbersGiveOneLineNeverAbort) {
     EXPECT_NE(r.exit_code, 134);
     expect_one_error_line(r, c.words);
   }
+  // A context past the trained one is a warning (as llama.cpp does); one whose KV cannot fit is
+  // the memory plan's error, said before anything is allocated.
+  const RunResult huge = run_hybridgen(gen + "--ctx 99999999");
+  EXPECT_NE(huge.exit_code, 0);
+  EXPECT_NE(huge.exit_code, 134);
+  EXPECT_NE(huge.err.find("quality will degrade"), std::string::npos) << huge.err;
+  EXPECT_NE(huge.err.find("error: memory plan does not fit"), std::string::npos) << huge.err;
 }
 
 TEST(CliErrors, SchedulerKnobs) {

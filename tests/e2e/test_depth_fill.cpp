@@ -23,6 +23,7 @@ Policy small_policy(const std::string& preset) {
     p.n_sinks = 4;
     p.evict_block = 8;
     p.K = 16;
+    p.sched = SchedMode::Fixed;  // a K the feedback scheduler would tune by timing: not reproducible
   }
   return p;
 }

@@ -140,6 +140,7 @@ TEST(HybridPipeline, StepPlanChangesKAndModePerStep) {
   auto model = load_model(tiny_model("llama-gqa").string());
   Policy policy = small_window("hybrid");
   policy.query = QuerySource::Exact;
+  policy.sched = SchedMode::Fixed;  // the plan is this test's to set, not the feedback scheduler's
   policy.K = 2;
   const auto ids = random_ids(80, 21);
   const int prompt = 60, steps = 20, switch_at = 6;

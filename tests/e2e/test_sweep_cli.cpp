@@ -133,10 +133,11 @@ TEST(SweepCli, KilledAfterTheSecondPointAndResumedEndsWithOneLinePerPoint) {
 
 TEST(SweepCli, AFailingPointBecomesAnErrorLineAndTheSweepGoesOn) {
   const fs::path dir = temp_dir("sweepfail");
-  // ctx 99999 passes every check that needs no model, then exceeds the tiny model's context.
+  // depth 99999 passes every check that needs no model, then exceeds the tiny model's context
+  // (a --ctx past it is only a warning: the depth is checked against the model at run time).
   const std::string text = "name: six\ntask: bench\nfixed:\n  model: " + tiny_model("llama-gqa").string() +
                            "\n  n-prompt: 0\n  n-gen: 2\n  repetitions: 1\n  threads: 1\n"
-                           "grid:\n  ctx: [64, 99999, 128]\n";
+                           "grid:\n  depth: [0, 99999, 8]\n";
   const fs::path sweep = write_sweep(dir, "fail", text);
   const fs::path out = dir / "fail.jsonl";
   RunResult r = run_hybridgen("sweep '" + sweep.string() + "' -o '" + out.string() + "'");

@@ -63,6 +63,7 @@ TEST(EvalFidelity, PrecomputedReferenceMatchesAReferenceEngineSteppedAlongside) 
   Policy p = policy_preset("hybrid");
   p.window = 16;
   p.K = 4;
+  p.sched = SchedMode::Fixed;  // two runs must select alike: no K tuned by timing
   p.query = QuerySource::Exact;
   Engines e = make_engines(p, 64);
   const PerplexityResult stepped = score_decode(*e.policy, e.ref.get(), ids, windows);
