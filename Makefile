@@ -48,8 +48,9 @@ san-configure: setup
 # Every non-GPU test under ASan + UBSan, leaks checked at exit, except the end-to-end runs of the
 # real SmolLM2 model (suite SmolLM2 and the SmolLM2 hybrid-vs-full pipeline case: minutes each
 # without ASan, several times that with it); they run in `make test`. Loading and tokenizing the
-# real file (GgufReal, GgufSmolLM2) stays in.
-ASAN_EXCLUDE = ^SmolLM2\.|SmolLM2HybridExactEqualsFull
+# real file (GgufReal, GgufSmolLM2) stays in. Sched.DelayedHostStageSwitchesToPreAndBack is left
+# out too: it races a host delay against the device's speed, which the sanitizers change.
+ASAN_EXCLUDE = ^SmolLM2\.|SmolLM2HybridExact|PasskeySmolLM2|Sched\.DelayedHostStage
 test-asan: san-configure model
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && \
