@@ -11,8 +11,6 @@ namespace hg {
 HeavyHitterSelector::HeavyHitterSelector(const SelectorContext& c, Score score)
     : score_(score),
       n_layers_(c.spec.n_layers),
-      n_heads_(c.spec.n_heads),
-      n_kv_heads_(c.spec.n_kv_heads),
       ctx_(c.ctx),
       tau_init_(c.policy.tau_init),
       tau_end_(c.policy.tau_end),

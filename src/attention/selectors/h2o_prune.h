@@ -41,7 +41,7 @@ class HeavyHitterSelector final : public Selector {
   TokenScores& mutable_scores(int seq, int layer) { return scores_[static_cast<size_t>(seq) * n_layers_ + layer]; }
 
   Score score_;
-  int n_layers_, n_heads_, n_kv_heads_, ctx_;
+  int n_layers_, ctx_;
   float tau_init_, tau_end_;
   uint64_t seed_;
   std::vector<TokenScores> scores_;   // [seq * n_layers + layer]
