@@ -22,6 +22,7 @@
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_packed.h"
 #include "util/thread_pool.h"
 
 namespace {
@@ -80,19 +81,28 @@ struct Matrix {
 };
 
 // Copies of a set of matrices, enough to exceed kMinStreamBytes; iterations cycle through them.
+// With `pack`, each copy also gets the packed layout the CPU device uses at decode (where this CPU
+// has one: matmul_packed.h), and the GEMV reads that instead.
 struct WeightSet {
   DType wt;
   std::vector<Matrix> shapes;
   std::vector<std::vector<std::vector<uint8_t>>> copies;  // [copy][matrix]
+  std::vector<std::vector<std::unique_ptr<hg::cpu::PackedWeight>>> packed;  // [copy][matrix], or empty
   size_t bytes_per_set = 0;
 
-  WeightSet(DType t, std::vector<Matrix> s) : wt(t), shapes(std::move(s)) {
+  WeightSet(DType t, std::vector<Matrix> s, bool pack = false) : wt(t), shapes(std::move(s)) {
     for (const auto& m : shapes) bytes_per_set += hg::dtype_row_bytes(wt, m.cols) * static_cast<size_t>(m.rows);
     const size_t n_copies = std::max<size_t>(1, (kMinStreamBytes + bytes_per_set - 1) / bytes_per_set);
     for (size_t c = 0; c < n_copies; ++c) {
       copies.emplace_back();
       for (size_t i = 0; i < shapes.size(); ++i)
         copies.back().push_back(make_weights(wt, shapes[i].rows, shapes[i].cols, static_cast<uint32_t>(c * 31 + i)));
+    }
+    if (!pack) return;
+    for (const auto& mats : copies) {
+      packed.emplace_back();
+      for (size_t i = 0; i < shapes.size(); ++i)
+        packed.back().push_back(hg::cpu::pack_weight(wt, mats[i].data(), shapes[i].rows, shapes[i].cols));
     }
   }
 };
@@ -107,10 +117,12 @@ void run_set(benchmark::State& state, const WeightSet& set, int64_t n_tokens) {
   for (const auto& m : set.shapes) flops += 2.0 * static_cast<double>(m.rows * m.cols * n_tokens);
   for (auto _ : state) {
     const auto& mats = set.copies[copy];
+    for (size_t i = 0; i < set.shapes.size(); ++i) {
+      const hg::cpu::MatmulTarget t{set.wt, mats[i].data(), set.shapes[i].rows, Y.data(), set.shapes[i].rows,
+                                    false, set.packed.empty() ? nullptr : set.packed[copy][i].get()};
+      hg::cpu::matmul_group(pool(), workspace(), &t, 1, set.shapes[i].cols, X.data(), n_tokens);
+    }
     copy = (copy + 1) % set.copies.size();
-    for (size_t i = 0; i < set.shapes.size(); ++i)
-      hg::cpu::matmul(pool(), workspace(), set.wt, mats[i].data(), set.shapes[i].rows, set.shapes[i].cols,
-                      X.data(), n_tokens, Y.data(), set.shapes[i].rows);
     benchmark::DoNotOptimize(Y.data());
   }
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(set.bytes_per_set) * 1e-9 *
@@ -118,18 +130,21 @@ void run_set(benchmark::State& state, const WeightSet& set, int64_t n_tokens) {
                                               benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9 * static_cast<double>(state.iterations()),
                                                  benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(hg::dtype_name(set.wt)) + " " + hg::cpu::cpu_isa_name());
+  const bool packed = !set.packed.empty() && set.packed[0][0];
+  state.SetLabel(std::string(hg::dtype_name(set.wt)) + " " + hg::cpu::cpu_isa_name() + (packed ? " packed" : ""));
 }
 
 DType arg_dtype(const benchmark::State& state) { return static_cast<DType>(state.range(0)); }
 
-// One matrix, GEMV: args (dtype, rows, cols, n_tokens).
+// One matrix, GEMV: args (dtype, rows, cols, n_tokens, packed).
 void BM_Gemv(benchmark::State& state) {
   static std::map<std::string, std::unique_ptr<WeightSet>> cache;
   const std::string key = std::to_string(state.range(0)) + "x" + std::to_string(state.range(1)) + "x" +
-                          std::to_string(state.range(2));
+                          std::to_string(state.range(2)) + "p" + std::to_string(state.range(4));
   auto& set = cache[key];
-  if (!set) set = std::make_unique<WeightSet>(arg_dtype(state), std::vector<Matrix>{{state.range(1), state.range(2)}});
+  if (!set)
+    set = std::make_unique<WeightSet>(arg_dtype(state), std::vector<Matrix>{{state.range(1), state.range(2)}},
+                                      state.range(4) != 0);
   run_set(state, *set, state.range(3));
 }
 
@@ -140,8 +155,8 @@ std::vector<Matrix> llama_1b_layer() {
 
 void BM_Llama1BLayer(benchmark::State& state) {
   static std::map<int64_t, std::unique_ptr<WeightSet>> cache;
-  auto& set = cache[state.range(0)];
-  if (!set) set = std::make_unique<WeightSet>(arg_dtype(state), llama_1b_layer());
+  auto& set = cache[state.range(0) * 2 + state.range(2)];
+  if (!set) set = std::make_unique<WeightSet>(arg_dtype(state), llama_1b_layer(), state.range(2) != 0);
   run_set(state, *set, state.range(1));
 }
 
@@ -173,25 +188,32 @@ void BM_KvDotAxpy(benchmark::State& state) {
 constexpr int64_t D(DType t) { return static_cast<int64_t>(t); }
 
 BENCHMARK(BM_Gemv)
-    ->ArgNames({"dtype", "rows", "cols", "tokens"})
-    ->Args({D(DType::BF16), 8192, 2048, 1})
-    ->Args({D(DType::BF16), 8192, 2048, 4})
-    ->Args({D(DType::F16), 8192, 2048, 1})
-    ->Args({D(DType::F32), 8192, 2048, 1})
-    ->Args({D(DType::Q8_0), 8192, 2048, 1})
-    ->Args({D(DType::Q4_1), 8192, 2048, 1})
-    ->Args({D(DType::Q4_0), 8192, 2048, 1})
-    ->Args({D(DType::Q4_K), 8192, 2048, 1})
-    ->Args({D(DType::Q6_K), 8192, 2048, 1})
-    ->Args({D(DType::Q4_1), 1536, 576, 1})
-    ->Args({D(DType::Q4_1), 1536, 576, 4})
+    ->ArgNames({"dtype", "rows", "cols", "tokens", "packed"})
+    ->Args({D(DType::BF16), 8192, 2048, 1, 0})
+    ->Args({D(DType::BF16), 8192, 2048, 4, 0})
+    ->Args({D(DType::F16), 8192, 2048, 1, 0})
+    ->Args({D(DType::F32), 8192, 2048, 1, 0})
+    ->Args({D(DType::Q8_0), 8192, 2048, 1, 0})
+    ->Args({D(DType::Q8_0), 8192, 2048, 1, 1})
+    ->Args({D(DType::Q4_1), 8192, 2048, 1, 0})
+    ->Args({D(DType::Q4_1), 8192, 2048, 1, 1})
+    ->Args({D(DType::Q4_0), 8192, 2048, 1, 0})
+    ->Args({D(DType::Q4_0), 8192, 2048, 1, 1})
+    ->Args({D(DType::Q4_K), 8192, 2048, 1, 0})
+    ->Args({D(DType::Q6_K), 8192, 2048, 1, 0})
+    ->Args({D(DType::Q4_1), 1536, 576, 1, 0})
+    ->Args({D(DType::Q4_1), 1536, 576, 1, 1})
+    ->Args({D(DType::Q4_1), 1536, 576, 4, 0})
+    ->Args({D(DType::Q4_1), 1536, 576, 4, 1})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Llama1BLayer)
-    ->ArgNames({"dtype", "tokens"})
-    ->Args({D(DType::BF16), 1})
-    ->Args({D(DType::Q4_1), 1})
-    ->Args({D(DType::Q8_0), 1})
+    ->ArgNames({"dtype", "tokens", "packed"})
+    ->Args({D(DType::BF16), 1, 0})
+    ->Args({D(DType::Q4_1), 1, 0})
+    ->Args({D(DType::Q4_1), 1, 1})
+    ->Args({D(DType::Q8_0), 1, 0})
+    ->Args({D(DType::Q8_0), 1, 1})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Prefill)

@@ -11,6 +11,7 @@
 
 #include "hybridgen/error.h"
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/matmul_packed.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/sgemm.h"
 #include "util/thread_pool.h"
@@ -97,6 +98,8 @@ void check_shape(DType wt, int64_t cols) {
 struct MatmulWorkspace::Impl {
   AlignedBuffer<int8_t> x_q;        // [n_tokens, cols]: X quantized to int8
   FloatBuffer x_d, x_s;             // [n_tokens, cols / 32]: block scales and sums
+  AlignedBuffer<int8_t> split_q;    // X in the packed weights' order (ActSplit)
+  FloatBuffer split_dx, split_s;
   std::vector<FloatBuffer> tiles;   // per pool thread: [kTileRows, cols]
 };
 
@@ -118,9 +121,30 @@ ActQ8 quantize_x(CpuIsa isa, MatmulWorkspace& ws, const float* X, int64_t n_toke
   return ActQ8{q, d, s};
 }
 
-// Rows [row_begin, row_end) of one target through the GEMV path (`xq`: X quantized, when W is).
+// X quantized in the packed weights' order, in the workspace.
+ActSplit split_x(MatmulWorkspace& ws, const ActQ8& xq, int64_t n_tokens, int64_t cols) {
+  auto& w = ws.impl();
+  const int64_t quads = act_split_quads(cols);
+  const auto n = static_cast<size_t>(n_tokens * quads);
+  int8_t* q = w.split_q.get(n * 128);
+  float* dx = w.split_dx.get(n * 16);
+  float* s = w.split_s.get(n * 4);
+  split_act(xq, n_tokens, cols, q, dx, s);
+  return ActSplit{q, dx, s, quads};
+}
+
+// Rows [row_begin, row_end) of one target through the GEMV path (`xq`: X quantized, when W is;
+// `xs`: the same in the packed order, when a target is packed).
 void gemv_target_rows(CpuIsa isa, const MatmulTarget& t, int64_t cols, const float* X, const ActQ8& xq,
-                      int64_t n_tokens, int64_t row_begin, int64_t row_end) {
+                      const ActSplit& xs, int64_t n_tokens, int64_t row_begin, int64_t row_end) {
+  if (t.packed) {
+    const GemvPackedArgs a{t.packed, xs, n_tokens, t.Y, t.ldy, t.accumulate};
+    if (dot_int8_for(isa) == DotInt8::Avx512Vnni)
+      gemv_packed_rows_avx512vnni(a, row_begin, row_end);
+    else
+      gemv_packed_rows_scalar(a, row_begin, row_end);
+    return;
+  }
   const auto* W = static_cast<const uint8_t*>(t.W);
   const size_t row_bytes = dtype_row_bytes(t.wt, cols);
   if (dtype_is_quantized(t.wt)) {
@@ -176,17 +200,18 @@ void matmul_rows_isa(CpuIsa isa, MatmulWorkspace& ws, DType wt, const void* W, i
   if (n_tokens <= 0 || row_begin >= row_end) return;
   const ActQ8 xq = dtype_is_quantized(wt) ? quantize_x(isa, ws, X, n_tokens, cols) : ActQ8{};
   const MatmulTarget t{wt, W, row_end, Y, ldy, false};
-  gemv_target_rows(isa, t, cols, X, xq, n_tokens, row_begin, row_end);
+  gemv_target_rows(isa, t, cols, X, xq, ActSplit{}, n_tokens, row_begin, row_end);
 }
 
 void matmul_group_isa(CpuIsa isa, ThreadPool& pool, MatmulWorkspace& ws, const MatmulTarget* targets, int count,
                       int64_t cols, const float* X, int64_t n_tokens) {
   int64_t total_rows = 0;
-  bool any_quantized = false;
+  bool any_quantized = false, any_packed = false;
   for (int i = 0; i < count; ++i) {
     check_shape(targets[i].wt, cols);
     total_rows += targets[i].rows;
     any_quantized = any_quantized || dtype_is_quantized(targets[i].wt);
+    any_packed = any_packed || targets[i].packed;
   }
   if (n_tokens <= 0 || total_rows <= 0) return;
   if (n_tokens >= kMatmulSgemmMinTokens) {
@@ -204,11 +229,12 @@ void matmul_group_isa(CpuIsa isa, ThreadPool& pool, MatmulWorkspace& ws, const M
     return;
   }
   const ActQ8 xq = any_quantized ? quantize_x(isa, ws, X, n_tokens, cols) : ActQ8{};
+  const ActSplit xs = any_packed ? split_x(ws, xq, n_tokens, cols) : ActSplit{};
   pool.parallel_for(
       total_rows,
       [&](int64_t begin, int64_t end, int) {
         for_target_rows(targets, count, begin, end, [&](const MatmulTarget& t, int64_t b, int64_t e) {
-          gemv_target_rows(isa, t, cols, X, xq, n_tokens, b, e);
+          gemv_target_rows(isa, t, cols, X, xq, xs, n_tokens, b, e);
         });
       },
       kGemvGrainRows);

@@ -21,6 +21,8 @@ class ThreadPool;
 
 namespace hg::cpu {
 
+class PackedWeight;
+
 // Scratch memory of matmul (the int8 copy of the activations, per-thread fp32 weight tiles for the
 // sgemm path). Buffers grow to the largest call and are then reused, so a warmed-up workspace
 // makes matmul allocation-free. One workspace per calling thread: it is not safe to share between
@@ -59,6 +61,7 @@ struct MatmulTarget {
   float* Y;
   int64_t ldy;
   bool accumulate;
+  const PackedWeight* packed = nullptr;  // W repacked for the decode GEMV (matmul_packed.h), or null
 };
 // Several matmuls over the same X[n_tokens, cols] (q/k/v, gate/up) as one pass over the pool:
 // X is quantized once and the pool synchronizes once for all of them.

@@ -1,5 +1,8 @@
 // CpuDevice: the Device ops on a CPU thread pool. Memory is host memory, so copies are memcpy
 // and matrices stay zero-copy in the mapped model file; vectors are converted to fp32 once.
+// Where the decode GEMV has a packed layout on this CPU (matmul_packed.h: Q4_0, Q4_1, Q8_0 with
+// AVX512-VNNI), a matrix also gets a packed copy at upload, which decode reads instead; prefill
+// and embedding lookups keep reading the mapped file.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -8,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <thread>
+#include <unordered_map>
 #include <mutex>
 #include <vector>
 
@@ -17,6 +21,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/hybrid_attention.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_packed.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #include "mem/topology.h"
@@ -76,6 +81,10 @@ class CpuDevice final : public Device {
     if (t.shape.size() >= 2) {
       d.dtype = t.dtype;
       d.data = t.data;
+      if (auto packed = cpu::packing_pays(t.dtype) ? cpu::pack_weight(t.dtype, t.data, d.rows, d.cols) : nullptr) {
+        std::lock_guard<std::mutex> lock(owned_mutex_);
+        packed_.emplace(t.data, std::move(packed));
+      }
       return d;
     }
     // Vector: an fp32 copy owned by the device.
@@ -116,7 +125,7 @@ class CpuDevice final : public Device {
       if (w.cols != outs[0].w->cols)
         throw Error("matmul_group: weights of " + std::to_string(w.cols) + " and " + std::to_string(outs[0].w->cols) +
                     " columns share one input");
-      targets[i] = cpu::MatmulTarget{w.dtype, w.data, w.rows, outs[i].y, w.rows, outs[i].accumulate};
+      targets[i] = cpu::MatmulTarget{w.dtype, w.data, w.rows, outs[i].y, w.rows, outs[i].accumulate, packed_of(w)};
     }
     cpu::matmul_group(pool_, workspace_, targets, count, outs[0].w->cols, x, n);
     for (int i = 0; i < count; ++i)
@@ -265,6 +274,13 @@ class CpuDevice final : public Device {
     cpu::split_attention_combine(a, 0, static_cast<int64_t>(n) * n_heads);
   }
 
+  // The packed copy of a matrix uploaded from `w.data`, or null.
+  const cpu::PackedWeight* packed_of(const DeviceTensor& w) {
+    std::lock_guard<std::mutex> lock(owned_mutex_);
+    const auto it = packed_.find(w.data);
+    return it == packed_.end() ? nullptr : it->second.get();
+  }
+
   ThreadPool pool_;
   cpu::MatmulWorkspace workspace_;           // the device thread's matmul scratch
   std::vector<std::vector<float>> scratch_;  // per-thread attention scores
@@ -279,6 +295,7 @@ class CpuDevice final : public Device {
   std::thread copier_;  // last: starts after the members it uses
   std::mutex owned_mutex_;
   std::vector<std::vector<float>> owned_;    // fp32 copies of vectors
+  std::unordered_map<const void*, std::unique_ptr<cpu::PackedWeight>> packed_;  // by the mapped data
 };
 
 }  // namespace

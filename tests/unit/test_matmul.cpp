@@ -13,6 +13,7 @@
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/matmul_packed.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "util/cpu_info.h"
 #include "util/thread_pool.h"
@@ -386,6 +387,128 @@ TEST(MatmulInt8, GroupAndAccumulateEqualSeparateMatmulsOnBothPaths) {
       matmul_isa(isa, pool, ws, types[1], W[1].data(), rows[1], cols, X.data(), n_tokens, fresh.data(), rows[1]);
       for (size_t k = 0; k < fresh.size(); ++k)
         ASSERT_NEAR(separate[1][k] - fresh[k], before[k], 1e-5f * (1.0f + std::fabs(separate[1][k])));
+    }
+  }
+}
+
+// ---- packed GEMV (matmul_packed.h): the layout, its scalar twin, the AVX512-VNNI kernel ----
+
+struct SplitX {
+  std::vector<int8_t> q;
+  std::vector<float> dx, s;
+  int64_t quads;
+  ActSplit view() const { return ActSplit{q.data(), dx.data(), s.data(), quads}; }
+};
+
+SplitX split_scalar(const QuantizedX& xq, int64_t n_tokens, int64_t cols) {
+  const int64_t quads = act_split_quads(cols);
+  const auto n = static_cast<size_t>(n_tokens * quads);
+  SplitX o{std::vector<int8_t>(n * 128), std::vector<float>(n * 16), std::vector<float>(n * 4), quads};
+  split_act(xq.view(), n_tokens, cols, o.q.data(), o.dx.data(), o.s.data());
+  return o;
+}
+
+TEST(MatmulPacked, TwinEqualsGgufTwinAndKernelEqualsTwinOverAwkwardShapes) {
+  std::mt19937 rng(505);
+  const bool simd = dot_int8_supported(DotInt8::Avx512Vnni);
+  // cols: whole quads, and tails of 1, 2, 3 blocks (576 = SmolLM2's width: 4 quads + 2 blocks).
+  for (DType wt : {DType::Q8_0, DType::Q4_0, DType::Q4_1})
+    for (int64_t rows : {1, 3, 4, 6, 33})
+      for (int64_t cols : {32, 64, 96, 128, 160, 576}) {
+        const auto W = random_weights(wt, rows, cols, rng);
+        const auto packed = pack_weight(wt, W.data(), rows, cols);
+        ASSERT_TRUE(packed) << dtype_name(wt);
+        for (int64_t n_tokens : {1, 2, 3, 4, 5, 9}) {
+          const auto X = random_floats(n_tokens * cols, rng);
+          const QuantizedX xq = quantize_scalar(X, n_tokens, cols);
+          const SplitX xs = split_scalar(xq, n_tokens, cols);
+          const int64_t ldy = rows + 2;
+          std::vector<float> gguf(static_cast<size_t>(n_tokens * ldy), NAN);
+          const GemvInt8Args g{wt, W.data(), dtype_row_bytes(wt, cols), cols, xq.view(), n_tokens, gguf.data(), ldy, false};
+          gemv_int8_rows_scalar(g, 0, rows);
+          std::vector<double> gguf_d(static_cast<size_t>(n_tokens * rows)), ref, mag;
+          for (int64_t t = 0; t < n_tokens; ++t)
+            for (int64_t r = 0; r < rows; ++r) gguf_d[t * rows + r] = gguf[t * ldy + r];
+          reference(wt, W, rows, cols, X, n_tokens, ref, mag);
+          const std::string what = std::string(dtype_name(wt)) + " rows=" + std::to_string(rows) +
+                                   " cols=" + std::to_string(cols) + " n_tokens=" + std::to_string(n_tokens);
+          // Same int8 X, same integer dots: only the fp32 order differs, and for Q8_0 the offset
+          // -128 d s is subtracted from a product 128 d s larger than the result.
+          std::vector<float> twin(gguf.size(), NAN);
+          GemvPackedArgs a{packed.get(), xs.view(), n_tokens, twin.data(), ldy, false};
+          gemv_packed_rows_scalar(a, 0, rows);
+          expect_close(twin.data(), ldy, gguf_d, mag, rows, n_tokens, cols, what + " packed twin");
+          expect_untouched(twin, ldy, rows, n_tokens, what);
+          if (!simd) continue;
+          for (bool accumulate : {false, true}) {
+            std::vector<float> Y(twin.size(), NAN), want = twin;
+            if (accumulate)
+              for (int64_t t = 0; t < n_tokens; ++t)
+                for (int64_t r = 0; r < rows; ++r) Y[t * ldy + r] = 1.0f, want[t * ldy + r] += 1.0f;
+            a.Y = Y.data();
+            a.accumulate = accumulate;
+            const int64_t mid = rows / 2;  // two row ranges, as the pool splits them
+            gemv_packed_rows_avx512vnni(a, 0, mid);
+            gemv_packed_rows_avx512vnni(a, mid, rows);
+            std::vector<double> want_d(gguf_d.size());
+            for (int64_t t = 0; t < n_tokens; ++t)
+              for (int64_t r = 0; r < rows; ++r) want_d[t * rows + r] = want[t * ldy + r];
+            expect_close(Y.data(), ldy, want_d, mag, rows, n_tokens, cols, what + " avx512_vnni packed");
+            expect_untouched(Y, ldy, rows, n_tokens, what);
+          }
+        }
+      }
+}
+
+TEST(MatmulPacked, OnlyTheBlockFormatsItKnowsAndScalesThatFit) {
+  std::mt19937 rng(9);
+  for (DType wt : {DType::F32, DType::BF16, DType::Q4_K, DType::Q6_K}) {
+    const auto W = random_weights(wt, 2, 256, rng);
+    EXPECT_FALSE(pack_weight(wt, W.data(), 2, 256)) << dtype_name(wt);
+    EXPECT_FALSE(packing_pays(wt)) << dtype_name(wt);
+  }
+  // Q8_0's offset is -128 d, Q4_0's -8 d, stored as f16: a scale past 65504 / 128 cannot be packed.
+  auto W = random_weights(DType::Q8_0, 1, 64, rng);
+  reinterpret_cast<BlockQ8_0*>(W.data())[1].d = fp32_to_f16(1000.0f);
+  EXPECT_FALSE(pack_weight(DType::Q8_0, W.data(), 1, 64));
+  reinterpret_cast<BlockQ8_0*>(W.data())[1].d = fp32_to_f16(500.0f);
+  EXPECT_TRUE(pack_weight(DType::Q8_0, W.data(), 1, 64));
+  EXPECT_EQ(packing_pays(DType::Q4_1), dot_int8_for(active_cpu_isa()) == DotInt8::Avx512Vnni);
+}
+
+TEST(MatmulPacked, GroupWithPackedTargetsEqualsTheGgufPathOnEveryIsa) {
+  // matmul_group with packed targets (as the CPU device passes them at decode, and at prefill where
+  // the sgemm path reads the GGUF weights) against the same call without them.
+  std::mt19937 rng(41);
+  ThreadPool pool(2);
+  MatmulWorkspace ws;
+  const int64_t cols = 576;
+  const DType types[3] = {DType::Q4_1, DType::Q8_0, DType::BF16};  // the last one stays unpacked
+  const int64_t rows[3] = {37, 20, 9};
+  std::vector<uint8_t> W[3];
+  std::unique_ptr<PackedWeight> P[3];
+  for (int i = 0; i < 3; ++i) {
+    W[i] = random_weights(types[i], rows[i], cols, rng);
+    P[i] = pack_weight(types[i], W[i].data(), rows[i], cols);
+  }
+  for (int64_t n_tokens : {1, 2, 3, 20}) {
+    const auto X = random_floats(n_tokens * cols, rng);
+    for (CpuIsa isa : supported_isas()) {
+      std::vector<float> with[3], without[3];
+      MatmulTarget tw[3], to[3];
+      for (int i = 0; i < 3; ++i) {
+        with[i] = random_floats(n_tokens * rows[i], rng);
+        without[i] = with[i];
+        const bool acc = i == 0;
+        to[i] = MatmulTarget{types[i], W[i].data(), rows[i], without[i].data(), rows[i], acc};
+        tw[i] = MatmulTarget{types[i], W[i].data(), rows[i], with[i].data(), rows[i], acc, P[i].get()};
+      }
+      matmul_group_isa(isa, pool, ws, to, 3, cols, X.data(), n_tokens);
+      matmul_group_isa(isa, pool, ws, tw, 3, cols, X.data(), n_tokens);
+      for (int i = 0; i < 3; ++i)
+        for (size_t k = 0; k < with[i].size(); ++k)
+          ASSERT_NEAR(with[i][k], without[i][k], 2e-5f * (1.0f + std::fabs(without[i][k])))
+              << cpu_isa_label(isa) << " target " << i << " n_tokens " << n_tokens;
     }
   }
 }

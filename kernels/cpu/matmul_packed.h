@@ -1,0 +1,98 @@
+// Weights repacked once at load for the AVX512-VNNI decode GEMV (Q4_0, Q4_1, Q8_0).
+//
+// Why: in GGUF's layout every 32-block carries its own f16 scale (and Q4_1 its minimum) in front
+// of its codes, so a GEMV that reads the blocks as stored spends most of its instructions on one
+// block at a time: two scalar f16 conversions, broadcasts, a 256-bit dot and a scalar FMA per 32
+// weights. Decode of a small model is then bound by those instructions, not by memory. Repacked,
+// four blocks ("a quad") are one 512-bit dot with their four scales converted by one instruction,
+// about a third of the instructions per weight, at the same bytes per weight.
+//
+// Every format is read as `value = code * d + c` per block, code unsigned:
+//   Q4_1: code = nibble, c = m;   Q4_0: code = nibble, c = -8 d;   Q8_0: code = q + 128, c = -128 d.
+// With x ~ dx * qx (ActQ8), block b of a row adds d_b dx_b Σ code·qx + c_b s_b, one vpdpbusd
+// (u8 x s8) per half-quad and one FMA of the c's with the activation block sums s.
+//
+// Layout of a row (cols / 32 = 4 n_quads + tail blocks), rows back to back at row_bytes:
+//   each quad:  codes of blocks 0..3 (see below), then d[4] and c[4] as f16;
+//   the tail (1..3 blocks, when cols / 32 is not a multiple of 4): the same with `tail` blocks.
+// Codes: lane order "lo, hi": the first half holds values 0..15 of each block in turn, the second
+// values 16..31. Nibble formats keep GGUF's bytes (byte i of a block = value i low, value i + 16
+// high), so one 64-byte load is both halves: lo = bytes & 15, hi = bytes >> 4. Q8_0 stores the
+// two halves as 64 bytes each (a tail: 16 tail bytes per half).
+// The activations take the same order once per matmul (ActSplit), padded with zeros to whole quads.
+//
+// c = -8 d and -128 d are exact in f16 (a power-of-two scaling) unless they overflow; a tensor with
+// a scale that large is not packed and keeps the GGUF path.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "hybridgen/dtype.h"
+#include "kernels/cpu/matmul_internal.h"
+
+namespace hg::cpu {
+
+class PackedWeight {
+ public:
+  PackedWeight(DType source, int64_t rows, int64_t cols);
+
+  DType source() const { return source_; }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  bool nibbles() const { return source_ != DType::Q8_0; }
+  size_t row_bytes() const { return row_bytes_; }
+  size_t bytes() const { return row_bytes_ * static_cast<size_t>(rows_); }
+  const uint8_t* row(int64_t r) const { return data_.get() + row_bytes_ * static_cast<size_t>(r); }
+  uint8_t* row(int64_t r) { return data_.get() + row_bytes_ * static_cast<size_t>(r); }
+
+  // Bytes of the codes of `blocks` blocks (a quad: 4) and of a quad with its scales.
+  static size_t code_bytes(DType source, int blocks) {
+    return static_cast<size_t>(blocks) * (source == DType::Q8_0 ? 32 : 16);
+  }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  DType source_;
+  int64_t rows_, cols_;
+  size_t row_bytes_;
+  std::unique_ptr<uint8_t, Free> data_;
+};
+
+// Whether the decode GEMV of `wt` should take a packed copy on this CPU (a format above, and
+// AVX512-VNNI at the active ISA level: elsewhere the GGUF-layout kernels are as fast).
+bool packing_pays(DType wt);
+// The packed copy of W[rows, cols] (GGUF blocks of `wt`), or null for another format or when a
+// scale would overflow (see above). Independent of the CPU (the scalar twin reads it anywhere).
+std::unique_ptr<PackedWeight> pack_weight(DType wt, const void* W, int64_t rows, int64_t cols);
+
+// Activations in the packed order, per token: q [n_quads_padded * 128] (lo half, hi half of each
+// quad), dx [n_quads_padded * 16] (each block's scale repeated over its four int32 lanes) and
+// s [n_quads_padded * 4] (block sums), zero past the last block.
+struct ActSplit {
+  const int8_t* q;
+  const float* dx;
+  const float* s;
+  int64_t quads;  // n_quads_padded: per-token strides are 128 * quads, 16 * quads, 4 * quads
+};
+int64_t act_split_quads(int64_t cols);
+// Reorders X quantized to int8 (ActQ8 of [n_tokens, cols]) into ActSplit's buffers, which hold
+// n_tokens * act_split_quads(cols) * {128, 16, 4} elements.
+void split_act(const ActQ8& x, int64_t n_tokens, int64_t cols, int8_t* q, float* dx, float* s);
+
+// One packed GEMV call: Y[t, r] (+)= W[r, :] · dequant(x[t]), r in [row_begin, row_end).
+struct GemvPackedArgs {
+  const PackedWeight* w;
+  ActSplit x;
+  int64_t n_tokens;
+  float* Y;  // Y[t * ldy + r]
+  int64_t ldy;
+  bool accumulate;
+};
+// Scalar twin (test oracle, and the path when a packed weight meets a lower ISA level in tests).
+void gemv_packed_rows_scalar(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end);
+void gemv_packed_rows_avx512vnni(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end);
+
+}  // namespace hg::cpu

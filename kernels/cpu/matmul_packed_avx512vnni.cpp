@@ -1,0 +1,143 @@
+// The packed GEMV (matmul_packed.h) with AVX512-VNNI: per quad of four 32-blocks and row, one
+// 64-byte code load (Q8_0: two), two vpdpbusd, one conversion of the four scales and of the four
+// c's, and two FMAs. R rows x T tokens of accumulators, R * T <= 4, as the GGUF-layout kernels.
+// GCC 12's AVX-512 headers: see vec_avx512.h for why these two warnings are off here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include "kernels/cpu/matmul_packed.h"
+
+namespace hg::cpu {
+
+namespace {
+
+// A quad (or the tail, `blocks` < 4) of one row, decoded: codes in lo / hi order, the scale of
+// each int32 lane's block, and the four c's.
+struct Quad {
+  __m512i lo, hi;
+  __m512 d;
+  __m128 c;
+};
+
+template <bool kNibbles, bool kTail>
+inline Quad load_quad(const uint8_t* g, int blocks) {
+  const int n = kTail ? blocks : 4;
+  const size_t codes = static_cast<size_t>(n) * (kNibbles ? 16 : 32);
+  Quad o;
+  if constexpr (kNibbles) {
+    const __m512i v = kTail ? _mm512_maskz_loadu_epi8((1ull << (16 * n)) - 1, g) : _mm512_loadu_si512(g);
+    const __m512i mask = _mm512_set1_epi8(0x0f);
+    o.lo = _mm512_and_si512(v, mask);
+    o.hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+  } else if constexpr (kTail) {
+    const __mmask64 m = (1ull << (16 * n)) - 1;
+    o.lo = _mm512_maskz_loadu_epi8(m, g);
+    o.hi = _mm512_maskz_loadu_epi8(m, g + 16 * n);
+  } else {
+    o.lo = _mm512_loadu_si512(g);
+    o.hi = _mm512_loadu_si512(g + 64);
+  }
+  const __m128i dh = kTail ? _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << n) - 1), g + codes)
+                           : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + codes));
+  const __m128i ch = kTail ? _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << n) - 1), g + codes + 2 * n)
+                           : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + codes + 8));
+  const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  o.d = _mm512_permutexvar_ps(spread, _mm512_zextps128_ps512(_mm_cvtph_ps(dh)));
+  o.c = _mm_cvtph_ps(ch);
+  return o;
+}
+
+template <bool kNibbles, int R, int T>
+void packed_tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
+  const PackedWeight& w = *a.w;
+  const int64_t n_blocks = w.cols() / 32, n_quads = n_blocks / 4;
+  const int tail = static_cast<int>(n_blocks % 4);
+  const size_t quad_bytes = PackedWeight::code_bytes(w.source(), 4) + 16;
+  const uint8_t* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = w.row(r0 + r);
+  const int8_t* xq[T];
+  const float* xd[T];
+  const float* xs[T];
+  for (int t = 0; t < T; ++t) {
+    const int64_t base = (t0 + t) * a.x.quads;
+    xq[t] = a.x.q + 128 * base;
+    xd[t] = a.x.dx + 16 * base;
+    xs[t] = a.x.s + 4 * base;
+  }
+  __m512 acc[R][T];
+  __m128 acc_c[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) {
+      acc[r][t] = _mm512_setzero_ps();
+      acc_c[r][t] = _mm_setzero_ps();
+    }
+  const auto step = [&](int64_t q, const Quad* quad) {
+    for (int t = 0; t < T; ++t) {
+      const __m512i xlo = _mm512_loadu_si512(xq[t] + 128 * q), xhi = _mm512_loadu_si512(xq[t] + 128 * q + 64);
+      const __m512 dx = _mm512_loadu_ps(xd[t] + 16 * q);
+      const __m128 s = _mm_loadu_ps(xs[t] + 4 * q);
+      for (int r = 0; r < R; ++r) {
+        const __m512i p =
+            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), quad[r].lo, xlo), quad[r].hi, xhi);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(quad[r].d, dx), acc[r][t]);
+        acc_c[r][t] = _mm_fmadd_ps(quad[r].c, s, acc_c[r][t]);
+      }
+    }
+  };
+  Quad quad[R];
+  for (int64_t q = 0; q < n_quads; ++q) {
+    for (int r = 0; r < R; ++r) quad[r] = load_quad<kNibbles, false>(rows[r] + quad_bytes * q, 4);
+    step(q, quad);
+  }
+  if (tail) {
+    for (int r = 0; r < R; ++r) quad[r] = load_quad<kNibbles, true>(rows[r] + quad_bytes * n_quads, tail);
+    step(n_quads, quad);
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) {
+      __m128 c = acc_c[r][t];
+      c = _mm_add_ps(c, _mm_movehl_ps(c, c));
+      c = _mm_add_ss(c, _mm_movehdup_ps(c));
+      const float y = _mm512_reduce_add_ps(acc[r][t]) + _mm_cvtss_f32(c);
+      float& out = a.Y[(t0 + t) * a.ldy + r0 + r];
+      out = a.accumulate ? out + y : y;
+    }
+}
+
+// Rows [row_begin, row_end) for every token: four rows at a time for one token, two rows for two,
+// else one row with up to four tokens.
+template <bool kNibbles>
+void packed_rows(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
+  int64_t r = row_begin;
+  if (a.n_tokens == 1) {
+    for (; r + 4 <= row_end; r += 4) packed_tile<kNibbles, 4, 1>(a, r, 0);
+  } else if (a.n_tokens == 2) {
+    for (; r + 2 <= row_end; r += 2) packed_tile<kNibbles, 2, 2>(a, r, 0);
+  }
+  for (; r < row_end; ++r)
+    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += 4) {
+      const int64_t n = a.n_tokens - t0;
+      if (n >= 4)
+        packed_tile<kNibbles, 1, 4>(a, r, t0);
+      else if (n == 3)
+        packed_tile<kNibbles, 1, 3>(a, r, t0);
+      else if (n == 2)
+        packed_tile<kNibbles, 1, 2>(a, r, t0);
+      else
+        packed_tile<kNibbles, 1, 1>(a, r, t0);
+    }
+}
+
+}  // namespace
+
+void gemv_packed_rows_avx512vnni(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
+  if (a.w->nibbles())
+    packed_rows<true>(a, row_begin, row_end);
+  else
+    packed_rows<false>(a, row_begin, row_end);
+}
+
+}  // namespace hg::cpu
