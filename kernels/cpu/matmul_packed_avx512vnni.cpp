@@ -8,6 +8,8 @@
 #endif
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "kernels/cpu/matmul_packed.h"
 
 namespace hg::cpu {
@@ -88,7 +90,12 @@ void packed_tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
     }
   };
   Quad quad[R];
+  const size_t ahead = std::max<size_t>(w.row_bytes() * R, 4096);  // at least the next tile
   for (int64_t q = 0; q < n_quads; ++q) {
+    for (int r = 0; r < R; ++r) {
+      const char* next = reinterpret_cast<const char*>(rows[r] + quad_bytes * q + ahead);
+      for (size_t line = 0; line < quad_bytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
+    }
     for (int r = 0; r < R; ++r) quad[r] = load_quad<kNibbles, false>(rows[r] + quad_bytes * q, 4);
     step(q, quad);
   }
