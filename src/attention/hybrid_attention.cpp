@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "attention/host_ops.h"
@@ -13,6 +13,7 @@
 #include "attention/selectors/selector.h"
 #include "attention/step_timer.h"
 #include "hybridgen/error.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
@@ -36,7 +37,8 @@ std::vector<float> to_f32(const TensorView& t) {
 
 }  // namespace
 
-HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy, const mem::PlacementOptions& placement)
+HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy,
+                                 const mem::PlacementOptions& placement)
     : device_(c.device),
       model_(c.model),
       spec_(c.model.spec),
@@ -219,25 +221,29 @@ void HybridAttention::select_and_score(ThreadPool& pool, int layer, int seq, Seq
   if (policy_.merge == MergeMode::Lse) host_partial(pool, layer, seq, r);
 }
 
+ObservedAttention HybridAttention::observation(int seq, int layer, TokenSpace space, int count,
+                                               const int32_t* tokens) const {
+  ObservedAttention o;
+  o.seq = seq;
+  o.layer = layer;
+  o.space = space;
+  o.n_heads = spec_.n_heads;
+  o.n_kv_heads = spec_.n_kv_heads;
+  o.count = count;
+  o.tokens = tokens;
+  return o;
+}
+
 void HybridAttention::observe_selection(int seq, int layer, SeqResult& r, int g_begin, int g_end) {
   // The selection's attention probabilities: a softmax over the selected logits of each head.
   const int group = spec_.n_heads / spec_.n_kv_heads, K = r.K;
   for (int h = g_begin * group; h < g_end * group; ++h) {
     const float* lh = r.logits.data() + static_cast<size_t>(h) * K;
     float* ph = r.p.data() + static_cast<size_t>(h) * K;
-    const float m = *std::max_element(lh, lh + K);
-    float sum = 0;
-    for (int j = 0; j < K; ++j) sum += (ph[j] = std::exp(lh[j] - m));
-    for (int j = 0; j < K; ++j) ph[j] /= sum;
+    std::copy(lh, lh + K, ph);
+    cpu::softmax_inplace(ph, K);
   }
-  ObservedAttention o;
-  o.seq = seq;
-  o.layer = layer;
-  o.space = TokenSpace::Host;
-  o.n_heads = spec_.n_heads;
-  o.n_kv_heads = spec_.n_kv_heads;
-  o.count = K;
-  o.tokens = r.idx.data();
+  ObservedAttention o = observation(seq, layer, TokenSpace::Host, K, r.idx.data());
   o.p = r.p.data();
   for (Selector* s : observers_) s->observe(o, g_begin, g_end);
 }
@@ -278,7 +284,8 @@ void HybridAttention::decode_job(ThreadPool& pool, int layer, const float* x_hos
 
 void HybridAttention::submit_decode_job(int layer, const float* x_host, const float* q_host,
                                         const std::vector<TokenRow>& rows) {
-  stage_->submit(layer, [this, layer, x_host, q_host, &rows](ThreadPool& pool) { decode_job(pool, layer, x_host, q_host, rows); });
+  stage_->submit(
+      layer, [this, layer, x_host, q_host, &rows](ThreadPool& pool) { decode_job(pool, layer, x_host, q_host, rows); });
 }
 
 void HybridAttention::layer_input(int layer, const float* x, const std::vector<TokenRow>& rows) {
@@ -342,7 +349,8 @@ void HybridAttention::prefill_host_part(int layer, const std::vector<TokenRow>& 
   prefill_visible_.resize(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
     prefill_visible_[static_cast<size_t>(i)] =
-        policy_.keep_evicted ? std::clamp<int64_t>(rows[static_cast<size_t>(i)].pos + 1 - sinks, 0, host.n_tokens()) : 0;
+        policy_.keep_evicted ? std::clamp<int64_t>(rows[static_cast<size_t>(i)].pos + 1 - sinks, 0, host.n_tokens())
+                             : 0;
   stage_->run(spec_.n_layers, [&](ThreadPool& pool) {
     prefill_attention_.run(pool, kl, vl, q_host_.data(), n, spec_.n_heads, scale_, prefill_visible_.data(),
                            r.out.data(), r.lse.data());
@@ -449,14 +457,7 @@ void HybridAttention::observe_device(int layer, const std::vector<TokenRow>& row
   const size_t per_row = static_cast<size_t>(spec_.n_heads) * count;
   device_.copy_to_host(probs_host_.data(), probs_dev_, sizeof(float) * per_row * n_rows);
   const int seq = rows[static_cast<size_t>(first)].seq;
-  ObservedAttention o;
-  o.seq = seq;
-  o.layer = layer;
-  o.space = TokenSpace::Position;
-  o.n_heads = spec_.n_heads;
-  o.n_kv_heads = spec_.n_kv_heads;
-  o.count = count;
-  o.tokens = kv_->token_positions(seq, layer);
+  ObservedAttention o = observation(seq, layer, TokenSpace::Position, count, kv_->token_positions(seq, layer));
   o.prefill = prefill;
   for (int i = 0; i < n_rows; ++i) {
     o.query_pos = rows[static_cast<size_t>(first + i)].pos;
@@ -485,7 +486,8 @@ void HybridAttention::attend(int layer, const float* q, const float* k, const fl
     while (j < n && rows[static_cast<size_t>(j)].seq == rows[static_cast<size_t>(i)].seq) ++j;
     const int seq = rows[static_cast<size_t>(i)].seq;
     kv_->store(seq, layer, j - i, places_[static_cast<size_t>(seq)], k + static_cast<int64_t>(i) * kv_dim,
-               v + static_cast<int64_t>(i) * kv_dim, any_host ? k_host_.data() + static_cast<size_t>(i) * kv_dim : nullptr,
+               v + static_cast<int64_t>(i) * kv_dim,
+               any_host ? k_host_.data() + static_cast<size_t>(i) * kv_dim : nullptr,
                any_host ? v_host_.data() + static_cast<size_t>(i) * kv_dim : nullptr);
     i = j;
   }
@@ -499,7 +501,8 @@ void HybridAttention::attend(int layer, const float* q, const float* k, const fl
       while (j < n && rows[static_cast<size_t>(j)].seq == rows[static_cast<size_t>(i)].seq) ++j;
       for (auto& sel : pre_)
         if (sel && sel->wants_queries(rows[static_cast<size_t>(i)].seq, layer))
-          sel->on_queries(rows[static_cast<size_t>(i)].seq, layer, q_host_.data() + static_cast<size_t>(i) * spec_.q_dim(), j - i);
+          sel->on_queries(rows[static_cast<size_t>(i)].seq, layer,
+                          q_host_.data() + static_cast<size_t>(i) * spec_.q_dim(), j - i);
       i = j;
     }
   }
