@@ -1,7 +1,8 @@
 // HybridAttention: the decode pipeline of DESIGN.md. The device keeps sinks + a window of recent
 // tokens; host workers compute the next layer's logits over the host tokens (from the current
 // layer's input, with their own copies of Wq and the norm), select the important ones, and ship
-// their logits and V rows (or a partial result + LSE) for the device to merge.
+// their logits and V rows (or a partial result + LSE) for the device to merge, or, for a fetching
+// selector (InfiniGen), their K and V rows for the device to attend over with the true query.
 #pragma once
 #include <array>
 #include <memory>
@@ -49,6 +50,8 @@ class HybridAttention final : public LayerAttention {
     std::vector<int32_t> idx;   // [n_kv_heads][K]
     std::vector<float> logits;  // [n_heads][K]
     std::vector<float> v;       // [n_kv_heads][K][head_dim]
+    bool fetch = false;         // K and V rows go to the device, which scores them (Shipment::KeyValue)
+    std::vector<float> k;       // [n_kv_heads][K][head_dim] the fetched K rows
     std::vector<float> out;     // [rows][n_heads][head_dim] (LSE merge)
     std::vector<float> lse;     // [rows][n_heads]
     std::vector<float> q;       // [n_heads][head_dim] the query the host used
@@ -63,6 +66,11 @@ class HybridAttention final : public LayerAttention {
     float* v = nullptr;
     float* out = nullptr;
     float* lse = nullptr;
+    size_t capacity = 0;  // floats each buffer holds
+  };
+  struct FetchStaging {   // one layer's fetched K and V rows of one row, on the device
+    float* k = nullptr;   // [n_kv_heads][K][head_dim]
+    float* v = nullptr;   // [n_kv_heads][K][head_dim]
     size_t capacity = 0;  // floats each buffer holds
   };
 
@@ -83,6 +91,9 @@ class HybridAttention final : public LayerAttention {
   void host_partial(ThreadPool& pool, int layer, int seq, SeqResult& r);
   double refine(int layer, const float* q_host, const std::vector<TokenRow>& rows);  // host seconds
   void prefill_host_part(int layer, const std::vector<TokenRow>& rows);
+  void copy_queries(const float* q, int n);  // q [n][q_dim] -> q_host_
+  // The layer's true queries to the selectors that learn from them (InfiniGen's skew).
+  void learn_queries(int layer, const float* q, const std::vector<TokenRow>& rows, bool copied);
   float* device_probs(size_t floats);
   void observe_device(int layer, const std::vector<TokenRow>& rows, int first, int n_rows, int count, bool prefill);
   void ship_and_merge(int layer, const float* q, const std::vector<TokenRow>& rows, float* out, bool prefill);
@@ -121,7 +132,12 @@ class HybridAttention final : public LayerAttention {
   std::vector<std::vector<float>> x_host_;          // [layer % 2]: [rows][d_model]
   std::vector<float> q_host_, k_host_, v_host_;     // [rows][q_dim], [rows][kv_dim] x2
   std::vector<DeviceSeqBuffers> dev_bufs_;          // per row
-  std::vector<HostPart> parts_;                     // per row: what ship_and_merge gives the device
+  // [layer * n_seqs + row]: one staging area per layer, so that a layer's fetch need not wait for
+  // the compute of the layers before it: the step's copies are ordered once, behind the previous
+  // step's compute (fetch_ordered_), which read every layer's staging.
+  std::vector<FetchStaging> fetched_;
+  bool fetch_ordered_ = false;
+  std::vector<HostPart> parts_;  // per row: what ship_and_merge gives the device
   std::vector<LayerStats> stats_;
   std::vector<LayerMarks> marks_;  // this step's device timing marks, per layer
   StepTiming step_timing_;
