@@ -26,20 +26,23 @@ struct DeviceTokens {
   int n_lead = 0;
 };
 
-// What the host shipped for one sequence's layer (device memory).
+// What the host shipped for one sequence's layer (device memory). Logits and KeyValue both put
+// K host tokens per kv-head into the union; KeyValue (InfiniGen's fetch) carries their K rows, so
+// the device computes their logits with its own, true query.
 struct HostPart {
-  enum class Kind { None, Logits, Partial };
+  enum class Kind { None, Logits, KeyValue, Partial };
   Kind kind = Kind::None;
-  int K = 0;                      // Logits: selected host tokens per kv-head
+  int K = 0;                      // Logits, KeyValue: host tokens per kv-head
   const float* logits = nullptr;  // Logits: [n_heads][K], already scaled, in token order
-  const float* v = nullptr;       // Logits: [n_kv_heads][K][head_dim]
+  const float* k = nullptr;       // KeyValue: [n_kv_heads][K][head_dim], in token order
+  const float* v = nullptr;       // Logits, KeyValue: [n_kv_heads][K][head_dim]
   const float* out = nullptr;     // Partial: [n_rows][n_heads][head_dim]
   const float* lse = nullptr;     // Partial: [n_rows][n_heads]
 };
 
 // n query rows at positions pos0 .. pos0+n-1 attend over their visible device tokens merged with
-// the host's part: Logits as one softmax over the union (lead tokens, host tokens, the rest),
-// Partial by log-sum-exp. q, out: [n][n_heads][head_dim]; k_cache, v_cache:
+// the host's part: Logits and KeyValue as one softmax over the union (lead tokens, host tokens, the
+// rest), Partial by log-sum-exp. q, out: [n][n_heads][head_dim]; k_cache, v_cache:
 // [n_kv_heads][capacity][head_dim] in kv_dtype. GQA: query head h reads kv-head h / (n_heads /
 // n_kv_heads). The same struct drives cpu::hybrid_attention_items and cuda::hybrid_attention.
 struct HybridAttentionArgs {

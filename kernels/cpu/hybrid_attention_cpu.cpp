@@ -1,7 +1,8 @@
 // The device part runs as runs of consecutive cache slots (a ring of slots lists them in order,
 // so a ring costs at most a few runs) through the streaming dot/axpy kernels; host logits are
 // spliced into the score buffer after the lead tokens (sinks), so the softmax and P·V visit tokens
-// in position order exactly as full attention does.
+// in position order exactly as full attention does. Fetched host tokens (KeyValue) are scored in
+// the same place, from their shipped K rows with the row's own query.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -43,7 +44,8 @@ void hybrid_attention_items(const HybridAttentionArgs& a, float* scores, int64_t
   const int group = a.n_heads / a.n_kv_heads;
   const size_t row_bytes = static_cast<size_t>(head_dim) * dtype_block_bytes(a.kv_dtype);
   const HostPart& host = a.host;
-  const int64_t K = host.kind == HostPart::Kind::Logits ? host.K : 0;
+  const bool fetched = host.kind == HostPart::Kind::KeyValue;
+  const int64_t K = host.kind == HostPart::Kind::Logits || fetched ? host.K : 0;
   const DeviceTokens& tok = a.tokens;
   assert(head_dim <= kMaxHeadDim);  // checked at model load
   float device_out[kMaxHeadDim];
@@ -60,7 +62,6 @@ void hybrid_attention_items(const HybridAttentionArgs& a, float* scores, int64_t
     // The row sees the device tokens at positions <= its own: a prefix of the table.
     const int64_t visible = std::upper_bound(pos, pos + tok.count, a.pos0 + i) - pos;
     const int64_t lead = std::min<int64_t>(tok.n_lead, visible);
-    const float* host_logits = host.logits + static_cast<int64_t>(h) * K;
     const float* host_v = host.v + static_cast<int64_t>(g) * K * head_dim;
 
     // scores over the union, in position order: lead tokens, host tokens, the rest
@@ -72,7 +73,11 @@ void hybrid_attention_items(const HybridAttentionArgs& a, float* scores, int64_t
       });
     };
     device_scores(0, lead);
-    std::copy(host_logits, host_logits + K, scores + at);
+    if (fetched)
+      dot_rows(DType::F32, host.k + static_cast<int64_t>(g) * K * head_dim, head_dim, K, qh, head_dim, a.scale,
+               scores + at);
+    else if (K > 0)
+      std::copy(host.logits + h * K, host.logits + (h + 1) * K, scores + at);
     at += K;
     device_scores(lead, visible);
     // one softmax, then P·V in the same order

@@ -2,18 +2,18 @@
 // merged with the host's part.
 //
 // Each query row attends over a "union" sequence in token order: its visible lead tokens (the
-// sinks), then the host's K selected tokens (Logits: scores and fp32 V rows given), then the rest
-// of its visible device tokens. A row sees the table's prefix of positions <= its own (a binary
-// search per block); union index t maps to a cache slot through the table, so any block can start
-// anywhere in the union and the device may hold any tokens per kv-head.
+// sinks), then the host's K selected tokens (Logits: scores and fp32 V rows given; KeyValue: fp32
+// K and V rows given, scored like window tokens), then the rest of its visible device tokens. A row sees the table's
+// prefix of positions <= its own (a binary search per block); union index t maps to a cache slot through the table, so
+// any block can start anywhere in the union and the device may hold any tokens per kv-head.
 //
 // Grid: (split of the union, kv head × query-head subgroup, query row), like attention_decode:
 // a block streams the K and V rows of its split once for all query heads of its GQA group (up to
 // kMaxGroup). Within a split it walks tiles of kTile tokens with an online softmax (running max
 // and sum per head, the accumulator rescaled per tile), so shared memory does not bound the
 // window or K:
-//   phase 1: a warp per token; window tokens: lanes over (d, d+1) pairs, dot with every head's
-//            query, warp sums; host tokens: the given logits
+//   phase 1: a warp per token; window and fetched tokens: lanes over (d, d+1) pairs, dot with
+//            every head's query, warp sums; host Logits tokens: the given logits
 //   phase 2: per head, the tile's max, the rescale factor and exp(score - max) (a warp per head)
 //   phase 3: threads own (token lane, d pair); P·V accumulated in registers over the tiles,
 //            summed over token lanes in shared memory at the end
@@ -49,8 +49,10 @@ __device__ __forceinline__ int visible_count(const int32_t* pos, int count, int6
   int lo = 0, hi = count;
   while (lo < hi) {
     const int mid = (lo + hi) >> 1;
-    if (pos[mid] <= p) lo = mid + 1;
-    else hi = mid;
+    if (pos[mid] <= p)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo;
 }
@@ -69,6 +71,21 @@ __device__ __forceinline__ int64_t window_slot(const int32_t* slot_row, const Ro
 }
 
 __device__ __forceinline__ bool is_host(const RowUnion& u, int t) { return t >= u.lead && t < u.lead + u.host; }
+
+// Host tokens in the union: K of them for Logits and KeyValue parts, none otherwise.
+__host__ __device__ __forceinline__ int union_host_tokens(const HostPart& h) {
+  return h.kind == HostPart::Kind::Logits || h.kind == HostPart::Kind::KeyValue ? h.K : 0;
+}
+
+// A key row's (d, d+1) pairs owned by this lane (zeros past the row).
+template <typename R>
+__device__ __forceinline__ void load_key_pairs(const R* row, int lane, int pairs, float2 (&kk)[kMaxPairs]) {
+#pragma unroll
+  for (int j = 0; j < kMaxPairs; ++j) {
+    const int pp = lane + 32 * j;
+    kk[j] = pp < pairs ? load2(row + 2 * pp) : make_float2(0.0f, 0.0f);
+  }
+}
 
 // The row's final value of (row_head, d) from the device side's unnormalized acc, max and sum:
 // normalized, then merged with the host's Partial by log-sum-exp (cpu::lse_merge).
@@ -100,7 +117,8 @@ __global__ void __launch_bounds__(kThreads)
   const int gh = min(kMaxGroup, group - sub * kMaxGroup);
   const int D = a.head_dim, pairs = D / 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int host_k = a.host.kind == HostPart::Kind::Logits ? a.host.K : 0;
+  const int host_k = union_host_tokens(a.host);
+  const bool fetched = a.host.kind == HostPart::Kind::KeyValue;
   const int32_t* slot_row = a.tokens.slot + static_cast<int64_t>(g) * a.tokens.stride;
   const RowUnion u = row_union(a.tokens, a.tokens.pos + static_cast<int64_t>(g) * a.tokens.stride, a.pos0 + i, host_k);
   const int t0 = split * chunk;
@@ -108,7 +126,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t head_stride = a.capacity * D;
   const T* kbase = static_cast<const T*>(a.k_cache) + g * head_stride;
   const T* vbase = static_cast<const T*>(a.v_cache) + g * head_stride;
-  const float* host_v = a.host.v + static_cast<int64_t>(g) * host_k * D;  // [K][D] of kv head g
+  const float* host_v = a.host.v + static_cast<int64_t>(g) * host_k * D;                         // [K][D] of kv head g
+  const float* host_keys = fetched ? a.host.k + static_cast<int64_t>(g) * host_k * D : nullptr;  // [K][D]
   const int64_t row_head0 = static_cast<int64_t>(i) * a.n_heads + h0;
 
   for (int idx = threadIdx.x; idx < gh * D; idx += kThreads) s_q[idx] = a.q[row_head0 * D + idx] * a.scale;
@@ -130,17 +149,16 @@ __global__ void __launch_bounds__(kThreads)
     // phase 1: scores
     for (int tt = warp; tt < len; tt += kWarps) {
       const int t = tile + tt;
-      if (is_host(u, t)) {
+      const bool host = is_host(u, t);
+      if (host && !fetched) {
         if (lane < gh) s_p[lane * kTile + tt] = a.host.logits[static_cast<int64_t>(h0 + lane) * host_k + (t - u.lead)];
         continue;
       }
-      const T* krow = kbase + window_slot(slot_row, u, t) * D;
       float2 kk[kMaxPairs];
-#pragma unroll
-      for (int j = 0; j < kMaxPairs; ++j) {
-        const int pp = lane + 32 * j;
-        kk[j] = pp < pairs ? load2(krow + 2 * pp) : make_float2(0.0f, 0.0f);
-      }
+      if (host)
+        load_key_pairs(host_keys + static_cast<int64_t>(t - u.lead) * D, lane, pairs, kk);
+      else
+        load_key_pairs(kbase + window_slot(slot_row, u, t) * D, lane, pairs, kk);
 #pragma unroll
       for (int hh = 0; hh < kMaxGroup; ++hh) {
         if (hh < gh) {
@@ -221,9 +239,9 @@ __global__ void __launch_bounds__(kThreads)
 
   // An empty split (t0 >= t1) wrote no partial sums: it contributes zeros.
   store_split_result(s_red, t0 < t1 ? lanes_r : 0, gh, D, s_m, s_l, splits, split, row_head0, partial,
-                                [&](int64_t row_head, int d, float acc, float m, float l) {
-                                  a.out[row_head * D + d] = finish(a, row_head, d, acc, m, l);
-                                });
+                     [&](int64_t row_head, int d, float acc, float m, float l) {
+                       a.out[row_head * D + d] = finish(a, row_head, d, acc, m, l);
+                     });
 }
 
 // One block per (row, head): merges the splits' (acc, max, sum), then finishes like the kernel.
@@ -248,8 +266,7 @@ void check_args(const HybridAttentionArgs& a) {
 // leave their last splits empty).
 int64_t max_union(const HybridAttentionArgs& a) {
   if (a.n <= 0) return 0;
-  const int host_k = a.host.kind == HostPart::Kind::Logits ? a.host.K : 0;
-  return static_cast<int64_t>(a.tokens.count) + host_k;
+  return static_cast<int64_t>(a.tokens.count) + union_host_tokens(a.host);
 }
 
 }  // namespace

@@ -47,11 +47,11 @@ void host_logits_selected(const HostKvLayout& k, const float* q, int n_heads, fl
     }
 }
 
-void gather_v_rows(const HostKvLayout& v, const int32_t* idx, int K, int g_begin, int g_end, float* v_out) {
+void gather_rows(const HostKvLayout& rows, const int32_t* idx, int K, int g_begin, int g_end, float* rows_out) {
   for (int g = g_begin; g < g_end; ++g)
     for (int j = 0; j < K; ++j)
-      cpu::dequantize_row(v.dtype, v.row(g, idx[g * K + j]), v.head_dim, 0,
-                          v_out + (static_cast<int64_t>(g) * K + j) * v.head_dim);
+      cpu::dequantize_row(rows.dtype, rows.row(g, idx[g * K + j]), rows.head_dim, 0,
+                          rows_out + (static_cast<int64_t>(g) * K + j) * rows.head_dim);
 }
 
 void partial_attention(const float* logits, const float* v_sel, int n_heads, int n_kv_heads, int K, int head_dim,

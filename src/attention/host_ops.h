@@ -1,5 +1,5 @@
 // What the host workers compute over one sequence's host K/V stores for one layer: attention
-// logits (all host tokens, or a chosen subset), V-row gathers for the device, and partial
+// logits (all host tokens, or a chosen subset), K/V-row gathers for the device, and partial
 // attention with log-sum-exp (LSE merge). Token selection is the selectors' (selectors/).
 // Ranges are explicit so that a pool can split the work; no allocation happens here.
 #pragma once
@@ -23,8 +23,9 @@ void host_logits(const HostKvLayout& k, const float* q, int n_heads, float scale
 void host_logits_selected(const HostKvLayout& k, const float* q, int n_heads, float scale, const int32_t* idx, int K,
                           int g_begin, int g_end, float* out);
 
-// v_out[(g * K + j) * head_dim ...] = V[g, idx[g * K + j]] as fp32.
-void gather_v_rows(const HostKvLayout& v, const int32_t* idx, int K, int g_begin, int g_end, float* v_out);
+// rows_out[(g * K + j) * head_dim ...] = rows[g, idx[g * K + j]] as fp32: the selected V rows for
+// the device, and the K rows too when they are fetched (InfiniGen).
+void gather_rows(const HostKvLayout& rows, const int32_t* idx, int K, int g_begin, int g_end, float* rows_out);
 
 // Partial attention over K selected tokens: out[h] = softmax(logits[h]) · v_sel[g(h)] and
 // lse[h] = log Σ exp(logits[h]) (logits already scaled). K == 0 gives out 0, lse -inf.

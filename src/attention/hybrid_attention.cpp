@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <initializer_list>
 #include <thread>
 
 #include "attention/host_ops.h"
@@ -13,6 +14,7 @@
 #include "attention/selectors/selector.h"
 #include "attention/step_timer.h"
 #include "hybridgen/error.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
@@ -27,6 +29,17 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Grows device buffers that share one capacity (floats) to hold `floats` each; amortized
+// (doubles), so that no step allocates once warm.
+void grow_device_buffers(Device& device, std::initializer_list<float**> buffers, size_t& capacity, size_t floats) {
+  if (capacity >= floats) return;
+  capacity = std::max(floats, capacity * 2);
+  for (float** p : buffers) {
+    if (*p) device.free(*p);
+    *p = static_cast<float*>(device.alloc(sizeof(float) * capacity));
+  }
+}
+
 std::vector<float> to_f32(const TensorView& t) {
   if (!t.present()) return {};
   std::vector<float> out(static_cast<size_t>(t.numel()));
@@ -36,7 +49,8 @@ std::vector<float> to_f32(const TensorView& t) {
 
 }  // namespace
 
-HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy, const mem::PlacementOptions& placement)
+HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy,
+                                 const mem::PlacementOptions& placement)
     : device_(c.device),
       model_(c.model),
       spec_(c.model.spec),
@@ -82,6 +96,7 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
   ctx_ = c.ctx;
   post_ = make_selector(Selection::Post, policy_.predictor, SelectorContext{spec_, policy_, ctx_, n_seqs_});
   if (policy_.select == Selection::Pre) set_up_predictor(policy_.predictor);
+  fetched_.resize(static_cast<size_t>(spec_.n_layers) * n_seqs_);
   stats_.resize(static_cast<size_t>(spec_.n_layers));
   marks_.resize(static_cast<size_t>(spec_.n_layers));
   step_timing_.layers.resize(static_cast<size_t>(spec_.n_layers));
@@ -98,6 +113,9 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
 HybridAttention::~HybridAttention() {
   for (auto& b : dev_bufs_)
     for (float* p : {b.logits, b.v, b.out, b.lse})
+      if (p) device_.free(p);
+  for (auto& f : fetched_)
+    for (float* p : {f.k, f.v})
       if (p) device_.free(p);
   if (probs_dev_) device_.free(probs_dev_);
 }
@@ -141,6 +159,7 @@ int HybridAttention::effective_k(const StepPlan& plan, int64_t n_host) {
 
 void HybridAttention::begin_step(const std::vector<TokenRow>& rows, bool prefill, std::span<const StepPlan> plans) {
   prefill_ = prefill;
+  fetch_ordered_ = false;
   if (plans.size() != plans_.size())
     throw Error("hybrid attention: " + std::to_string(plans.size()) + " step plans for a batch of " +
                 std::to_string(plans_.size()));
@@ -199,24 +218,45 @@ void HybridAttention::select_and_score(ThreadPool& pool, int layer, int seq, Seq
   if (plan.select == Selection::Pre && r.n_host > 0)
     req.K = std::clamp<int>(selector_for(plan, false).choose_k(req, scratch_[0]), 0, static_cast<int>(r.n_host));
   const int K = r.K = req.K;
+  // A fetching selector (InfiniGen) ships K and V rows even when it takes every host token; the
+  // device scores them, so the merge mode does not apply and no logits are needed but observers'.
+  r.fetch = plan.select == Selection::Pre && selector_for(plan, false).ships() == Shipment::KeyValue;
+  const size_t row_floats = static_cast<size_t>(spec_.n_kv_heads) * K * spec_.head_dim;
   r.idx.resize(static_cast<size_t>(spec_.n_kv_heads) * K);
   r.logits.resize(static_cast<size_t>(spec_.n_heads) * K);
-  r.v.resize(static_cast<size_t>(spec_.n_kv_heads) * K * spec_.head_dim);
+  r.v.resize(row_floats);
+  if (r.fetch) r.k.resize(row_floats);
   const bool all = K == r.n_host;
-  Selector& selector = selector_for(plan, all);
+  Selector& selector = selector_for(plan, all && !r.fetch);
+  const bool lse = policy_.merge == MergeMode::Lse && !r.fetch;
   // every host token with --merge lse: the partial attention streams the store, nothing to gather
-  const bool gather = !(all && policy_.merge == MergeMode::Lse);
+  const bool gather = !(all && lse);
   const bool observe = K > 0 && !observers_.empty();
   if (observe) r.p.resize(static_cast<size_t>(spec_.n_heads) * K);
-  const HostKvLayout vl = host.v_layout(layer);
+  const SelectedTokens out{r.idx.data(), r.fetch && !observe ? nullptr : r.logits.data()};
+  const HostKvLayout kl = host.k_layout(layer), vl = host.v_layout(layer);
   pool.parallel_for(spec_.n_kv_heads, [&](int64_t gb, int64_t ge, int t) {
     const int g0 = static_cast<int>(gb), g1 = static_cast<int>(ge);
     SelectorScratch& scratch = scratch_[static_cast<size_t>(t)];
-    selector.select(req, g0, g1, {r.idx.data(), r.logits.data()}, scratch);
+    selector.select(req, g0, g1, out, scratch);
     if (observe) observe_selection(seq, layer, r, g0, g1);
-    if (gather) gather_v_rows(vl, r.idx.data(), K, g0, g1, r.v.data());
+    if (gather) gather_rows(vl, r.idx.data(), K, g0, g1, r.v.data());
+    if (r.fetch) gather_rows(kl, r.idx.data(), K, g0, g1, r.k.data());
   });
-  if (policy_.merge == MergeMode::Lse) host_partial(pool, layer, seq, r);
+  if (lse) host_partial(pool, layer, seq, r);
+}
+
+ObservedAttention HybridAttention::observation(int seq, int layer, TokenSpace space, int count,
+                                               const int32_t* tokens) const {
+  ObservedAttention o;
+  o.seq = seq;
+  o.layer = layer;
+  o.space = space;
+  o.n_heads = spec_.n_heads;
+  o.n_kv_heads = spec_.n_kv_heads;
+  o.count = count;
+  o.tokens = tokens;
+  return o;
 }
 
 void HybridAttention::observe_selection(int seq, int layer, SeqResult& r, int g_begin, int g_end) {
@@ -225,19 +265,10 @@ void HybridAttention::observe_selection(int seq, int layer, SeqResult& r, int g_
   for (int h = g_begin * group; h < g_end * group; ++h) {
     const float* lh = r.logits.data() + static_cast<size_t>(h) * K;
     float* ph = r.p.data() + static_cast<size_t>(h) * K;
-    const float m = *std::max_element(lh, lh + K);
-    float sum = 0;
-    for (int j = 0; j < K; ++j) sum += (ph[j] = std::exp(lh[j] - m));
-    for (int j = 0; j < K; ++j) ph[j] /= sum;
+    std::copy(lh, lh + K, ph);
+    cpu::softmax_inplace(ph, K);
   }
-  ObservedAttention o;
-  o.seq = seq;
-  o.layer = layer;
-  o.space = TokenSpace::Host;
-  o.n_heads = spec_.n_heads;
-  o.n_kv_heads = spec_.n_kv_heads;
-  o.count = K;
-  o.tokens = r.idx.data();
+  ObservedAttention o = observation(seq, layer, TokenSpace::Host, K, r.idx.data());
   o.p = r.p.data();
   for (Selector* s : observers_) s->observe(o, g_begin, g_end);
 }
@@ -278,7 +309,8 @@ void HybridAttention::decode_job(ThreadPool& pool, int layer, const float* x_hos
 
 void HybridAttention::submit_decode_job(int layer, const float* x_host, const float* q_host,
                                         const std::vector<TokenRow>& rows) {
-  stage_->submit(layer, [this, layer, x_host, q_host, &rows](ThreadPool& pool) { decode_job(pool, layer, x_host, q_host, rows); });
+  stage_->submit(
+      layer, [this, layer, x_host, q_host, &rows](ThreadPool& pool) { decode_job(pool, layer, x_host, q_host, rows); });
 }
 
 void HybridAttention::layer_input(int layer, const float* x, const std::vector<TokenRow>& rows) {
@@ -324,7 +356,7 @@ double HybridAttention::refine(int layer, const float* q_host, const std::vector
         host_logits_selected(kl, r.q.data(), spec_.n_heads, scale_, r.idx.data(), r.K, static_cast<int>(gb),
                              static_cast<int>(ge), r.logits.data());
       });
-      if (policy_.merge == MergeMode::Lse) host_partial(pool, layer, rows[i].seq, r);
+      if (policy_.merge == MergeMode::Lse && !r.fetch) host_partial(pool, layer, rows[i].seq, r);
     }
   });
 }
@@ -342,7 +374,8 @@ void HybridAttention::prefill_host_part(int layer, const std::vector<TokenRow>& 
   prefill_visible_.resize(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
     prefill_visible_[static_cast<size_t>(i)] =
-        policy_.keep_evicted ? std::clamp<int64_t>(rows[static_cast<size_t>(i)].pos + 1 - sinks, 0, host.n_tokens()) : 0;
+        policy_.keep_evicted ? std::clamp<int64_t>(rows[static_cast<size_t>(i)].pos + 1 - sinks, 0, host.n_tokens())
+                             : 0;
   stage_->run(spec_.n_layers, [&](ThreadPool& pool) {
     prefill_attention_.run(pool, kl, vl, q_host_.data(), n, spec_.n_heads, scale_, prefill_visible_.data(),
                            r.out.data(), r.lse.data());
@@ -351,15 +384,7 @@ void HybridAttention::prefill_host_part(int layer, const std::vector<TokenRow>& 
 
 HybridAttention::DeviceSeqBuffers& HybridAttention::device_buffers(int row, size_t floats) {
   DeviceSeqBuffers& b = dev_bufs_[static_cast<size_t>(row)];
-  if (b.capacity < floats) {
-    // Grows with the host token count (amortized: doubles), never per step once warm.
-    const size_t cap = std::max(floats, b.capacity * 2);
-    for (float** p : {&b.logits, &b.v, &b.out, &b.lse}) {
-      if (*p) device_.free(*p);
-      *p = static_cast<float*>(device_.alloc(sizeof(float) * cap));
-    }
-    b.capacity = cap;
-  }
+  grow_device_buffers(device_, {&b.logits, &b.v, &b.out, &b.lse}, b.capacity, floats);  // with the host tokens
   return b;
 }
 
@@ -374,29 +399,36 @@ void HybridAttention::ship_and_merge(int layer, const float* q, const std::vecto
   LayerMarks& marks = marks_[static_cast<size_t>(layer)];
   if (!prefill) marks.tx_begin = device_.timing_mark(false);
   int64_t bytes = 0;
+  bool fetching = false;
   for (int i = 0; i < n; i += rows_per_call) {
     SeqResult& r = results[static_cast<size_t>(prefill ? 0 : i)];
     HostPart& part = parts_[static_cast<size_t>(i)];
     part = HostPart{};
-    if (prefill || policy_.merge == MergeMode::Lse) {
+    if (prefill || (policy_.merge == MergeMode::Lse && !r.fetch)) {
       const size_t outs = static_cast<size_t>(rows_per_call) * spec_.q_dim();
       DeviceSeqBuffers& b = device_buffers(i, outs);
       device_.copy_to_device(b.out, r.out.data(), sizeof(float) * outs);
       device_.copy_to_device(b.lse, r.lse.data(), sizeof(float) * rows_per_call * spec_.n_heads);
-      part.kind = HostPart::Kind::Partial;
-      part.out = b.out;
-      part.lse = b.lse;
+      part = {.kind = HostPart::Kind::Partial, .out = b.out, .lse = b.lse};
       bytes += static_cast<int64_t>(sizeof(float) * (outs + static_cast<size_t>(rows_per_call) * spec_.n_heads));
+    } else if (r.K > 0 && r.fetch) {
+      // InfiniGen's fetch: the chosen K and V rows into this layer's staging, on the copy stream
+      const size_t rows_floats = static_cast<size_t>(spec_.n_kv_heads) * r.K * spec_.head_dim;
+      FetchStaging& f = fetched_[static_cast<size_t>(layer) * n_seqs_ + i];
+      grow_device_buffers(device_, {&f.k, &f.v}, f.capacity, rows_floats);
+      if (!fetch_ordered_) device_.copies_after_compute();  // behind the previous step's reads of every staging
+      fetch_ordered_ = fetching = true;
+      device_.copy_to_device_async(f.k, r.k.data(), sizeof(float) * rows_floats);
+      device_.copy_to_device_async(f.v, r.v.data(), sizeof(float) * rows_floats);
+      part = {.kind = HostPart::Kind::KeyValue, .K = r.K, .k = f.k, .v = f.v};
+      bytes += static_cast<int64_t>(2 * sizeof(float) * rows_floats);
     } else if (r.K > 0) {
       const size_t nv = static_cast<size_t>(spec_.n_kv_heads) * r.K * spec_.head_dim;
       const size_t nl = static_cast<size_t>(spec_.n_heads) * r.K;
       DeviceSeqBuffers& b = device_buffers(i, std::max(nv, nl));
       device_.copy_to_device(b.logits, r.logits.data(), sizeof(float) * nl);
       device_.copy_to_device(b.v, r.v.data(), sizeof(float) * nv);
-      part.kind = HostPart::Kind::Logits;
-      part.K = r.K;
-      part.logits = b.logits;
-      part.v = b.v;
+      part = {.kind = HostPart::Kind::Logits, .K = r.K, .logits = b.logits, .v = b.v};
       bytes += static_cast<int64_t>(sizeof(float) * (nl + nv));
     }
     if (!prefill) {
@@ -405,6 +437,7 @@ void HybridAttention::ship_and_merge(int layer, const float* q, const std::vecto
     }
   }
   st.bytes_h2d += bytes;
+  if (fetching) device_.wait_copy_fence(device_.copy_fence());  // the attention reads the fetched rows
   if (!prefill) {
     marks.tx_end = device_.timing_mark(false);
     lt.bytes_h2d = bytes;
@@ -434,12 +467,8 @@ void HybridAttention::ship_and_merge(int layer, const float* q, const std::vecto
 }
 
 float* HybridAttention::device_probs(size_t floats) {
-  if (probs_cap_ < floats) {  // grows with the device set (amortized), never per step once warm
-    if (probs_dev_) device_.free(probs_dev_);
-    probs_cap_ = std::max(floats, probs_cap_ * 2);
-    probs_dev_ = static_cast<float*>(device_.alloc(sizeof(float) * probs_cap_));
-    probs_host_.resize(probs_cap_);
-  }
+  grow_device_buffers(device_, {&probs_dev_}, probs_cap_, floats);  // with the device set
+  probs_host_.resize(probs_cap_);
   return probs_dev_;
 }
 
@@ -449,19 +478,35 @@ void HybridAttention::observe_device(int layer, const std::vector<TokenRow>& row
   const size_t per_row = static_cast<size_t>(spec_.n_heads) * count;
   device_.copy_to_host(probs_host_.data(), probs_dev_, sizeof(float) * per_row * n_rows);
   const int seq = rows[static_cast<size_t>(first)].seq;
-  ObservedAttention o;
-  o.seq = seq;
-  o.layer = layer;
-  o.space = TokenSpace::Position;
-  o.n_heads = spec_.n_heads;
-  o.n_kv_heads = spec_.n_kv_heads;
-  o.count = count;
-  o.tokens = kv_->token_positions(seq, layer);
+  ObservedAttention o = observation(seq, layer, TokenSpace::Position, count, kv_->token_positions(seq, layer));
   o.prefill = prefill;
   for (int i = 0; i < n_rows; ++i) {
     o.query_pos = rows[static_cast<size_t>(first + i)].pos;
     o.p = probs_host_.data() + per_row * i;
     pruner_->observe(o, 0, spec_.n_kv_heads);
+  }
+}
+
+void HybridAttention::copy_queries(const float* q, int n) {
+  q_host_.resize(static_cast<size_t>(n) * spec_.q_dim());
+  device_.copy_to_host(q_host_.data(), q, sizeof(float) * q_host_.size());
+}
+
+void HybridAttention::learn_queries(int layer, const float* q, const std::vector<TokenRow>& rows, bool copied) {
+  // Called once this layer's host part is done: the job may have been reading the selector's
+  // state (InfiniGen makes its skew there), and speculating layers copy their queries only now.
+  const int n = static_cast<int>(rows.size());
+  for (int i = 0; i < n;) {
+    int j = i + 1;
+    while (j < n && rows[static_cast<size_t>(j)].seq == rows[static_cast<size_t>(i)].seq) ++j;
+    const int seq = rows[static_cast<size_t>(i)].seq;
+    for (auto& sel : pre_) {
+      if (!sel || !sel->wants_queries(seq, layer)) continue;
+      if (!copied) copy_queries(q, n);
+      copied = true;
+      sel->on_queries(seq, layer, q_host_.data() + static_cast<size_t>(i) * spec_.q_dim(), j - i);
+    }
+    i = j;
   }
 }
 
@@ -485,24 +530,14 @@ void HybridAttention::attend(int layer, const float* q, const float* k, const fl
     while (j < n && rows[static_cast<size_t>(j)].seq == rows[static_cast<size_t>(i)].seq) ++j;
     const int seq = rows[static_cast<size_t>(i)].seq;
     kv_->store(seq, layer, j - i, places_[static_cast<size_t>(seq)], k + static_cast<int64_t>(i) * kv_dim,
-               v + static_cast<int64_t>(i) * kv_dim, any_host ? k_host_.data() + static_cast<size_t>(i) * kv_dim : nullptr,
+               v + static_cast<int64_t>(i) * kv_dim,
+               any_host ? k_host_.data() + static_cast<size_t>(i) * kv_dim : nullptr,
                any_host ? v_host_.data() + static_cast<size_t>(i) * kv_dim : nullptr);
     i = j;
   }
 
   const bool needs_q = prefill_ || policy_.query != QuerySource::Speculative || !speculates(layer);
-  if (needs_q) {
-    q_host_.resize(static_cast<size_t>(n) * spec_.q_dim());
-    device_.copy_to_host(q_host_.data(), q, sizeof(float) * q_host_.size());
-    for (int i = 0; i < n;) {  // the true queries, for selectors that learn from them (InfiniGen's skew)
-      int j = i + 1;
-      while (j < n && rows[static_cast<size_t>(j)].seq == rows[static_cast<size_t>(i)].seq) ++j;
-      for (auto& sel : pre_)
-        if (sel && sel->wants_queries(rows[static_cast<size_t>(i)].seq, layer))
-          sel->on_queries(rows[static_cast<size_t>(i)].seq, layer, q_host_.data() + static_cast<size_t>(i) * spec_.q_dim(), j - i);
-      i = j;
-    }
-  }
+  if (needs_q) copy_queries(q, n);
   const double t_wait0 = now_seconds();
   if (prefill_) {
     prefill_host_part(layer, rows);
@@ -515,6 +550,7 @@ void HybridAttention::attend(int layer, const float* q, const float* k, const fl
     st.t_host += lt.t_host;
     st.t_wait += lt.t_wait;
   }
+  learn_queries(layer, q, rows, needs_q);
   ship_and_merge(layer, q, rows, out, prefill_);
   if (!prefill_) st.steps += 1;
 }

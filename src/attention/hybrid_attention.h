@@ -1,7 +1,8 @@
 // HybridAttention: the decode pipeline of DESIGN.md. The device keeps sinks + a window of recent
 // tokens; host workers compute the next layer's logits over the host tokens (from the current
 // layer's input, with their own copies of Wq and the norm), select the important ones, and ship
-// their logits and V rows (or a partial result + LSE) for the device to merge.
+// their logits and V rows (or a partial result + LSE) for the device to merge, or, for a fetching
+// selector (InfiniGen), their K and V rows for the device to attend over with the true query.
 #pragma once
 #include <array>
 #include <memory>
@@ -44,42 +45,55 @@ class HybridAttention final : public LayerAttention {
  private:
   // What the host computed for one sequence and layer.
   struct SeqResult {
-    int K = 0;                   // selected tokens per kv-head
-    int64_t n_host = 0;          // host tokens available
-    std::vector<int32_t> idx;    // [n_kv_heads][K]
-    std::vector<float> logits;   // [n_heads][K]
-    std::vector<float> v;        // [n_kv_heads][K][head_dim]
-    std::vector<float> out;      // [rows][n_heads][head_dim] (LSE merge)
-    std::vector<float> lse;      // [rows][n_heads]
-    std::vector<float> q;        // [n_heads][head_dim] the query the host used
-    std::vector<float> p;        // [n_heads][K] the selection's probabilities (observing selectors)
+    int K = 0;                  // selected tokens per kv-head
+    int64_t n_host = 0;         // host tokens available
+    std::vector<int32_t> idx;   // [n_kv_heads][K]
+    std::vector<float> logits;  // [n_heads][K]
+    std::vector<float> v;       // [n_kv_heads][K][head_dim]
+    bool fetch = false;         // K and V rows go to the device, which scores them (Shipment::KeyValue)
+    std::vector<float> k;       // [n_kv_heads][K][head_dim] the fetched K rows
+    std::vector<float> out;     // [rows][n_heads][head_dim] (LSE merge)
+    std::vector<float> lse;     // [rows][n_heads]
+    std::vector<float> q;       // [n_heads][head_dim] the query the host used
+    std::vector<float> p;       // [n_heads][K] the selection's probabilities (observing selectors)
   };
-  struct HostLayer {             // the host's own copies for q̃ = RoPE(Wq · norm(x) + bq)
+  struct HostLayer {  // the host's own copies for q̃ = RoPE(Wq · norm(x) + bq)
     TensorView wq;
     std::vector<float> bq, norm_w, norm_b;
   };
-  struct DeviceSeqBuffers {      // where the host part lands on the device
+  struct DeviceSeqBuffers {  // where the host part lands on the device
     float* logits = nullptr;
     float* v = nullptr;
     float* out = nullptr;
     float* lse = nullptr;
-    size_t capacity = 0;         // floats each buffer holds
+    size_t capacity = 0;  // floats each buffer holds
+  };
+  struct FetchStaging {   // one layer's fetched K and V rows of one row, on the device
+    float* k = nullptr;   // [n_kv_heads][K][head_dim]
+    float* v = nullptr;   // [n_kv_heads][K][head_dim]
+    size_t capacity = 0;  // floats each buffer holds
   };
 
   static int effective_k(const StepPlan& plan, int64_t n_host);
   // Whether layer L's host part is computed ahead from the previous layer's input.
   bool speculates(int layer) const { return policy_.query != QuerySource::Exact && layer >= policy_.exact_layers; }
   void submit_decode_job(int layer, const float* x_host, const float* q_host, const std::vector<TokenRow>& rows);
-  void decode_job(ThreadPool& pool, int layer, const float* x_host, const float* q_host, const std::vector<TokenRow>& rows);
+  void decode_job(ThreadPool& pool, int layer, const float* x_host, const float* q_host,
+                  const std::vector<TokenRow>& rows);
   // The host part of one sequence's layer: the plan's selector picks K tokens per kv-head and
   // scores them; observing selectors see the probabilities; V rows or a partial result follow.
   void select_and_score(ThreadPool& pool, int layer, int seq, SeqResult& r);
   Selector& selector_for(const StepPlan& plan, bool all);
   void set_up_predictor(Predictor p);
+  // What an observer is told about `count` tokens per kv-head (`tokens` in `space`); p is the caller's.
+  ObservedAttention observation(int seq, int layer, TokenSpace space, int count, const int32_t* tokens) const;
   void observe_selection(int seq, int layer, SeqResult& r, int g_begin, int g_end);
   void host_partial(ThreadPool& pool, int layer, int seq, SeqResult& r);
   double refine(int layer, const float* q_host, const std::vector<TokenRow>& rows);  // host seconds
   void prefill_host_part(int layer, const std::vector<TokenRow>& rows);
+  void copy_queries(const float* q, int n);  // q [n][q_dim] -> q_host_
+  // The layer's true queries to the selectors that learn from them (InfiniGen's skew).
+  void learn_queries(int layer, const float* q, const std::vector<TokenRow>& rows, bool copied);
   float* device_probs(size_t floats);
   void observe_device(int layer, const std::vector<TokenRow>& rows, int first, int n_rows, int count, bool prefill);
   void ship_and_merge(int layer, const float* q, const std::vector<TokenRow>& rows, float* out, bool prefill);
@@ -102,25 +116,30 @@ class HybridAttention final : public LayerAttention {
   int ctx_ = 0;
 
   bool prefill_ = false;
-  std::vector<std::vector<TokenLocation>> places_;   // per sequence, this step's new positions
-  std::vector<StepPlan> plans_;                      // per sequence, this step's plan
-  std::vector<std::vector<SeqResult>> results_;      // [layer % 2][row]
-  std::vector<SelectorScratch> scratch_;             // per host thread
-  std::unique_ptr<Selector> post_;                   // Post-QKᵀ top-K (and "every host token")
-  std::array<std::unique_ptr<Selector>, 4> pre_;     // Pre-QKᵀ predictors, by Predictor
-  std::vector<Selector*> observers_;                 // the selectors that accumulate scores
-  HostPrefillAttention prefill_attention_;           // tiled host part of prefill
-  std::vector<int64_t> prefill_visible_;             // [rows] host tokens each prefill row sees
-  std::unique_ptr<HeavyHitterSelector> pruner_;      // h2o / keyformer: which device tokens stay
-  float* probs_dev_ = nullptr;                       // pruner_: the device tokens' probabilities
-  size_t probs_cap_ = 0;                             // floats probs_dev_ holds
-  std::vector<float> probs_host_;                    // the same on the host
-  std::vector<std::vector<float>> x_host_;           // [layer % 2]: [rows][d_model]
-  std::vector<float> q_host_, k_host_, v_host_;      // [rows][q_dim], [rows][kv_dim] x2
-  std::vector<DeviceSeqBuffers> dev_bufs_;           // per row
-  std::vector<HostPart> parts_;                      // per row: what ship_and_merge gives the device
+  std::vector<std::vector<TokenLocation>> places_;  // per sequence, this step's new positions
+  std::vector<StepPlan> plans_;                     // per sequence, this step's plan
+  std::vector<std::vector<SeqResult>> results_;     // [layer % 2][row]
+  std::vector<SelectorScratch> scratch_;            // per host thread
+  std::unique_ptr<Selector> post_;                  // Post-QKᵀ top-K (and "every host token")
+  std::array<std::unique_ptr<Selector>, 4> pre_;    // Pre-QKᵀ predictors, by Predictor
+  std::vector<Selector*> observers_;                // the selectors that accumulate scores
+  HostPrefillAttention prefill_attention_;          // tiled host part of prefill
+  std::vector<int64_t> prefill_visible_;            // [rows] host tokens each prefill row sees
+  std::unique_ptr<HeavyHitterSelector> pruner_;     // h2o / keyformer: which device tokens stay
+  float* probs_dev_ = nullptr;                      // pruner_: the device tokens' probabilities
+  size_t probs_cap_ = 0;                            // floats probs_dev_ holds
+  std::vector<float> probs_host_;                   // the same on the host
+  std::vector<std::vector<float>> x_host_;          // [layer % 2]: [rows][d_model]
+  std::vector<float> q_host_, k_host_, v_host_;     // [rows][q_dim], [rows][kv_dim] x2
+  std::vector<DeviceSeqBuffers> dev_bufs_;          // per row
+  // [layer * n_seqs + row]: one staging area per layer, so that a layer's fetch need not wait for
+  // the compute of the layers before it: the step's copies are ordered once, behind the previous
+  // step's compute (fetch_ordered_), which read every layer's staging.
+  std::vector<FetchStaging> fetched_;
+  bool fetch_ordered_ = false;
+  std::vector<HostPart> parts_;  // per row: what ship_and_merge gives the device
   std::vector<LayerStats> stats_;
-  std::vector<LayerMarks> marks_;                    // this step's device timing marks, per layer
+  std::vector<LayerMarks> marks_;  // this step's device timing marks, per layer
   StepTiming step_timing_;
   // Test only (HG_TEST_HOST_DELAY="MS@FROM:TO"): the host stage sleeps MS ms per decode step
   // (spread over its layer jobs) during decode steps [FROM, TO), as if the host were slower, so

@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "attention/layer_attention.h"
+#include "attention/random_fill.h"
 #include "attention/step_timer.h"
 #include "hybridgen/error.h"
 #include "kernels/cpu/attention.h"
@@ -108,15 +109,7 @@ class OffloadAttention final : public LayerAttention {
     v_host_.resize(static_cast<size_t>(n) * kv_dim);
     device_.copy_to_host(k_host_.data(), k, sizeof(float) * k_host_.size());
     device_.copy_to_host(v_host_.data(), v, sizeof(float) * v_host_.size());
-    for (int i = 0; i < n; ++i) {
-      HostStore& h = *host_[static_cast<size_t>(rows[static_cast<size_t>(i)].seq)];
-      for (int g = 0; g < spec_.n_kv_heads; ++g) {
-        const size_t src = static_cast<size_t>(i) * kv_dim + static_cast<size_t>(g) * spec_.head_dim;
-        const int pos = rows[static_cast<size_t>(i)].pos;
-        cpu::store_kv_row(dtype_, h.k_row(layer, g, pos), k_host_.data() + src, spec_.head_dim);
-        cpu::store_kv_row(dtype_, h.v_row(layer, g, pos), v_host_.data() + src, spec_.head_dim);
-      }
-    }
+    store_host(layer, rows, k_host_.data(), v_host_.data());
     // attn = softmax(q·Kᵀ/√d)·V over the staged prefix and the new rows, per sequence
     for (int begin = 0; begin < n;) {
       int end = begin + 1;
@@ -133,7 +126,8 @@ class OffloadAttention final : public LayerAttention {
 
   void end_step(const std::vector<TokenRow>& rows) override {
     for (size_t i = 0; i < rows.size(); ++i)
-      if (i + 1 == rows.size() || rows[i + 1].seq != rows[i].seq) lengths_[static_cast<size_t>(rows[i].seq)] = rows[i].pos + 1;
+      if (i + 1 == rows.size() || rows[i + 1].seq != rows[i].seq)
+        lengths_[static_cast<size_t>(rows[i].seq)] = rows[i].pos + 1;
     if (prefill_) return;
     close_step_timing(device_, marks_, step_timing_, stats_);
     for (int l = 0; l < spec_.n_layers; ++l) {
@@ -144,9 +138,28 @@ class OffloadAttention final : public LayerAttention {
     }
   }
 
+  // The host stores as a prefill of n_tokens would leave them (the same begin/end bookkeeping),
+  // with random rows and no attention computed.
+  void fill_random(int seq, int n_tokens, uint64_t seed) override {
+    RandomFill fill(device_, spec_.kv_dim());
+    const std::vector<TokenRow>* chunk = nullptr;
+    fill.run(
+        seq, n_tokens, seed, spec_.n_layers,
+        [&](const std::vector<TokenRow>& rows) {
+          chunk = &rows;
+          begin_step(rows, true, {});
+        },
+        [&](int layer, int, const float*, const float*, const float* k_host, const float* v_host) {
+          store_host(layer, *chunk, k_host, v_host);
+        },
+        [&](const std::vector<TokenRow>& rows) { end_step(rows); });
+  }
+
   std::vector<LayerStats>* layer_stats() override { return &stats_; }
   const StepTiming* last_step_timing() const override { return step_timing_.step >= 0 ? &step_timing_ : nullptr; }
-  std::string describe() const override { return describe_policy(policy_preset("offload")) + "; " + placement_.describe(); }
+  std::string describe() const override {
+    return describe_policy(policy_preset("offload")) + "; " + placement_.describe();
+  }
 
  private:
   struct Staging {
@@ -154,6 +167,19 @@ class OffloadAttention final : public LayerAttention {
     int layer = -1;             // the layer it holds (or is being loaded with)
     int64_t fence = 0;          // copy fence behind its load
   };
+
+  // k_host, v_host: [rows][kv_dim] fp32, each row's into its sequence's host store at its position.
+  void store_host(int layer, const std::vector<TokenRow>& rows, const float* k_host, const float* v_host) {
+    const int kv_dim = spec_.kv_dim();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      HostStore& h = *host_[static_cast<size_t>(rows[i].seq)];
+      for (int g = 0; g < spec_.n_kv_heads; ++g) {
+        const size_t src = i * kv_dim + static_cast<size_t>(g) * spec_.head_dim;
+        cpu::store_kv_row(dtype_, h.k_row(layer, g, rows[i].pos), k_host + src, spec_.head_dim);
+        cpu::store_kv_row(dtype_, h.v_row(layer, g, rows[i].pos), v_host + src, spec_.head_dim);
+      }
+    }
+  }
 
   // load_cache(layer): the prefix each sequence of the step had before it, host -> staging.
   void load(int layer) {
@@ -188,12 +214,12 @@ class OffloadAttention final : public LayerAttention {
   mem::Topology topology_;
   mem::Placement placement_;
   float scale_;
-  std::vector<int> lengths_;                     // per sequence: tokens stored
+  std::vector<int> lengths_;                      // per sequence: tokens stored
   std::vector<std::unique_ptr<HostStore>> host_;  // per sequence: every token's K and V
-  Staging staging_[2];                           // double buffer: layer ℓ in staging_[ℓ % 2]
+  Staging staging_[2];                            // double buffer: layer ℓ in staging_[ℓ % 2]
   bool prefill_ = false;
-  std::vector<int> seqs_;                        // the step's sequences
-  std::vector<float> k_host_, v_host_;           // [rows][kv_dim]: the new rows on the host
+  std::vector<int> seqs_;               // the step's sequences
+  std::vector<float> k_host_, v_host_;  // [rows][kv_dim]: the new rows on the host
   std::vector<LayerStats> stats_;
   std::vector<LayerMarks> marks_;
   StepTiming step_timing_;

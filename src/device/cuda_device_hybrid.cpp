@@ -37,6 +37,10 @@ void check_host(const HostPart& h) {
       if (h.K < 0) throw Error("hybrid_attention: negative host K " + std::to_string(h.K));
       if (h.K > 0 && (!h.logits || !h.v)) throw Error("hybrid_attention: host logits part without logits or V rows");
       return;
+    case HostPart::Kind::KeyValue:
+      if (h.K < 0) throw Error("hybrid_attention: negative fetched K " + std::to_string(h.K));
+      if (h.K > 0 && (!h.k || !h.v)) throw Error("hybrid_attention: fetched host part without K or V rows");
+      return;
     case HostPart::Kind::Partial:
       if (!h.out || !h.lse) throw Error("hybrid_attention: host partial part without its output or log-sum-exp");
       return;
@@ -48,8 +52,9 @@ void check_host(const HostPart& h) {
 void CudaDevice::hybrid_attention(const HybridAttentionArgs& a) {
   if (a.n <= 0) return;
   if (a.probs)
-    throw Error("hybrid_attention: the device tokens' probabilities (h2o, keyformer) are not implemented on the CUDA "
-                "device yet; use --device cpu");
+    throw Error(
+        "hybrid_attention: the device tokens' probabilities (h2o, keyformer) are not implemented on the CUDA "
+        "device yet; use --device cpu");
   check_tokens(a);
   check_host(a.host);
   make_current();

@@ -97,12 +97,12 @@ Policy policy_preset(const std::string& name) {
   if (name == "infinigen") {
     // Window 1024 + 4 sinks on the device, every other token on the host; per step up to
     // --max-kv 400 host tokens per kv-head chosen from layer l-1's input for layer l >= 2 (layers
-    // 0 and 1 take every host token), then attended with the true query (--query refine: the
-    // chosen tokens' logits are recomputed with it).
+    // 0 and 1 take every host token), their K and V rows fetched to the device, which attends
+    // over them with the true query (the speculative query only selects).
     p.select = Selection::Pre;
     p.predictor = Predictor::Infinigen;
     p.K = p.max_kv;
-    p.query = QuerySource::Refine;
+    p.query = QuerySource::Speculative;
     p.exact_layers = InfinigenSelector::kExactLayers;
     return p;
   }

@@ -1,7 +1,7 @@
 // Decode at depth without the prefill (bench --depth-fill random) and contexts past the trained
 // one (--ctx with a warning): the random fill leaves every policy's cache as a prefill of that
 // length does (same length, same token map and host count, same host->device traffic and
-// selection per decode step), is seeded, and the bench labels its rows.
+// selection per decode step; offload's host stores too), is seeded, and the bench labels its rows.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -75,6 +75,37 @@ TEST(DepthFill, RandomFillPlacesTokensLikePrefill) {
   }
 }
 
+// offload keeps every token in the host stores and streams each layer's prefix: after the fill
+// decode moves as many bytes per layer as after a prefill of that length, and the fill is seeded.
+TEST(DepthFill, RandomFillOffload) {
+  auto model = load_model(tiny_model("llama-gqa").string());
+  const ModelSpec& spec = model->spec;
+  auto filled = make_engine(*model, "offload"), prefilled = make_engine(*model, "offload");
+  filled->fill_random(0, 300, 7);
+  prefilled->prefill(0, random_ids(300, 3), nullptr);
+  ASSERT_EQ(filled->position(0), 300);
+  EXPECT_EQ(filled->attention().length(0), prefilled->attention().length(0));
+  const auto logits = decode_steps(*filled, 3);
+  for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+  decode_steps(*prefilled, 3);
+  EXPECT_EQ(filled->position(0), 303);
+  const StepTiming* a = filled->last_step_timing();
+  const StepTiming* b = prefilled->last_step_timing();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  for (int l = 0; l < spec.n_layers; ++l) {
+    const size_t i = static_cast<size_t>(l);
+    EXPECT_EQ(a->layers[i].bytes_h2d, b->layers[i].bytes_h2d);
+    EXPECT_GT(a->layers[i].bytes_h2d, 0);
+  }
+  // the same seed gives the same cache, another seed another
+  auto again = make_engine(*model, "offload"), other = make_engine(*model, "offload");
+  again->fill_random(0, 300, 7);
+  other->fill_random(0, 300, 8);
+  EXPECT_EQ(decode_steps(*again, 3), logits);
+  EXPECT_NE(decode_steps(*other, 3), logits);
+}
+
 TEST(DepthFill, RandomFillIsSeeded) {
   auto model = load_model(tiny_model("llama-gqa").string());
   auto a = make_engine(*model, "hybrid"), b = make_engine(*model, "hybrid"), c = make_engine(*model, "hybrid");
@@ -123,6 +154,11 @@ TEST(DepthFill, BenchLabelsRandomFillAndKeepsTheDecodeWork) {
   EXPECT_NE(md.out.find("| cpu-attn |"), std::string::npos) << md.out;
   EXPECT_NE(md.out.find("tg2 @ d100 (random KV)"), std::string::npos) << md.out;
   EXPECT_NE(md.out.find("peak RSS"), std::string::npos) << md.out;
+
+  const auto offload = bench_json("--policy offload -o json --depth-fill random");
+  ASSERT_EQ(offload.size(), 1u);
+  EXPECT_EQ(offload[0]["test"], "tg3 @ d200 (random KV)");
+  EXPECT_GT(offload[0]["h2d_bytes_per_token"].get<double>(), 0.0);
 }
 
 TEST(DepthFill, UnknownFillIsOneErrorLine) {

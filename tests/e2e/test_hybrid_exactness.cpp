@@ -4,8 +4,9 @@
 // (every token streamed from the host) is exact by construction. So are the pruning and fetching
 // presets with budgets that cover the whole context (h2o and keyformer with --heavy >= context,
 // infinigen with --max-kv >= context and a huge --alpha). The token map keeps every position in
-// exactly one place throughout; every decode step's timing record is there, and offload moves
-// 2·N·kv_dim floats per layer and sequence.
+// exactly one place throughout; every decode step's timing record is there, offload moves
+// 2·N·kv_dim floats per layer and sequence, and infinigen fetches the K and V rows of every host
+// token (2·n_host·kv_dim floats): the device, not the host, computes their logits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -92,6 +93,8 @@ std::vector<float> run_policy(const Model& model, const Policy& policy, const st
     }
     engine.decode(ids, toks, step.data());
     out.insert(out.end(), step.begin(), step.end());
+    int64_t host = 0;  // host tokens of the batch in this step
+    for (size_t s = 0; s < seqs.size(); ++s) host += engine.attention().host_tokens(static_cast<int>(s));
     if (policy.hybrid || policy.offload) {
       const StepTiming* timing = engine.last_step_timing();
       EXPECT_NE(timing, nullptr);
@@ -103,6 +106,9 @@ std::vector<float> run_policy(const Model& model, const Policy& policy, const st
         EXPECT_GE(l.t_tx, 0.0);
         if (policy.offload) {
           EXPECT_EQ(l.bytes_h2d, 2 * past * model.spec.kv_dim() * 4);
+        }
+        if (policy.name == "infinigen") {
+          EXPECT_EQ(l.bytes_h2d, 2 * host * model.spec.kv_dim() * 4);
         }
       }
     }
@@ -121,16 +127,19 @@ TEST_P(HybridExactness, EqualsFullAttention) {
   const int steps = 64;
   for (const std::vector<int>& lengths : {std::vector<int>{70}, std::vector<int>{5, 53, 31}}) {
     std::vector<std::vector<int32_t>> seqs;
-    for (size_t s = 0; s < lengths.size(); ++s) seqs.push_back(random_ids(lengths[s] + steps, 100u + static_cast<uint32_t>(s)));
+    for (size_t s = 0; s < lengths.size(); ++s)
+      seqs.push_back(random_ids(lengths[s] + steps, 100u + static_cast<uint32_t>(s)));
     const auto ref = run_policy(*model, Policy{}, seqs, lengths, steps, false);
     const auto got = run_policy(*model, policy, seqs, lengths, steps, true);
     ASSERT_EQ(ref.size(), got.size());
     double max_diff = 0.0;
-    for (size_t i = 0; i < ref.size(); ++i) max_diff = std::max(max_diff, static_cast<double>(std::fabs(ref[i] - got[i])));
+    for (size_t i = 0; i < ref.size(); ++i)
+      max_diff = std::max(max_diff, static_cast<double>(std::fabs(ref[i] - got[i])));
     EXPECT_LE(max_diff, 1e-4) << "batch of " << lengths.size();
   }
 }
 
+// clang-format off
 INSTANTIATE_TEST_SUITE_P(Tiny, HybridExactness,
                          ::testing::Values(Case{"llama-gqa", "hybrid", MergeMode::Logits},
                                            Case{"llama-gqa", "hybrid", MergeMode::Lse},
@@ -158,6 +167,7 @@ INSTANTIATE_TEST_SUITE_P(Tiny, HybridExactness,
                                            Case{"opt-postln", "offload", MergeMode::Logits},
                                            Case{"llama3-rope", "offload", MergeMode::Logits}),
                          [](const auto& info) { return case_name(info.param); });
+// clang-format on
 
 }  // namespace
 }  // namespace hg::test

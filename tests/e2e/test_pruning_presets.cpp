@@ -1,8 +1,9 @@
 // The pruning presets (h2o, keyformer) with budgets that really drop tokens: the token map and
 // the per-(layer, kv-head) heavy-hitter sets stay consistent at every prefill chunk and decode
 // step (dropped tokens are gone from every structure, kept ones are in exactly one place, the
-// slots of dropped tokens are reused and the device cache never grows); and the new knobs'
-// bad input: out of range, or given with a preset they do not apply to.
+// slots of dropped tokens are reused and the device cache never grows); the fetching preset
+// (infinigen) with a budget below the host tokens ships exactly the chosen tokens' K and V rows;
+// and the new knobs' bad input: out of range, or given with a preset they do not apply to.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <fstream>
 
 #include "attention/hybrid_attention.h"
+#include "attention/selectors/infinigen.h"
 #include "hybridgen/engine.h"
 #include "test_util.h"
 
@@ -86,6 +88,57 @@ TEST_P(PruningInvariants, HoldAtEveryStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, PruningInvariants, ::testing::Values("h2o", "keyformer"));
+
+TEST(InfinigenFetch, ShipsTheChosenTokensKAndVRowsPerLayer) {
+  auto model = load_model(tiny_model("llama-gqa").string());
+  const ModelSpec& spec = model->spec;
+  Policy p = policy_preset("infinigen");
+  p.window = 16;
+  p.n_sinks = 2;
+  p.evict_block = 4;
+  p.max_kv = 3;
+  p.alpha = 1e9f;  // every token is within alpha of the max: n = max_kv once the host holds more
+  p.host_threads = 2;
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_dtype = DType::F32;
+  o.ctx = 160;
+  o.batch = 3;
+  o.policy = p;
+  Engine engine(*model, o);
+  LayerAttention& attn = engine.attention();
+  const std::vector<int> lengths = {5, 61, 30};
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<float> logits(static_cast<size_t>(engine.vocab_size()) * lengths.size());
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    ids.push_back(random_ids(lengths[s] + 20, 11u + static_cast<uint32_t>(s)));
+    engine.prefill(static_cast<int>(s), std::span(ids[s].data(), static_cast<size_t>(lengths[s])), logits.data());
+  }
+  const std::vector<int> seqs = {0, 1, 2};
+  const int64_t row_bytes = static_cast<int64_t>(spec.head_dim) * sizeof(float);  // one K or V row (f32)
+  for (int t = 0; t < 20; ++t) {
+    std::vector<int32_t> toks;
+    for (size_t s = 0; s < lengths.size(); ++s) toks.push_back(ids[s][static_cast<size_t>(lengths[s] + t)]);
+    const std::vector<LayerStats> before = *attn.layer_stats();
+    engine.decode(seqs, toks, logits.data());
+    const StepTiming* timing = engine.last_step_timing();
+    ASSERT_NE(timing, nullptr);
+    for (int l = 0; l < spec.n_layers; ++l) {
+      // layers 0 and 1 fetch every host token, the others min(max_kv, host tokens) per kv-head
+      int64_t fetched = 0;
+      for (int s : seqs) {
+        const int64_t host = attn.host_tokens(s);
+        fetched += (l < InfinigenSelector::kExactLayers ? host : std::min<int64_t>(p.max_kv, host)) * spec.n_kv_heads;
+      }
+      const LayerStats& st = (*attn.layer_stats())[static_cast<size_t>(l)];
+      EXPECT_EQ(st.selected - before[static_cast<size_t>(l)].selected, fetched) << "layer " << l << ", step " << t;
+      EXPECT_EQ(timing->layers[static_cast<size_t>(l)].bytes_h2d, fetched * 2 * row_bytes)
+          << "the K and V rows of the fetched tokens, nothing else: layer " << l << ", step " << t;
+    }
+    for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+  }
+  EXPECT_GT(attn.host_tokens(1), p.max_kv);  // the budget really left host tokens behind
+}
 
 void expect_one_error_line(const RunResult& r, const std::string& words) {
   EXPECT_NE(r.exit_code, 0);

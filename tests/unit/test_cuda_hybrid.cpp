@@ -99,7 +99,7 @@ struct Case {
   Table table;
   int pos0, n;
   HostPart::Kind kind;
-  int K;  // host tokens (Logits only)
+  int K;  // host tokens (Logits and KeyValue only)
 };
 
 const char* kind_name(HostPart::Kind k) {
@@ -108,6 +108,8 @@ const char* kind_name(HostPart::Kind k) {
       return "none";
     case HostPart::Kind::Logits:
       return "logits";
+    case HostPart::Kind::KeyValue:
+      return "keyvalue";
     case HostPart::Kind::Partial:
       return "partial";
   }
@@ -182,17 +184,25 @@ void run_case(Device& d, const Case& c, uint32_t seed) {
   // The host part, on both sides.
   HostPart host_cpu, host_gpu;
   host_cpu.kind = host_gpu.kind = c.kind;
-  std::vector<float> logits, hv, hout, hlse;
-  std::unique_ptr<DeviceBuffer> logits_dev, hv_dev, hout_dev, hlse_dev;
-  if (c.kind == HostPart::Kind::Logits) {
-    logits = uniform_floats(static_cast<size_t>(H) * std::max(c.K, 1), rng, -3.0f, 3.0f);
-    hv = uniform_floats(static_cast<size_t>(G) * std::max(c.K, 1) * D, rng);
-    logits_dev = to_device(d, logits);
+  std::vector<float> logits, hk, hv, hout, hlse;
+  std::unique_ptr<DeviceBuffer> logits_dev, hk_dev, hv_dev, hout_dev, hlse_dev;
+  if (c.kind == HostPart::Kind::Logits || c.kind == HostPart::Kind::KeyValue) {
+    const size_t rows = static_cast<size_t>(G) * std::max(c.K, 1) * D;
+    if (c.kind == HostPart::Kind::Logits) {
+      logits = uniform_floats(static_cast<size_t>(H) * std::max(c.K, 1), rng, -3.0f, 3.0f);
+      logits_dev = to_device(d, logits);
+      host_cpu.logits = logits.data();
+      host_gpu.logits = logits_dev->f32();
+    } else {  // fetched K rows: both sides score them with the query
+      hk = uniform_floats(rows, rng);
+      hk_dev = to_device(d, hk);
+      host_cpu.k = hk.data();
+      host_gpu.k = hk_dev->f32();
+    }
+    hv = uniform_floats(rows, rng);
     hv_dev = to_device(d, hv);
     host_cpu.K = host_gpu.K = c.K;
-    host_cpu.logits = logits.data();
     host_cpu.v = hv.data();
-    host_gpu.logits = logits_dev->f32();
     host_gpu.v = hv_dev->f32();
   } else if (c.kind == HostPart::Kind::Partial) {
     hout = uniform_floats(q_count, rng);
@@ -280,7 +290,9 @@ TEST(CudaHybridAttention, DecodeOverSpansAndHostParts) {
       for (const DecodeSpan& ds : kDecodeSpans) {
         run_case(*d, {t, sh, ds.span, ds.pos, 1, HostPart::Kind::None, 0}, seed++);
         run_case(*d, {t, sh, ds.span, ds.pos, 1, HostPart::Kind::Partial, 0}, seed++);
-        for (int K : {0, 1, 37, 300}) run_case(*d, {t, sh, ds.span, ds.pos, 1, HostPart::Kind::Logits, K}, seed++);
+        for (int K : {0, 1, 37, 300})
+          for (HostPart::Kind kind : {HostPart::Kind::Logits, HostPart::Kind::KeyValue})
+            run_case(*d, {t, sh, ds.span, ds.pos, 1, kind, K}, seed++);
       }
 }
 
@@ -290,6 +302,8 @@ TEST(CudaHybridAttention, DecodeF16AndLongHostSelection) {
   run_case(*d, {DType::F16, {32, 8, 128}, span(4, 4, 2048, 700, 2048, 6000), 8047, 1, HostPart::Kind::Logits, 300}, 7);
   run_case(*d, {DType::F16, {32, 8, 128}, span(4, 4, 2048, 700, 2048, 6000), 8047, 1, HostPart::Kind::Partial, 0}, 8);
   run_case(*d, {DType::BF16, {8, 2, 64}, span(4, 4, 64, 3, 64, 5000), 5063, 1, HostPart::Kind::Logits, 3000}, 9);
+  run_case(*d, {DType::F16, {32, 8, 128}, span(4, 4, 2048, 700, 2048, 6000), 8047, 1, HostPart::Kind::KeyValue, 400},
+           10);
 }
 
 // Prefill: 33 rows, row i at pos0 + i sees the ring prefix up to its position (and sinks <= it).
@@ -357,6 +371,8 @@ TEST(CudaHybridAttention, RejectsTablesOutsideTheCache) {
   a.host.kind = HostPart::Kind::Logits;
   a.host.K = 3;
   EXPECT_THROW(d->hybrid_attention(a), Error);  // host logits without arrays
+  a.host.kind = HostPart::Kind::KeyValue;
+  EXPECT_THROW(d->hybrid_attention(a), Error);  // fetched rows without arrays
 }
 
 }  // namespace

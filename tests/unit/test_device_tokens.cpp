@@ -1,7 +1,8 @@
 // The CPU twin of hybrid attention (the CUDA kernel's oracle) over slot tables against a direct
 // reference: per-kv-head tables of scattered slots (what a pruning policy keeps), a shared table,
-// lead tokens before the host's logits, rows that see only part of the table (causal), and both
-// host kinds. Unused cache slots hold NaN, so a read of a token the row must not see shows up.
+// lead tokens before the host's logits, rows that see only part of the table (causal), and every
+// host kind (KeyValue: the fetched K rows are scored with the row's own query). Unused cache slots hold NaN, so a read
+// of a token the row must not see shows up.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -59,8 +60,9 @@ void check(const Setup& c, uint32_t seed) {
   std::vector<float> q(static_cast<size_t>(c.n) * c.n_heads * c.hd);
   for (auto& x : q) x = 2.0f * u(rng);
   std::vector<float> logits(static_cast<size_t>(c.n_heads) * c.K), hv(static_cast<size_t>(c.n_kv) * c.K * c.hd);
-  std::vector<float> hout(q.size()), hlse(static_cast<size_t>(c.n) * c.n_heads);
-  for (auto* vec : {&logits, &hv, &hout}) for (auto& x : *vec) x = u(rng);
+  std::vector<float> hk(hv.size()), hout(q.size()), hlse(static_cast<size_t>(c.n) * c.n_heads);
+  for (auto* vec : {&logits, &hk, &hv, &hout})
+    for (auto& x : *vec) x = u(rng);
   for (auto& x : hlse) x = 3.0f * u(rng);
 
   HybridAttentionArgs a;
@@ -79,6 +81,7 @@ void check(const Setup& c, uint32_t seed) {
   a.host.kind = c.kind;
   a.host.K = c.K;
   a.host.logits = logits.data();
+  a.host.k = hk.data();
   a.host.v = hv.data();
   a.host.out = hout.data();
   a.host.lse = hlse.data();
@@ -91,21 +94,27 @@ void check(const Setup& c, uint32_t seed) {
   for (int i = 0; i < c.n; ++i)
     for (int h = 0; h < c.n_heads; ++h) {
       const int g = h / group;
+      const float* qh = q.data() + (static_cast<size_t>(i) * c.n_heads + h) * c.hd;
+      const auto score = [&](const float* key) {
+        double dot = 0;
+        for (int d = 0; d < c.hd; ++d) dot += static_cast<double>(qh[d]) * key[d];
+        return 0.25 * dot;
+      };
       std::vector<double> s;
       std::vector<const float*> rows;
       for (int j = 0; j < c.count; ++j) {
         if (pos[row_of(g) + j] > c.pos0 + i) continue;
         const size_t at = (static_cast<size_t>(g) * c.capacity + slot[row_of(g) + j]) * c.hd;
-        double dot = 0;
-        for (int d = 0; d < c.hd; ++d) dot += static_cast<double>(q[(static_cast<size_t>(i) * c.n_heads + h) * c.hd + d]) * k[at + d];
-        s.push_back(0.25 * dot);
+        s.push_back(score(k.data() + at));
         rows.push_back(v.data() + at);
       }
-      if (c.kind == HostPart::Kind::Logits)
-        for (int j = 0; j < c.K; ++j) {
-          s.push_back(logits[static_cast<size_t>(h * c.K + j)]);
-          rows.push_back(hv.data() + (static_cast<size_t>(g) * c.K + j) * c.hd);
-        }
+      const bool host_tokens = c.kind == HostPart::Kind::Logits || c.kind == HostPart::Kind::KeyValue;
+      for (int j = 0; host_tokens && j < c.K; ++j) {
+        const size_t row = (static_cast<size_t>(g) * c.K + j) * c.hd;
+        s.push_back(c.kind == HostPart::Kind::Logits ? logits[static_cast<size_t>(h * c.K + j)]
+                                                     : score(hk.data() + row));
+        rows.push_back(hv.data() + row);
+      }
       std::vector<double> o(static_cast<size_t>(c.hd), 0.0);
       double lse = -INFINITY;
       if (!s.empty()) {
@@ -124,18 +133,21 @@ void check(const Setup& c, uint32_t seed) {
           o[static_cast<size_t>(d)] = (wd * o[static_cast<size_t>(d)] + wh * hout[item * c.hd + d]) / (wd + wh);
       }
       for (int d = 0; d < c.hd; ++d)
-        ASSERT_NEAR(out[item * c.hd + d], o[static_cast<size_t>(d)], 2e-5) << "row " << i << " head " << h << " d " << d;
+        ASSERT_NEAR(out[item * c.hd + d], o[static_cast<size_t>(d)], 2e-5)
+            << "row " << i << " head " << h << " d " << d;
     }
 }
 
 TEST(DeviceTokens, CpuTwinOverScatteredPerKvHeadTables) {
   uint32_t seed = 1;
-  for (HostPart::Kind kind : {HostPart::Kind::None, HostPart::Kind::Logits, HostPart::Kind::Partial})
+  for (HostPart::Kind kind :
+       {HostPart::Kind::None, HostPart::Kind::Logits, HostPart::Kind::KeyValue, HostPart::Kind::Partial})
     for (const auto& [heads, kv] : {std::pair{4, 4}, std::pair{6, 2}, std::pair{8, 1}}) {
-      check({heads, kv, 16, 50, 30, 30, 3, kind == HostPart::Kind::Logits ? 7 : 0, 1, 200, kind}, seed++);
-      check({heads, kv, 16, 50, 30, 32, 0, kind == HostPart::Kind::Logits ? 1 : 0, 9, 100, kind}, seed++);
-      check({heads, kv, 8, 20, 20, 0, 4, kind == HostPart::Kind::Logits ? 5 : 0, 5, 40, kind}, seed++);
-      check({heads, kv, 8, 20, 0, 0, 0, kind == HostPart::Kind::Logits ? 5 : 0, 2, 40, kind}, seed++);  // no device tokens
+      const bool host_tokens = kind == HostPart::Kind::Logits || kind == HostPart::Kind::KeyValue;
+      check({heads, kv, 16, 50, 30, 30, 3, host_tokens ? 7 : 0, 1, 200, kind}, seed++);
+      check({heads, kv, 16, 50, 30, 32, 0, host_tokens ? 1 : 0, 9, 100, kind}, seed++);
+      check({heads, kv, 8, 20, 20, 0, 4, host_tokens ? 5 : 0, 5, 40, kind}, seed++);
+      check({heads, kv, 8, 20, 0, 0, 0, host_tokens ? 5 : 0, 2, 40, kind}, seed++);  // no device tokens
     }
 }
 

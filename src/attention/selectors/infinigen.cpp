@@ -111,9 +111,9 @@ void InfinigenSelector::select(const SelectionRequest& r, int g_begin, int g_end
       top_k_indices(scratch.scores.data(), r.n_tokens, r.K, out.idx + static_cast<size_t>(g) * r.K, scratch.order);
     }
   }
-  // Logits with the request's query, for a driver that ships logits; a KeyValue shipment has the
-  // device compute them with the true query.
-  host_logits_selected(r.k, r.q, r.n_heads, r.scale, out.idx, r.K, g_begin, g_end, out.logits);
+  // The driver fetches K and V rows and the device scores them with the true query; logits with
+  // the request's query only where someone asks (an observing selector beside this one).
+  if (out.logits) host_logits_selected(r.k, r.q, r.n_heads, r.scale, out.idx, r.K, g_begin, g_end, out.logits);
 }
 
 const std::vector<PartialProjection>* InfinigenSelector::projection(int seq, int layer) const {

@@ -46,18 +46,19 @@ struct SelectorContext {
 struct SelectionRequest {
   int seq = 0;
   int layer = 0;
-  HostKvLayout k;           // host keys of this layer: [n_kv_heads][n_tokens][head_dim]
-  const float* q = nullptr; // [n_heads][head_dim]: the exact or speculative query (after RoPE)
+  HostKvLayout k;            // host keys of this layer: [n_kv_heads][n_tokens][head_dim]
+  const float* q = nullptr;  // [n_heads][head_dim]: the exact or speculative query (after RoPE)
   int n_heads = 0;
-  float scale = 1.0f;       // 1/√head_dim: logits are scale · q·k
-  int64_t n_tokens = 0;     // host tokens of the sequence
-  int K = 0;                // tokens to select per kv-head, 0 <= K <= n_tokens (the driver clamps)
+  float scale = 1.0f;    // 1/√head_dim: logits are scale · q·k
+  int64_t n_tokens = 0;  // host tokens of the sequence
+  int K = 0;             // tokens to select per kv-head, 0 <= K <= n_tokens (the driver clamps)
 };
 
 // Where a selector writes; rows of kv-heads outside its range are left alone.
 struct SelectedTokens {
   int32_t* idx = nullptr;   // [n_kv_heads][K] host token indices, increasing
-  float* logits = nullptr;  // [n_heads][K] scaled logits of the selected tokens, in idx order
+  float* logits = nullptr;  // [n_heads][K] scaled logits of the selected tokens, in idx order; null
+                            // for a KeyValue shipment that no observer reads (the device scores it)
 };
 
 // Per-worker scratch, reused across calls so that no step allocates once warm.
@@ -79,9 +80,9 @@ struct ObservedAttention {
   TokenSpace space = TokenSpace::Host;
   int n_heads = 0;
   int n_kv_heads = 0;
-  int query_pos = 0;             // the observing row's position
-  bool prefill = false;          // a prompt row (Keyformer's τ starts rising after the prompt)
-  int count = 0;                 // tokens per kv-head
+  int query_pos = 0;                // the observing row's position
+  bool prefill = false;             // a prompt row (Keyformer's τ starts rising after the prompt)
+  int count = 0;                    // tokens per kv-head
   const int32_t* tokens = nullptr;  // [n_kv_heads][count] in `space`
   const float* p = nullptr;         // [n_heads][count]: softmax probabilities (sum <= 1 per head)
 };
