@@ -14,19 +14,22 @@ namespace hg::cpu {
 
 void store_kv_row(DType kv_dtype, void* dst, const float* src, int n) {
   switch (kv_dtype) {
-    case DType::F32: std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n)); break;
+    case DType::F32:
+      std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n));
+      break;
     case DType::BF16:
       for (int d = 0; d < n; ++d) static_cast<uint16_t*>(dst)[d] = fp32_to_bf16(src[d]);
       break;
     case DType::F16:
       for (int d = 0; d < n; ++d) static_cast<uint16_t*>(dst)[d] = fp32_to_f16(src[d]);
       break;
-    default: break;  // the engine accepts only f32/f16/bf16 caches
+    default:
+      break;  // the engine accepts only f32/f16/bf16 caches
   }
 }
 
-void kv_store_rows(DType kv_dtype, void* k_cache, void* v_cache, int64_t capacity, int n_kv_heads,
-                   int head_dim, const float* k, const float* v, int64_t n, int64_t pos0) {
+void kv_store_rows(DType kv_dtype, void* k_cache, void* v_cache, int64_t capacity, int n_kv_heads, int head_dim,
+                   const float* k, const float* v, int64_t n, int64_t pos0) {
   const int64_t kv_dim = static_cast<int64_t>(n_kv_heads) * head_dim;
   const size_t elem = dtype_block_bytes(kv_dtype);
   for (int64_t i = 0; i < n; ++i)
@@ -46,9 +49,9 @@ float softmax_inplace(float* p, int64_t n) {
   return max_v + std::log(sum);
 }
 
-void attention_items(const float* q, int n_heads, int n_kv_heads, int head_dim, DType kv_dtype,
-                     const void* k_cache, const void* v_cache, int64_t capacity, int64_t past,
-                     float scale, float* out, float* scores, int64_t item_begin, int64_t item_end) {
+void attention_items(const float* q, int n_heads, int n_kv_heads, int head_dim, DType kv_dtype, const void* k_cache,
+                     const void* v_cache, int64_t capacity, int64_t past, float scale, float* out, float* scores,
+                     int64_t item_begin, int64_t item_end) {
   const int group = n_heads / n_kv_heads;
   const size_t elem = dtype_block_bytes(kv_dtype);
   for (int64_t item = item_begin; item < item_end;) {
@@ -110,8 +113,8 @@ void split_attention_partials(const SplitAttentionArgs& a, float* scores, int64_
       o[a.head_dim] = m;
       o[a.head_dim + 1] = exp_shift_sum(p, n_slots, m);
       std::fill(o, o + a.head_dim, 0.0f);
-      axpy_rows(a.kv_dtype, vh, a.head_dim, n_slots, p, a.head_dim, o);  // this chunk's V is in L2 after head 0
     }
+    axpy_rows_heads(a.kv_dtype, vh, a.head_dim, n_slots, scores, group, n_slots, a.head_dim, part, stride);
   }
 }
 

@@ -4,7 +4,7 @@
 
 namespace hg::cpu {
 
-const DotIsaFns kDotAvx2 = {dot_f32_t<Avx2>, dot_rows_heads_dispatch<Avx2>, axpy_rows_dispatch<Avx2>, max_value_t<Avx2>,
+const DotIsaFns kDotAvx2 = {dot_f32_t<Avx2>, dot_rows_heads_dispatch<Avx2>, axpy_rows_heads_dispatch<Avx2>, max_value_t<Avx2>,
                             exp_shift_sum_t<Avx2>};
 
 }  // namespace hg::cpu

@@ -4,7 +4,7 @@
 
 namespace hg::cpu {
 
-const DotIsaFns kDotAvx512 = {dot_f32_t<Avx512>, dot_rows_heads_dispatch<Avx512>, axpy_rows_dispatch<Avx512>,
+const DotIsaFns kDotAvx512 = {dot_f32_t<Avx512>, dot_rows_heads_dispatch<Avx512>, axpy_rows_heads_dispatch<Avx512>,
                               max_value_t<Avx512>, exp_shift_sum_t<Avx512>};
 
 }  // namespace hg::cpu

@@ -3,8 +3,9 @@
 //
 // dot_rows_heads: tiles of 4 rows x up to 3 query heads; each K vector is widened once per tile
 // and feeds every head's FMA, so a GQA group's heads cost one pass over the keys.
-// axpy_rows: the output is kept in registers 8 vectors (64 or 128 columns) at a time while all
-// rows stream past, so each V element is read once and `out` is loaded and stored once per chunk.
+// axpy_rows_heads: the outputs of up to 3 heads (a GQA group's) are kept in registers, at most 12
+// vectors in all, while the rows stream past, so each V vector is read and widened once for every
+// head of the group, and `out` is loaded and stored once per chunk.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -40,8 +41,8 @@ constexpr int64_t kPrefetchRows = 8;
 // HD > 0 fixes head_dim at compile time (64 and 128 are most models'): the column loop unrolls and
 // the accumulators stay in registers through the reduction.
 template <class V, DType DT, int R, int H, int HD>
-void dot_tile(const uint8_t* K, size_t row_bytes, const float* q, int64_t ld_q, int64_t head_dim_rt,
-              float scale, float* out, int64_t ld_out) {
+void dot_tile(const uint8_t* K, size_t row_bytes, const float* q, int64_t ld_q, int64_t head_dim_rt, float scale,
+              float* out, int64_t ld_out) {
   const int64_t head_dim = HD > 0 ? HD : head_dim_rt;
   using F = typename V::F;
   using L = PlainLoad<V, DT>;
@@ -73,15 +74,21 @@ void dot_tile(const uint8_t* K, size_t row_bytes, const float* q, int64_t ld_q, 
 constexpr int kTileHeads = 3;
 
 template <class V, DType DT, int R, int HD>
-void dot_tile_heads(const uint8_t* K, size_t row_bytes, const float* q, int n_q, int64_t ld_q,
-                    int64_t head_dim, float scale, float* out, int64_t ld_out) {
+void dot_tile_heads(const uint8_t* K, size_t row_bytes, const float* q, int n_q, int64_t ld_q, int64_t head_dim,
+                    float scale, float* out, int64_t ld_out) {
   for (int h = 0; h < n_q; h += kTileHeads) {
     const float* qh = q + h * ld_q;
     float* oh = out + h * ld_out;
     switch (std::min(kTileHeads, n_q - h)) {
-      case 3: dot_tile<V, DT, R, 3, HD>(K, row_bytes, qh, ld_q, head_dim, scale, oh, ld_out); break;
-      case 2: dot_tile<V, DT, R, 2, HD>(K, row_bytes, qh, ld_q, head_dim, scale, oh, ld_out); break;
-      default: dot_tile<V, DT, R, 1, HD>(K, row_bytes, qh, ld_q, head_dim, scale, oh, ld_out); break;
+      case 3:
+        dot_tile<V, DT, R, 3, HD>(K, row_bytes, qh, ld_q, head_dim, scale, oh, ld_out);
+        break;
+      case 2:
+        dot_tile<V, DT, R, 2, HD>(K, row_bytes, qh, ld_q, head_dim, scale, oh, ld_out);
+        break;
+      default:
+        dot_tile<V, DT, R, 1, HD>(K, row_bytes, qh, ld_q, head_dim, scale, oh, ld_out);
+        break;
     }
   }
 }
@@ -89,8 +96,8 @@ void dot_tile_heads(const uint8_t* K, size_t row_bytes, const float* q, int n_q,
 // Rows outer, heads inner: a tile of rows is read from memory once and stays in L1 while every
 // query head of the group uses it.
 template <class V, DType DT, int HD>
-void dot_rows_heads_hd(const uint8_t* K, size_t row_bytes, int64_t n_rows, const float* q, int n_q,
-                       int64_t ld_q, int64_t head_dim, float scale, float* out, int64_t ld_out) {
+void dot_rows_heads_hd(const uint8_t* K, size_t row_bytes, int64_t n_rows, const float* q, int n_q, int64_t ld_q,
+                       int64_t head_dim, float scale, float* out, int64_t ld_out) {
   int64_t i = 0;
   for (; i + 4 <= n_rows; i += 4)
     dot_tile_heads<V, DT, 4, HD>(K + i * row_bytes, row_bytes, q, n_q, ld_q, head_dim, scale, out + i, ld_out);
@@ -99,53 +106,86 @@ void dot_rows_heads_hd(const uint8_t* K, size_t row_bytes, int64_t n_rows, const
 }
 
 template <class V, DType DT>
-void dot_rows_heads_t(const uint8_t* K, size_t row_bytes, int64_t n_rows, const float* q, int n_q,
-                      int64_t ld_q, int64_t head_dim, float scale, float* out, int64_t ld_out) {
+void dot_rows_heads_t(const uint8_t* K, size_t row_bytes, int64_t n_rows, const float* q, int n_q, int64_t ld_q,
+                      int64_t head_dim, float scale, float* out, int64_t ld_out) {
   switch (head_dim) {
-    case 64: return dot_rows_heads_hd<V, DT, 64>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
-    case 128: return dot_rows_heads_hd<V, DT, 128>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
-    default: return dot_rows_heads_hd<V, DT, 0>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
+    case 64:
+      return dot_rows_heads_hd<V, DT, 64>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
+    case 128:
+      return dot_rows_heads_hd<V, DT, 128>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
+    default:
+      return dot_rows_heads_hd<V, DT, 0>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
   }
 }
 
-// out[c .. c + NV*W) += sum_i p[i] * V[i, c ..]
-template <class V, DType DT, int NV>
-void axpy_chunk(const uint8_t* Vm, size_t row_bytes, int64_t n_rows, const float* p, int64_t c,
-                float* out) {
+// out[h * ld_out + c .. + NV*W) += sum_i p[h * ld_p + i] * V[i, c ..]   for h < H
+template <class V, DType DT, int NV, int H>
+void axpy_chunk(const uint8_t* Vm, size_t row_bytes, int64_t n_rows, const float* p, int64_t ld_p, int64_t c,
+                float* out, int64_t ld_out) {
   using F = typename V::F;
   using L = PlainLoad<V, DT>;
   constexpr int64_t kElemBytes = DT == DType::F32 ? 4 : 2;
-  F acc[NV];
-  for (int k = 0; k < NV; ++k) acc[k] = V::load(out + c + k * V::W);
+  F acc[H][NV];
+  for (int h = 0; h < H; ++h)
+    for (int k = 0; k < NV; ++k) acc[h][k] = V::load(out + h * ld_out + c + k * V::W);
   for (int64_t i = 0; i < n_rows; ++i) {
     const uint8_t* row = Vm + i * row_bytes;
     __builtin_prefetch(row + kPrefetchRows * row_bytes + c * kElemBytes);
-    const F pv = V::set1(p[i]);
-    for (int k = 0; k < NV; ++k) acc[k] = V::fmadd(pv, L::load(row, c + k * V::W), acc[k]);
+    F pv[H];
+    for (int h = 0; h < H; ++h) pv[h] = V::set1(p[h * ld_p + i]);
+    for (int k = 0; k < NV; ++k) {
+      const F v = L::load(row, c + k * V::W);
+      for (int h = 0; h < H; ++h) acc[h][k] = V::fmadd(pv[h], v, acc[h][k]);
+    }
   }
-  for (int k = 0; k < NV; ++k) V::store(out + c + k * V::W, acc[k]);
+  for (int h = 0; h < H; ++h)
+    for (int k = 0; k < NV; ++k) V::store(out + h * ld_out + c + k * V::W, acc[h][k]);
+}
+
+// The last n < NV whole vectors of a row: axpy_chunk with NV = n.
+template <class V, DType DT, int H, int NV>
+void axpy_tail(int n, const uint8_t* Vm, size_t row_bytes, int64_t n_rows, const float* p, int64_t ld_p, int64_t c,
+               float* out, int64_t ld_out) {
+  if constexpr (NV > 0) {
+    if (n == NV) return axpy_chunk<V, DT, NV, H>(Vm, row_bytes, n_rows, p, ld_p, c, out, ld_out);
+    axpy_tail<V, DT, H, NV - 1>(n, Vm, row_bytes, n_rows, p, ld_p, c, out, ld_out);
+  }
+}
+
+template <class V, DType DT, int H>
+void axpy_rows_group(const uint8_t* Vm, size_t row_bytes, int64_t n_rows, const float* p, int64_t ld_p,
+                     int64_t head_dim, float* out, int64_t ld_out) {
+  constexpr int NV = H == 1 ? 8 : 12 / H;  // accumulators: 8 (one head), 12 (2-3 heads)
+  int64_t c = 0;
+  for (; c + NV * V::W <= head_dim; c += NV * V::W)
+    axpy_chunk<V, DT, NV, H>(Vm, row_bytes, n_rows, p, ld_p, c, out, ld_out);
+  const int rest = static_cast<int>((head_dim - c) / V::W);
+  axpy_tail<V, DT, H, NV - 1>(rest, Vm, row_bytes, n_rows, p, ld_p, c, out, ld_out);
+  for (c += rest * V::W; c < head_dim; ++c)
+    for (int h = 0; h < H; ++h) {
+      float s = out[h * ld_out + c];
+      for (int64_t i = 0; i < n_rows; ++i) s += p[h * ld_p + i] * PlainLoad<V, DT>::scalar(Vm + i * row_bytes, c);
+      out[h * ld_out + c] = s;
+    }
 }
 
 template <class V, DType DT>
-void axpy_rows_t(const uint8_t* Vm, size_t row_bytes, int64_t n_rows, const float* p, int64_t head_dim,
-                 float* out) {
-  int64_t c = 0;
-  for (; c + 8 * V::W <= head_dim; c += 8 * V::W) axpy_chunk<V, DT, 8>(Vm, row_bytes, n_rows, p, c, out);
-  switch ((head_dim - c) / V::W) {
-    case 7: axpy_chunk<V, DT, 7>(Vm, row_bytes, n_rows, p, c, out); break;
-    case 6: axpy_chunk<V, DT, 6>(Vm, row_bytes, n_rows, p, c, out); break;
-    case 5: axpy_chunk<V, DT, 5>(Vm, row_bytes, n_rows, p, c, out); break;
-    case 4: axpy_chunk<V, DT, 4>(Vm, row_bytes, n_rows, p, c, out); break;
-    case 3: axpy_chunk<V, DT, 3>(Vm, row_bytes, n_rows, p, c, out); break;
-    case 2: axpy_chunk<V, DT, 2>(Vm, row_bytes, n_rows, p, c, out); break;
-    case 1: axpy_chunk<V, DT, 1>(Vm, row_bytes, n_rows, p, c, out); break;
-    default: break;
-  }
-  c += (head_dim - c) / V::W * V::W;
-  for (; c < head_dim; ++c) {
-    float s = out[c];
-    for (int64_t i = 0; i < n_rows; ++i) s += p[i] * PlainLoad<V, DT>::scalar(Vm + i * row_bytes, c);
-    out[c] = s;
+void axpy_rows_heads_t(const uint8_t* Vm, size_t row_bytes, int64_t n_rows, const float* p, int n_p, int64_t ld_p,
+                       int64_t head_dim, float* out, int64_t ld_out) {
+  for (int h = 0; h < n_p; h += kTileHeads) {
+    const float* ph = p + h * ld_p;
+    float* oh = out + h * ld_out;
+    switch (std::min(kTileHeads, n_p - h)) {
+      case 3:
+        axpy_rows_group<V, DT, 3>(Vm, row_bytes, n_rows, ph, ld_p, head_dim, oh, ld_out);
+        break;
+      case 2:
+        axpy_rows_group<V, DT, 2>(Vm, row_bytes, n_rows, ph, ld_p, head_dim, oh, ld_out);
+        break;
+      default:
+        axpy_rows_group<V, DT, 1>(Vm, row_bytes, n_rows, ph, ld_p, head_dim, oh, ld_out);
+        break;
+    }
   }
 }
 
@@ -178,24 +218,32 @@ float exp_shift_sum_t(float* p, int64_t n, float shift) {
 }
 
 template <class V>
-void dot_rows_heads_dispatch(DType dt, const uint8_t* K, size_t row_bytes, int64_t n_rows, const float* q,
-                             int n_q, int64_t ld_q, int64_t head_dim, float scale, float* out, int64_t ld_out) {
+void dot_rows_heads_dispatch(DType dt, const uint8_t* K, size_t row_bytes, int64_t n_rows, const float* q, int n_q,
+                             int64_t ld_q, int64_t head_dim, float scale, float* out, int64_t ld_out) {
   switch (dt) {
-    case DType::F32: return dot_rows_heads_t<V, DType::F32>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
-    case DType::F16: return dot_rows_heads_t<V, DType::F16>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
-    case DType::BF16: return dot_rows_heads_t<V, DType::BF16>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
-    default: return;  // rejected by dot.cpp
+    case DType::F32:
+      return dot_rows_heads_t<V, DType::F32>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
+    case DType::F16:
+      return dot_rows_heads_t<V, DType::F16>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
+    case DType::BF16:
+      return dot_rows_heads_t<V, DType::BF16>(K, row_bytes, n_rows, q, n_q, ld_q, head_dim, scale, out, ld_out);
+    default:
+      return;  // rejected by dot.cpp
   }
 }
 
 template <class V>
-void axpy_rows_dispatch(DType dt, const uint8_t* Vm, size_t row_bytes, int64_t n_rows, const float* p,
-                        int64_t head_dim, float* out) {
+void axpy_rows_heads_dispatch(DType dt, const uint8_t* Vm, size_t row_bytes, int64_t n_rows, const float* p, int n_p,
+                              int64_t ld_p, int64_t head_dim, float* out, int64_t ld_out) {
   switch (dt) {
-    case DType::F32: return axpy_rows_t<V, DType::F32>(Vm, row_bytes, n_rows, p, head_dim, out);
-    case DType::F16: return axpy_rows_t<V, DType::F16>(Vm, row_bytes, n_rows, p, head_dim, out);
-    case DType::BF16: return axpy_rows_t<V, DType::BF16>(Vm, row_bytes, n_rows, p, head_dim, out);
-    default: return;
+    case DType::F32:
+      return axpy_rows_heads_t<V, DType::F32>(Vm, row_bytes, n_rows, p, n_p, ld_p, head_dim, out, ld_out);
+    case DType::F16:
+      return axpy_rows_heads_t<V, DType::F16>(Vm, row_bytes, n_rows, p, n_p, ld_p, head_dim, out, ld_out);
+    case DType::BF16:
+      return axpy_rows_heads_t<V, DType::BF16>(Vm, row_bytes, n_rows, p, n_p, ld_p, head_dim, out, ld_out);
+    default:
+      return;
   }
 }
 

@@ -86,19 +86,14 @@ void prefix_attention(const HostKvLayout& k, const HostKvLayout& v, const float*
         cpu::dot_rows_heads(k.dtype, rows, hd, count, q + static_cast<int64_t>(h) * hd, n_run, hd, hd, scale,
                             scratch.data() + t0, ld);
       });
-    for (int j = 0; j < n_run; ++j) {
-      float* oh = out + static_cast<int64_t>(h + j) * hd;
-      std::fill(oh, oh + hd, 0.0f);
-      if (n_tokens == 0) {
-        lse[h + j] = -INFINITY;
-        continue;
-      }
-      float* p = scratch.data() + j * ld;
-      lse[h + j] = cpu::softmax_inplace(p, n_tokens);
+    float* oh = out + static_cast<int64_t>(h) * hd;
+    std::fill(oh, oh + static_cast<int64_t>(n_run) * hd, 0.0f);
+    for (int j = 0; j < n_run; ++j)
+      lse[h + j] = n_tokens == 0 ? -INFINITY : cpu::softmax_inplace(scratch.data() + j * ld, n_tokens);
+    if (n_tokens > 0)  // the run's heads share each pass over the values
       for_each_run(v, g, 0, n_tokens, [&](int64_t t0, int64_t count, const void* rows) {
-        cpu::axpy_rows(v.dtype, rows, hd, count, p + t0, hd, oh);
+        cpu::axpy_rows_heads(v.dtype, rows, hd, count, scratch.data() + t0, n_run, ld, hd, oh, hd);
       });
-    }
     h += n_run;
   }
 }

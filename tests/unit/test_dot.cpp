@@ -157,6 +157,38 @@ TEST(Dot, AxpyRowsEveryDtypeIsaLength) {
       }
 }
 
+TEST(Dot, AxpyRowsHeadsEveryDtypeIsaGroup) {
+  // 1-8 heads (groups of three share a pass, then the rest), head_dim with whole-vector chunks,
+  // tails of vectors and of scalars, rows 0..50; p and out strided.
+  std::mt19937 rng(13);
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t head_dim : {64, 128, 80, 24, 7})
+      for (int n_p : {1, 2, 3, 4, 5, 8})
+        for (int64_t n_rows : {0, 1, 5, 50}) {
+          const int64_t ld = head_dim + 5, ld_p = n_rows + 3, ld_out = head_dim + 2;
+          const Cache V = random_cache(dt, std::max<int64_t>(n_rows, 1), ld, rng);
+          const auto p = random_floats(n_p * ld_p, rng);
+          const auto init = random_floats(n_p * ld_out, rng);
+          for (CpuIsa isa : supported_isas()) {
+            std::vector<float> out = init;
+            axpy_rows_heads_isa(isa, dt, V.bytes.data(), ld, n_rows, p.data(), n_p, ld_p, head_dim, out.data(), ld_out);
+            for (int h = 0; h < n_p; ++h) {
+              for (int64_t c = 0; c < head_dim; ++c) {
+                double ref = init[h * ld_out + c], mag = std::fabs(ref);
+                for (int64_t i = 0; i < n_rows; ++i) {
+                  ref += static_cast<double>(p[h * ld_p + i]) * V.values[i * ld + c];
+                  mag += std::fabs(p[h * ld_p + i] * V.values[i * ld + c]);
+                }
+                ASSERT_NEAR(out[h * ld_out + c], ref, 1e-6 * (1 + mag))
+                    << dtype_name(dt) << " " << cpu_isa_label(isa) << " n_p=" << n_p << " head_dim=" << head_dim
+                    << " rows=" << n_rows << " h=" << h << " c=" << c;
+              }
+              for (int64_t c = head_dim; c < ld_out; ++c) EXPECT_EQ(out[h * ld_out + c], init[h * ld_out + c]);
+            }
+          }
+        }
+}
+
 TEST(Dot, PublicEntryPointsAndBadDtype) {
   std::mt19937 rng(4);
   const Cache K = random_cache(DType::F16, 8, 64, rng);
