@@ -9,9 +9,16 @@
 
 namespace hg::cpu {
 
-// Items [item_begin, item_end) of a, item = i * n_heads + h: query row i at position a.pos0 + i
-// over the device tokens at positions <= a.pos0 + i. scores: a.tokens.count + a.host.K floats.
-void hybrid_attention_items(const HybridAttentionArgs& a, float* scores, int64_t item_begin, int64_t item_end);
+// Items [item_begin, item_end) of a, item = i * (n_heads / H) + h / H for H = heads_per_item:
+// query row i at position a.pos0 + i, heads h .. h + H (of one kv-head: H divides the GQA group,
+// H <= kMaxItemHeads), over the device tokens at positions <= a.pos0 + i. The item's heads share
+// each pass over the keys and values. scores: H * hybrid_attention_scores_per_head(a) floats.
+constexpr int kMaxItemHeads = 8;
+void hybrid_attention_items(const HybridAttentionArgs& a, int heads_per_item, float* scores, int64_t item_begin,
+                            int64_t item_end);
+int64_t hybrid_attention_scores_per_head(const HybridAttentionArgs& a);
+// Heads per item for a pool of `threads`: a whole GQA group where that leaves two items per thread.
+int hybrid_attention_heads_per_item(const HybridAttentionArgs& a, int threads);
 
 // out = merge of two partial attentions by their log-sum-exps (either may be empty: lse = -inf).
 void lse_merge(const float* out_a, float lse_a, const float* out_b, float lse_b, int head_dim, float* out);

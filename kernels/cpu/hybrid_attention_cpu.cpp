@@ -39,22 +39,28 @@ void lse_merge(const float* out_a, float lse_a, const float* out_b, float lse_b,
   for (int d = 0; d < head_dim; ++d) out[d] = (wa * out_a[d] + wb * out_b[d]) * inv;
 }
 
-void hybrid_attention_items(const HybridAttentionArgs& a, float* scores, int64_t item_begin, int64_t item_end) {
+void hybrid_attention_items(const HybridAttentionArgs& a, int heads_per_item, float* scores, int64_t item_begin,
+                            int64_t item_end) {
   const int head_dim = a.head_dim;
   const int group = a.n_heads / a.n_kv_heads;
+  const int H = heads_per_item;
+  assert(H >= 1 && H <= kMaxItemHeads && group % H == 0);
   const size_t row_bytes = static_cast<size_t>(head_dim) * dtype_block_bytes(a.kv_dtype);
   const HostPart& host = a.host;
   const bool fetched = host.kind == HostPart::Kind::KeyValue;
   const int64_t K = host.kind == HostPart::Kind::Logits || fetched ? host.K : 0;
   const DeviceTokens& tok = a.tokens;
-  assert(head_dim <= kMaxHeadDim);  // checked at model load
-  float device_out[kMaxHeadDim];
+  const int64_t ld = hybrid_attention_scores_per_head(a);  // scores of head j: scores + j * ld
+  assert(head_dim <= kMaxHeadDim);                         // checked at model load
+  float device_out[kMaxItemHeads * kMaxHeadDim];
+  const int64_t items_per_row = a.n_heads / H;
   for (int64_t item = item_begin; item < item_end; ++item) {
-    const int64_t i = item / a.n_heads;
-    const int h = static_cast<int>(item % a.n_heads);
-    const int g = h / group;
-    const float* qh = a.q + item * head_dim;
-    float* oh = a.out + item * head_dim;
+    const int64_t i = item / items_per_row;
+    const int h0 = static_cast<int>(item % items_per_row) * H;  // the item's heads: h0 .. h0 + H, one kv-head's
+    const int g = h0 / group;
+    const int64_t rh0 = i * a.n_heads + h0;  // (row, head) index of the first
+    const float* q = a.q + rh0 * head_dim;
+    float* out = a.out + rh0 * head_dim;
     const auto* kg = static_cast<const uint8_t*>(a.k_cache) + static_cast<size_t>(g) * a.capacity * row_bytes;
     const auto* vg = static_cast<const uint8_t*>(a.v_cache) + static_cast<size_t>(g) * a.capacity * row_bytes;
     const int32_t* slot = tok.slot + static_cast<int64_t>(g) * tok.stride;
@@ -64,49 +70,70 @@ void hybrid_attention_items(const HybridAttentionArgs& a, float* scores, int64_t
     const int64_t lead = std::min<int64_t>(tok.n_lead, visible);
     const float* host_v = host.v + static_cast<int64_t>(g) * K * head_dim;
 
-    // scores over the union, in position order: lead tokens, host tokens, the rest
+    // scores over the union, in position order: lead tokens, host tokens, the rest; the item's
+    // heads share each pass over K and V
     int64_t at = 0;
     const auto device_scores = [&](int64_t begin, int64_t end) {
       for_each_slot_run(slot, begin, end, [&](int64_t s0, int64_t count) {
-        dot_rows(a.kv_dtype, kg + s0 * row_bytes, head_dim, count, qh, head_dim, a.scale, scores + at);
+        dot_rows_heads(a.kv_dtype, kg + s0 * row_bytes, head_dim, count, q, H, head_dim, head_dim, a.scale, scores + at,
+                       ld);
         at += count;
       });
     };
     device_scores(0, lead);
     if (fetched)
-      dot_rows(DType::F32, host.k + static_cast<int64_t>(g) * K * head_dim, head_dim, K, qh, head_dim, a.scale,
-               scores + at);
+      dot_rows_heads(DType::F32, host.k + static_cast<int64_t>(g) * K * head_dim, head_dim, K, q, H, head_dim, head_dim,
+                     a.scale, scores + at, ld);
     else if (K > 0)
-      std::copy(host.logits + h * K, host.logits + (h + 1) * K, scores + at);
+      for (int j = 0; j < H; ++j)
+        std::copy(host.logits + (h0 + j) * K, host.logits + (h0 + j + 1) * K, scores + j * ld + at);
     at += K;
     device_scores(lead, visible);
-    // one softmax, then P·V in the same order
-    float* acc = host.kind == HostPart::Kind::Partial ? device_out : oh;
-    std::fill(acc, acc + head_dim, 0.0f);
-    float lse = -INFINITY;
-    if (at > 0) {
-      lse = softmax_inplace(scores, at);
+    const int64_t n_scores = at;
+    // one softmax per head, then P·V in the same order
+    float* acc = host.kind == HostPart::Kind::Partial ? device_out : out;
+    std::fill(acc, acc + static_cast<int64_t>(H) * head_dim, 0.0f);
+    float lse[kMaxItemHeads];
+    for (int j = 0; j < H; ++j) lse[j] = n_scores > 0 ? softmax_inplace(scores + j * ld, n_scores) : -INFINITY;
+    if (n_scores > 0) {
       at = 0;
       const auto device_values = [&](int64_t begin, int64_t end) {
         for_each_slot_run(slot, begin, end, [&](int64_t s0, int64_t count) {
-          axpy_rows(a.kv_dtype, vg + s0 * row_bytes, head_dim, count, scores + at, head_dim, acc);
+          axpy_rows_heads(a.kv_dtype, vg + s0 * row_bytes, head_dim, count, scores + at, H, ld, head_dim, acc,
+                          head_dim);
           at += count;
         });
       };
       device_values(0, lead);
-      if (K > 0) axpy_rows(DType::F32, host_v, head_dim, K, scores + at, head_dim, acc);
+      if (K > 0) axpy_rows_heads(DType::F32, host_v, head_dim, K, scores + at, H, ld, head_dim, acc, head_dim);
       at += K;
       device_values(lead, visible);
     }
-    if (a.probs) {  // the device tokens' probabilities, in table order
-      float* ph = a.probs + item * tok.count;
-      std::copy(scores, scores + lead, ph);
-      std::copy(scores + lead + K, scores + K + visible, ph + lead);
-      std::fill(ph + visible, ph + tok.count, 0.0f);
+    for (int j = 0; j < H; ++j) {
+      const float* sj = scores + j * ld;
+      if (a.probs) {  // the device tokens' probabilities, in table order
+        float* ph = a.probs + (rh0 + j) * tok.count;
+        std::copy(sj, sj + lead, ph);
+        std::copy(sj + lead + K, sj + K + visible, ph + lead);
+        std::fill(ph + visible, ph + tok.count, 0.0f);
+      }
+      if (host.kind == HostPart::Kind::Partial)
+        lse_merge(acc + j * head_dim, lse[j], host.out + (rh0 + j) * head_dim, host.lse[rh0 + j], head_dim,
+                  out + j * head_dim);
     }
-    if (host.kind == HostPart::Kind::Partial)
-      lse_merge(acc, lse, host.out + item * head_dim, host.lse[item], head_dim, oh);
   }
+}
+
+int64_t hybrid_attention_scores_per_head(const HybridAttentionArgs& a) {
+  return a.tokens.count + std::max<int64_t>(a.host.K, 0);
+}
+
+int hybrid_attention_heads_per_item(const HybridAttentionArgs& a, int threads) {
+  const int group = a.n_heads / a.n_kv_heads;
+  // The most heads per item (up to the whole group) that still leaves two items per thread.
+  for (int h = std::min(group, kMaxItemHeads); h > 1; --h)
+    if (group % h == 0 && static_cast<int64_t>(a.n) * (a.n_heads / h) >= 2 * static_cast<int64_t>(threads)) return h;
+  return 1;
 }
 
 }  // namespace hg::cpu

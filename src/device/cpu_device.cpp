@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cstdlib>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
-#include <mutex>
 #include <vector>
 
 #include "device/device.h"
@@ -160,13 +160,16 @@ class CpuDevice final : public Device {
   }
 
   void silu_mul(float* gate, const float* up, int64_t count) override {
-    pool_.parallel_for(count, [&](int64_t b, int64_t e, int) { cpu::silu_mul_range(gate, up, b, e); }, kElementGrain);
+    pool_.parallel_for(
+        count, [&](int64_t b, int64_t e, int) { cpu::silu_mul_range(gate, up, b, e); }, kElementGrain);
   }
   void relu(float* x, int64_t count) override {
-    pool_.parallel_for(count, [&](int64_t b, int64_t e, int) { cpu::relu_range(x, b, e); }, kElementGrain);
+    pool_.parallel_for(
+        count, [&](int64_t b, int64_t e, int) { cpu::relu_range(x, b, e); }, kElementGrain);
   }
   void add(float* y, const float* x, int64_t count) override {
-    pool_.parallel_for(count, [&](int64_t b, int64_t e, int) { cpu::add_range(y, x, b, e); }, kElementGrain);
+    pool_.parallel_for(
+        count, [&](int64_t b, int64_t e, int) { cpu::add_range(y, x, b, e); }, kElementGrain);
   }
   void add_bias(float* y, const DeviceTensor& b, int n, int dim) override {
     pool_.parallel_for(
@@ -186,8 +189,8 @@ class CpuDevice final : public Device {
     for (auto& s : scratch_)
       if (s.size() < need) s.resize(need);  // grows with the context, not per step
     pool_.parallel_for(static_cast<int64_t>(n) * n_heads, [&](int64_t b, int64_t e, int t) {
-      cpu::attention_items(q, n_heads, kv.n_kv_heads, kv.head_dim, kv.dtype, kv.k, kv.v, kv.capacity, past, scale,
-                           out, scratch_[static_cast<size_t>(t)].data(), b, e);
+      cpu::attention_items(q, n_heads, kv.n_kv_heads, kv.head_dim, kv.dtype, kv.k, kv.v, kv.capacity, past, scale, out,
+                           scratch_[static_cast<size_t>(t)].data(), b, e);
     });
   }
 
@@ -226,11 +229,12 @@ class CpuDevice final : public Device {
   }
 
   void hybrid_attention(const HybridAttentionArgs& a) override {
-    const size_t need = static_cast<size_t>(a.tokens.count) + static_cast<size_t>(std::max(a.host.K, 0));
+    const int heads = cpu::hybrid_attention_heads_per_item(a, pool_.size());
+    const size_t need = static_cast<size_t>(heads * cpu::hybrid_attention_scores_per_head(a));
     for (auto& s : scratch_)
       if (s.size() < need) s.resize(need);
-    pool_.parallel_for(static_cast<int64_t>(a.n) * a.n_heads, [&](int64_t b, int64_t e, int t) {
-      cpu::hybrid_attention_items(a, scratch_[static_cast<size_t>(t)].data(), b, e);
+    pool_.parallel_for(static_cast<int64_t>(a.n) * (a.n_heads / heads), [&](int64_t b, int64_t e, int t) {
+      cpu::hybrid_attention_items(a, heads, scratch_[static_cast<size_t>(t)].data(), b, e);
     });
   }
 
@@ -294,7 +298,7 @@ class CpuDevice final : public Device {
   bool copy_stop_ = false;
   std::thread copier_;  // last: starts after the members it uses
   std::mutex owned_mutex_;
-  std::vector<std::vector<float>> owned_;    // fp32 copies of vectors
+  std::vector<std::vector<float>> owned_;                                       // fp32 copies of vectors
   std::unordered_map<const void*, std::unique_ptr<cpu::PackedWeight>> packed_;  // by the mapped data
 };
 

@@ -246,7 +246,7 @@ void run_case(Device& d, const Case& c, uint32_t seed) {
   cpu.tokens.slot = tab.slot.data();
   cpu.tokens.pos = tab.pos.data();
   cpu.host = host_cpu;
-  cpu::hybrid_attention_items(cpu, scores.data(), 0, static_cast<int64_t>(c.n) * H);
+  cpu::hybrid_attention_items(cpu, 1, scores.data(), 0, static_cast<int64_t>(c.n) * H);
   EXPECT_LE(max_abs_diff(got, want), 5e-5);
 }
 

@@ -21,6 +21,12 @@ struct Setup {
   HostPart::Kind kind;
 };
 
+void check_against_reference(const Setup& c, const std::vector<float>& out, const std::vector<int32_t>& slot,
+                             const std::vector<int32_t>& pos, const std::vector<float>& k, const std::vector<float>& v,
+                             const std::vector<float>& q, const std::vector<float>& logits,
+                             const std::vector<float>& hk, const std::vector<float>& hv, const std::vector<float>& hout,
+                             const std::vector<float>& hlse);
+
 void check(const Setup& c, uint32_t seed) {
   SCOPED_TRACE("heads " + std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv) + " count " +
                std::to_string(c.count) + " stride " + std::to_string(c.stride) + " rows " + std::to_string(c.n));
@@ -86,11 +92,26 @@ void check(const Setup& c, uint32_t seed) {
   a.host.out = hout.data();
   a.host.lse = hlse.data();
   a.scale = 0.25f;
-  std::vector<float> scores(static_cast<size_t>(c.count + c.K));
-  cpu::hybrid_attention_items(a, scores.data(), 0, static_cast<int64_t>(c.n) * c.n_heads);
-
-  // reference: softmax over (visible device tokens, host tokens) in doubles
+  // Every split of a GQA group into items (one head each, ..., the whole group): the same result.
   const int group = c.n_heads / c.n_kv;
+  for (int H = 1; H <= std::min(group, cpu::kMaxItemHeads); ++H) {
+    if (group % H != 0) continue;
+    SCOPED_TRACE("heads per item " + std::to_string(H));
+    std::vector<float> scores(static_cast<size_t>(H * cpu::hybrid_attention_scores_per_head(a)));
+    std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
+    cpu::hybrid_attention_items(a, H, scores.data(), 0, static_cast<int64_t>(c.n) * (c.n_heads / H));
+    check_against_reference(c, out, slot, pos, k, v, q, logits, hk, hv, hout, hlse);
+  }
+}
+
+// reference: softmax over (visible device tokens, host tokens) in doubles
+void check_against_reference(const Setup& c, const std::vector<float>& out, const std::vector<int32_t>& slot,
+                             const std::vector<int32_t>& pos, const std::vector<float>& k, const std::vector<float>& v,
+                             const std::vector<float>& q, const std::vector<float>& logits,
+                             const std::vector<float>& hk, const std::vector<float>& hv, const std::vector<float>& hout,
+                             const std::vector<float>& hlse) {
+  const int group = c.n_heads / c.n_kv;
+  const auto row_of = [&](int g) { return static_cast<size_t>(c.stride == 0 ? 0 : g * c.stride); };
   for (int i = 0; i < c.n; ++i)
     for (int h = 0; h < c.n_heads; ++h) {
       const int g = h / group;
