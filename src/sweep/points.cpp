@@ -78,8 +78,18 @@ std::vector<Point> expand_points(const SweepFile& f) {
     for (const auto& a : g) d.axes.push_back(&a);
     dims.push_back(d);
   }
+  // Counted before anything is built: a typo (`repeat: 1000000000`, a few long lists) must be an
+  // error line, not an allocation that takes the machine down.
   size_t combos = 1;
-  for (const auto& d : dims) combos *= d.size;
+  for (const auto& d : dims) {
+    if (d.size > kMaxPoints / combos)
+      combos = kMaxPoints + 1;
+    else
+      combos *= d.size;
+  }
+  if (combos > kMaxPoints / static_cast<size_t>(f.repeat))
+    throw Error(f.where(f.grid_line) + "the sweep has more than " + std::to_string(kMaxPoints) +
+                " points (grid x zip x repeat); split it into several files");
   std::vector<Point> points;
   points.reserve(combos * static_cast<size_t>(f.repeat));
   std::vector<size_t> at(dims.size(), 0);  // odometer, the last dimension fastest

@@ -25,6 +25,8 @@ struct Point {
   std::vector<std::string> args() const;
 };
 
+// The points of the file, grid x zip x repeat; more than kMaxPoints is one hg::Error line.
+constexpr size_t kMaxPoints = 1000000;
 std::vector<Point> expand_points(const SweepFile& f);
 std::string point_key(const std::string& task, const std::vector<Param>& params, int repeat);
 

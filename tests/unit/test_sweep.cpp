@@ -122,6 +122,20 @@ TEST(SweepFile, ErrorsNameTheFileAndLine) {
   expect_error([] { load_sweep_file("/nonexistent/s.yaml", kTasks); }, {"/nonexistent/s.yaml", "cannot open"});
 }
 
+TEST(SweepFile, TooManyPointsIsOneErrorNotAnAllocation) {
+  expect_error([] { expand_points(parse("name: x\ntask: bench\nrepeat: 2000000000\ngrid:\n  k: [1, 2]\n")); },
+               {"s.yaml:4:", "more than 1000000 points"});
+  // Ten lists of 100 values: 100^10 points, a product that wraps 64 bits unless counted with care.
+  std::string lists;
+  for (const char* key : {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}) {
+    lists += std::string("  ") + key + ": [";
+    for (int v = 0; v < 100; ++v) lists += (v ? ", " : "") + std::to_string(v);
+    lists += "]\n";
+  }
+  expect_error([&] { expand_points(parse("name: x\ntask: bench\ngrid:\n" + lists)); }, {"more than 1000000 points"});
+  EXPECT_EQ(expand_points(parse("name: x\ntask: bench\nrepeat: 3\ngrid:\n  k: [1, 2]\n")).size(), 6u);
+}
+
 // A sweep whose 7th line is `  LAST` (after model on line 4 and policy on line 6).
 SweepFile with_last_line(const std::string& last) {
   return parse("name: x\ntask: bench\nfixed:\n  model: m\ngrid:\n  policy: [hybrid, full]\n  " + last + "\n");
