@@ -186,6 +186,7 @@ class OffloadAttention final : public LayerAttention {
     Staging& buf = staging_[static_cast<size_t>(layer % 2)];
     device_.copies_after_compute();  // the buffer's previous layer has finished with it
     int64_t bytes = 0;
+    regions_.clear();
     for (int seq : seqs_) {
       const HostStore& h = *host_[static_cast<size_t>(seq)];
       const KvView& view = buf.views[static_cast<size_t>(seq)];
@@ -196,12 +197,13 @@ class OffloadAttention final : public LayerAttention {
         for (int64_t t = 0; t < past;) {  // runs contiguous in the store: one token block
           const int64_t run = std::min<int64_t>(past - t, kl.block_tokens - t % kl.block_tokens);
           const size_t dst = (static_cast<size_t>(g) * ctx_ + static_cast<size_t>(t)) * row;
-          device_.copy_to_device_async(static_cast<std::byte*>(view.k) + dst, kl.row(g, t), run * row);
-          device_.copy_to_device_async(static_cast<std::byte*>(view.v) + dst, vl.row(g, t), run * row);
+          regions_.push_back({static_cast<std::byte*>(view.k) + dst, kl.row(g, t), run * row});
+          regions_.push_back({static_cast<std::byte*>(view.v) + dst, vl.row(g, t), run * row});
           t += run;
         }
       bytes += 2 * past * static_cast<int64_t>(row) * spec_.n_kv_heads;
     }
+    device_.copy_to_device_async_batch(regions_.data(), regions_.size());
     buf.fence = device_.copy_fence();
     buf.layer = layer;
     if (!prefill_) step_timing_.layers[static_cast<size_t>(layer)].bytes_h2d = bytes;
@@ -209,6 +211,7 @@ class OffloadAttention final : public LayerAttention {
 
   Device& device_;
   const ModelSpec& spec_;
+  std::vector<Device::CopyRegion> regions_;  // load()'s copies of one layer (reused)
   DType dtype_;
   int ctx_;
   mem::Topology topology_;

@@ -77,8 +77,7 @@ class Device {
   // out[i, :] = table[ids_host[i], :] dequantized
   virtual void embed(const DeviceTensor& table, const int32_t* ids_host, int n, float* out) = 0;
   // y[n, w.rows] = x[n, w.cols] · wᵀ (+ bias when present)
-  virtual void matmul(const DeviceTensor& w, const DeviceTensor& bias, const float* x, int n,
-                      float* y) = 0;
+  virtual void matmul(const DeviceTensor& w, const DeviceTensor& bias, const float* x, int n, float* y) = 0;
   // One output of matmul_group: y[n, w->rows] = x · wᵀ (+ bias), or y += … with accumulate (a
   // residual add fused into the product).
   struct MatmulOut {
@@ -90,10 +89,9 @@ class Device {
   // Several matmuls over one input x[n, cols] (q/k/v; gate/up; Wo or W_down with the residual):
   // CpuDevice quantizes x once for all of them and synchronizes its pool once.
   virtual void matmul_group(const float* x, int n, const MatmulOut* outs, int count) = 0;
-  virtual void rmsnorm(const float* x, const DeviceTensor& weight, float eps, int n, int dim,
-                       float* y) = 0;
-  virtual void layernorm(const float* x, const DeviceTensor& weight, const DeviceTensor& bias,
-                         float eps, int n, int dim, float* y) = 0;
+  virtual void rmsnorm(const float* x, const DeviceTensor& weight, float eps, int n, int dim, float* y) = 0;
+  virtual void layernorm(const float* x, const DeviceTensor& weight, const DeviceTensor& bias, float eps, int n,
+                         int dim, float* y) = 0;
   // In place on x: [n, n_heads, head_dim], row i at position pos_host[i].
   virtual void rope(float* x, const int32_t* pos_host, int n, int n_heads, const RopeParams& p) = 0;
   // gate = silu(gate) * up, elementwise over count elements
@@ -109,8 +107,7 @@ class Device {
   // Causal attention of n query rows at positions past .. past+n-1 over cache slots
   // [0, past + i] (row i). q: [n, n_heads, head_dim]; out: [n, n_heads, head_dim].
   // GQA: query head h reads kv head h / (n_heads / n_kv_heads).
-  virtual void attention(const float* q, int n, int n_heads, const KvView& kv, int past,
-                         float scale, float* out) = 0;
+  virtual void attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) = 0;
 
   // ---- copy stream: host -> device traffic that overlaps the compute stream ----
   // Queues a host -> device copy on the copy stream (CUDA: cudaMemcpyAsync on `copy`; CPU
@@ -118,6 +115,16 @@ class Device {
   // The default runs the copy at once.
   virtual void copy_to_device_async(void* dst, const void* src_host, size_t bytes) {
     copy_to_device(dst, src_host, bytes);
+  }
+  // Several such copies queued at once, in order (a layer's KV is many runs of token blocks; the
+  // CPU device's copy thread then wakes once for them, not once per run).
+  struct CopyRegion {
+    void* dst;
+    const void* src_host;
+    size_t bytes;
+  };
+  virtual void copy_to_device_async_batch(const CopyRegion* regions, size_t n) {
+    for (size_t i = 0; i < n; ++i) copy_to_device_async(regions[i].dst, regions[i].src_host, regions[i].bytes);
   }
   // A fence behind the copies queued so far (its handle; handles are recycled after a few dozen).
   virtual int64_t copy_fence() { return 0; }

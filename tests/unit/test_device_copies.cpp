@@ -4,8 +4,10 @@
 // device copies move rows within a cache, and timing marks give non-negative durations.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <random>
+#include <vector>
 
 #include "device/device.h"
 #include "test_cuda_common.h"
@@ -32,6 +34,26 @@ void check_copies(Device& d) {
   EXPECT_EQ(to_host<float>(d, buf1, n), b);
   d.wait_copy_fence(f0);
   EXPECT_EQ(to_host<float>(d, buf0, n), a);
+
+  // the same chunks as one batch, into buffer 1 in reverse order of the chunks (each lands where
+  // its region says, whatever the order they are queued in)
+  std::vector<Device::CopyRegion> regions;
+  for (size_t at = 0; at < n;) {
+    const size_t len = std::min(n - at, 1 + at % 997);
+    regions.push_back({buf1.f32() + at, a.data() + at, sizeof(float) * len});
+    at += len;
+  }
+  std::reverse(regions.begin(), regions.end());
+  d.copies_after_compute();
+  d.copy_to_device_async_batch(regions.data(), regions.size());
+  d.wait_copy_fence(d.copy_fence());
+  EXPECT_EQ(to_host<float>(d, buf1, n), a);
+  d.copy_to_device_async_batch(regions.data(), 0);  // an empty batch is nothing
+  d.wait_copy_fence(d.copy_fence());
+
+  // buffer 1 holds a again; b back in it for the device -> device check below
+  d.copy_to_device_async(buf1.f32(), b.data(), sizeof(float) * n);
+  d.wait_copy_fence(d.copy_fence());
 
   // device -> device: row 5 of buffer 0 to row 2 of buffer 1 (rows of 64 floats)
   const int t0 = d.timing_mark(false);
