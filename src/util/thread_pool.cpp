@@ -62,9 +62,7 @@ void ThreadPool::stop_workers() {
   workers_.clear();
 }
 
-int ThreadPool::width() const {
-  return std::max(1, n_threads_ - reserved_.load(std::memory_order_relaxed));
-}
+int ThreadPool::width() const { return std::max(1, n_threads_ - reserved_.load(std::memory_order_relaxed)); }
 
 void ThreadPool::reserve(int n) { reserved_.fetch_add(n, std::memory_order_relaxed); }
 void ThreadPool::release(int n) { reserved_.fetch_sub(n, std::memory_order_relaxed); }

@@ -43,7 +43,8 @@ class ThreadPool {
   // fn is called through a pointer, never copied, so a call allocates nothing.
   template <typename Fn>
   void parallel_for(int64_t n, const Fn& fn, int64_t grain = 1) {
-    run(n, grain, [](const void* f, int64_t b, int64_t e, int t) { (*static_cast<const Fn*>(f))(b, e, t); }, &fn);
+    run(
+        n, grain, [](const void* f, int64_t b, int64_t e, int t) { (*static_cast<const Fn*>(f))(b, e, t); }, &fn);
   }
 
  private:
