@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
     hg::ThreadPool pool(nt);
     std::vector<std::vector<float>> logits(static_cast<size_t>(nt),
                                            std::vector<float>(static_cast<size_t>(spec.n_heads) * ld));
-    const hg::ThreadPool::RangeFn fn = [&](int64_t begin, int64_t end, int ti) {
+    const auto fn = [&](int64_t begin, int64_t end, int ti) {
       float* out = logits[static_cast<size_t>(ti)].data();
       for (int64_t u = begin; u < end; ++u) {
         const int layer = static_cast<int>(u / spec.n_kv_heads);

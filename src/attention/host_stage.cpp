@@ -9,9 +9,10 @@
 
 namespace hg {
 
-HostStage::HostStage(int n_threads, int n_slots, std::vector<int> pin_cpus)
+HostStage::HostStage(int n_threads, int n_slots, std::vector<int> pin_cpus, ThreadPool* shared_cores)
     : pin_cpus_(std::move(pin_cpus)),
       n_threads_(std::max(1, n_threads)),
+      shared_cores_(shared_cores),
       ring_(static_cast<size_t>(n_slots)),
       slots_(static_cast<size_t>(n_slots)) {
   pool_ = std::make_unique<ThreadPool>(n_threads_, pin_cpus_);
@@ -62,6 +63,11 @@ void HostStage::loop() {
       s.done = true;
       s.seconds = seconds;
       s.error = error;
+      if (lent_ && count_ == 0) {
+        // Idle: every core serves the device again, before the waiter sees `done`.
+        shared_cores_->release(n_threads_);
+        lent_ = false;
+      }
     }
     done_cv_.notify_all();
   }
@@ -82,6 +88,11 @@ void HostStage::submit_raw(int slot, Invoke invoke, const void* job, size_t byte
     s.error = nullptr;
     ring_[(head_ + count_) % ring_.size()] = slot;
     ++count_;
+    if (shared_cores_ && !lent_) {
+      // Reserved by the submitter, so that the device's next op already leaves the host's cores.
+      shared_cores_->reserve(n_threads_);
+      lent_ = true;
+    }
   }
   work_cv_.notify_one();
 }

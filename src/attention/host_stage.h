@@ -10,6 +10,10 @@
 // valid until wait(slot) returns — run() waits itself; the decode pipeline waits for layer L's
 // job within the step that submitted it. The queue is a ring of slot indices (each slot is
 // queued at most once), so submitting never allocates either.
+//
+// Shared cores (the CPU device, src/sched/cores.h): given the device's pool, the stage reserves
+// n_threads of its cores from the first submit until its queue runs empty, so the device runs on
+// every core while the host has nothing to do, and never on the host's while it works.
 #pragma once
 #include <condition_variable>
 #include <cstddef>
@@ -29,8 +33,9 @@ class HostStage {
  public:
   static constexpr size_t kJobBytes = 64;  // inline storage of one job (8 pointers)
 
-  // n_threads host threads in all (the coordinator is one of them), pinned to pin_cpus if given.
-  HostStage(int n_threads, int n_slots, std::vector<int> pin_cpus = {});
+  // n_threads host threads in all (the coordinator is one of them), pinned to pin_cpus if given;
+  // shared_cores: the pool whose cores they run on (nullptr: cores of their own).
+  HostStage(int n_threads, int n_slots, std::vector<int> pin_cpus = {}, ThreadPool* shared_cores = nullptr);
   ~HostStage();
   HostStage(const HostStage&) = delete;
   HostStage& operator=(const HostStage&) = delete;
@@ -71,12 +76,14 @@ class HostStage {
 
   std::vector<int> pin_cpus_;
   int n_threads_;
+  ThreadPool* shared_cores_;
   std::mutex mutex_;
   std::condition_variable work_cv_, done_cv_;
   std::vector<int> ring_;  // queued slot indices, FIFO: [head_, head_ + count_) mod size
   size_t head_ = 0, count_ = 0;
   std::vector<Slot> slots_;
   bool stop_ = false;
+  bool lent_ = false;  // whether n_threads_ of shared_cores_ are reserved (from submit to idle)
   // Made by the constructor, so that a thread the system refuses is an hg::Error for the caller
   // (inside the coordinator it would be std::terminate); only the coordinator calls parallel_for.
   std::unique_ptr<ThreadPool> pool_;

@@ -78,7 +78,7 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
   } catch (const Error&) {
     pin.clear();  // no usable CPU list (containers): leave the workers unpinned
   }
-  stage_ = std::make_unique<HostStage>(policy_.host_threads, spec_.n_layers + 1, pin);
+  stage_ = std::make_unique<HostStage>(policy_.host_threads, spec_.n_layers + 1, pin, device_.cpu_pool());
   for (const auto& l : model_.weights.layers)
     host_layers_.push_back({l.wq, to_f32(l.bq), to_f32(l.attn_norm), to_f32(l.attn_norm_bias)});
   inv_freq_.resize(static_cast<size_t>(spec_.head_dim / 2));
@@ -376,10 +376,16 @@ void HybridAttention::prefill_host_part(int layer, const std::vector<TokenRow>& 
     prefill_visible_[static_cast<size_t>(i)] =
         policy_.keep_evicted ? std::clamp<int64_t>(rows[static_cast<size_t>(i)].pos + 1 - sinks, 0, host.n_tokens())
                              : 0;
-  stage_->run(spec_.n_layers, [&](ThreadPool& pool) {
+  auto job = [&](ThreadPool& pool) {
     prefill_attention_.run(pool, kl, vl, q_host_.data(), n, spec_.n_heads, scale_, prefill_visible_.data(),
                            r.out.data(), r.lse.data());
-  });
+  };
+  // Nothing overlaps it (the device waits for the result): on a CPU device it runs on the
+  // device's pool, every core, rather than on the host workers' share.
+  if (ThreadPool* cores = device_.cpu_pool())
+    job(*cores);
+  else
+    stage_->run(spec_.n_layers, job);
 }
 
 HybridAttention::DeviceSeqBuffers& HybridAttention::device_buffers(int row, size_t floats) {

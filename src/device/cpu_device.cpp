@@ -57,6 +57,7 @@ class CpuDevice final : public Device {
 
   std::string name() const override { return "cpu (" + std::string(cpu::cpu_isa_name()) + ")"; }
   int threads() const override { return pool_.size(); }
+  ThreadPool* cpu_pool() override { return &pool_; }
   DeviceMemory memory() const override {
     const mem::SystemMemory m = mem::system_memory();
     return {m.available, m.total, /*host=*/true};

@@ -13,6 +13,8 @@
 
 namespace hg {
 
+class ThreadPool;
+
 // A weight as the device holds it. Matrices stay in their stored dtype ([rows, cols], row-major);
 // vectors (norm weights, biases) are converted to fp32 at upload.
 struct DeviceTensor {
@@ -58,6 +60,10 @@ class Device {
   virtual std::string name() const = 0;
   // Threads the device's own work runs on (CPU device), or 0.
   virtual int threads() const = 0;
+  // The CPU device's pool, which spans every core of the run (src/sched/cores.h): the host stage
+  // reserves its share of it while it computes, and host work the device thread only waits for
+  // (prefill's host attention) runs on all of it. nullptr where the device has cores of its own.
+  virtual ThreadPool* cpu_pool() { return nullptr; }
 
   // ---- memory ----
   virtual DeviceMemory memory() const { return {}; }

@@ -11,7 +11,8 @@ namespace hg {
 
 std::string CorePlan::describe() const {
   std::string s = std::to_string(device_threads) + " device threads";
-  if (host_threads > 0) s += " + " + std::to_string(host_threads) + " host workers";
+  if (host_threads > 0)
+    s += " (" + std::to_string(device_width) + " while the " + std::to_string(host_threads) + " host workers compute)";
   if (shared) s += " (sharing cores: -t is not larger than --host-threads)";
   return s;
 }
@@ -21,13 +22,12 @@ CorePlan plan_cores(int threads, int available, int host_threads, bool cpu_devic
   const int total = threads > 0 ? threads : std::max(1, available);
   CorePlan plan;
   plan.host_threads = std::max(0, host_threads);
-  if (!cpu_device || plan.host_threads == 0) {
-    plan.device_threads = total;
-    return plan;
-  }
-  plan.device_threads = total - plan.host_threads;
-  if (plan.device_threads < 1) {
-    plan.device_threads = 1;
+  plan.device_threads = total;
+  plan.device_width = total;
+  if (!cpu_device || plan.host_threads == 0) return plan;
+  plan.device_width = total - plan.host_threads;
+  if (plan.device_width < 1) {
+    plan.device_width = 1;
     plan.shared = true;
   }
   return plan;

@@ -1,11 +1,16 @@
 // How the cores are shared between the device stage and the host stage. On the CPU device both
-// stages are CPU threads: `-t N` is the TOTAL of the run (0: every CPU this process may use), and
-// a policy with a host stage carves its `--host-threads H` workers out of it, leaving N - H to
-// the device, so the two stages never run more threads than there are cores and the host work
-// really overlaps the device work instead of stealing its cores. T_dev (the device stage's time,
-// waits excluded) is then what the device takes on its own share of the cores, which is the
-// figure the feedback scheduler must balance the host against. With too few cores to split
-// (N <= H) both stages share them, and the plan says so (the engine logs it once).
+// stages are CPU threads: `-t N` is the TOTAL of the run (0: every CPU this process may use).
+// The CPU device's pool spans all N; a policy with a host stage runs `--host-threads H` workers
+// besides, and while they compute (from a layer's submit until their queue is empty) they
+// reserve H of the pool's cores: its parallel_for then runs on N - H threads and the parked
+// ones sleep, so the two stages never run more threads than there are cores and the host work
+// really overlaps the device work instead of stealing its cores. The split is elastic: the
+// moment the host stage is idle the device has all N cores again, and prefill, whose host
+// attention nothing overlaps (the device waits for it), runs both its device ops and that host
+// attention on all N. T_dev (the device stage's time, waits excluded) is what the device takes
+// on the cores the host leaves it, which is the figure the feedback scheduler must balance the
+// host against. With too few cores to split (N <= H) the device keeps one thread while the host
+// computes and the stages share cores, and the plan says so (the engine logs it once).
 //
 // On a CUDA device the device stage runs on the GPU: the host workers are H threads and -t does
 // not limit them.
@@ -15,8 +20,9 @@
 namespace hg {
 
 struct CorePlan {
-  int device_threads = 1;  // CPU device thread pool (unused by a CUDA device)
+  int device_threads = 1;  // CPU device thread pool (unused by a CUDA device): every core of the run
   int host_threads = 0;    // host-stage workers (0: the policy has no host stage)
+  int device_width = 1;    // CPU device threads while the host workers compute
   bool shared = false;     // the stages share cores (too few to partition)
   std::string describe() const;
 };

@@ -30,7 +30,8 @@ inline void cpu_relax() {
 
 int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
-ThreadPool::ThreadPool(int n_threads, std::vector<int> pin_cpus) : n_threads_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads, std::vector<int> pin_cpus)
+    : n_threads_(std::max(1, n_threads)), mailboxes_(std::make_unique<Mailbox[]>(static_cast<size_t>(n_threads_))) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) {
     int cpu = pin_cpus.empty() ? -1 : pin_cpus[static_cast<size_t>(i) % pin_cpus.size()];
@@ -53,53 +54,67 @@ ThreadPool::~ThreadPool() { stop_workers(); }
 
 void ThreadPool::stop_workers() {
   stop_.store(true, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  for (size_t i = 1; i <= workers_.size(); ++i) {
+    mailboxes_[i].posted.fetch_add(1, std::memory_order_acq_rel);
+    mailboxes_[i].posted.notify_one();
+  }
   for (auto& t : workers_) t.join();
   workers_.clear();
 }
 
+int ThreadPool::width() const { return std::max(1, n_threads_ - reserved_.load(std::memory_order_relaxed)); }
+
+void ThreadPool::reserve(int n) { reserved_.fetch_add(n, std::memory_order_relaxed); }
+void ThreadPool::release(int n) { reserved_.fetch_sub(n, std::memory_order_relaxed); }
+
 void ThreadPool::run_chunk(int index) {
-  const int64_t n_chunks = n_threads_;
   const int64_t units = (job_n_ + job_grain_ - 1) / job_grain_;
-  const int64_t begin = std::min(job_n_, (units * index / n_chunks) * job_grain_);
-  const int64_t end = std::min(job_n_, (units * (index + 1) / n_chunks) * job_grain_);
-  if (begin < end) (*job_)(begin, end, index);
+  const int64_t begin = std::min(job_n_, (units * index / job_chunks_) * job_grain_);
+  const int64_t end = std::min(job_n_, (units * (index + 1) / job_chunks_) * job_grain_);
+  if (begin < end) job_invoke_(job_fn_, begin, end, index);
 }
 
 void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+  std::atomic<uint32_t>& posted = mailboxes_[static_cast<size_t>(index)].posted;
+  uint32_t seen = 0;
   for (;;) {
-    // Spin a little (decode issues hundreds of short jobs per token), then sleep in the kernel
-    // so an oversubscribed machine (ctest -j, other processes) is not starved by spinning.
-    uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
+    // Spin a little (decode issues hundreds of short jobs per token) while this worker is within
+    // the active width, then sleep in the kernel: a parked worker must leave its core to the
+    // stage it was lent to, and an oversubscribed machine (ctest -j) is not starved by spinning.
+    uint32_t now = posted.load(std::memory_order_acquire);
+    for (int spin = 0; now == seen && spin < kSpinIterations && index < width(); ++spin) {
       cpu_relax();
-      gen = generation_.load(std::memory_order_acquire);
+      now = posted.load(std::memory_order_acquire);
     }
-    while (gen == seen) {
-      generation_.wait(seen, std::memory_order_acquire);
-      gen = generation_.load(std::memory_order_acquire);
+    while (now == seen) {
+      posted.wait(seen, std::memory_order_acquire);
+      now = posted.load(std::memory_order_acquire);
     }
-    seen = gen;
+    seen = now;
     if (stop_.load(std::memory_order_acquire)) return;
     run_chunk(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) {
+void ThreadPool::run(int64_t n, int64_t grain, Invoke invoke, const void* fn) {
   if (n <= 0) return;
-  if (n_threads_ == 1 || n <= grain) {
-    fn(0, n, 0);
+  grain = std::max<int64_t>(1, grain);
+  const int chunks = static_cast<int>(std::min<int64_t>(width(), (n + grain - 1) / grain));
+  if (chunks == 1) {
+    invoke(fn, 0, n, 0);
     return;
   }
-  job_ = &fn;
+  job_invoke_ = invoke;
+  job_fn_ = fn;
   job_n_ = n;
-  job_grain_ = std::max<int64_t>(1, grain);
-  pending_.store(n_threads_ - 1, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  job_grain_ = grain;
+  job_chunks_ = chunks;
+  pending_.store(chunks - 1, std::memory_order_release);
+  for (int i = 1; i < chunks; ++i) {
+    mailboxes_[static_cast<size_t>(i)].posted.fetch_add(1, std::memory_order_acq_rel);
+    mailboxes_[static_cast<size_t>(i)].posted.notify_one();
+  }
   run_chunk(0);
   int left = pending_.load(std::memory_order_acquire);
   for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {
@@ -110,7 +125,6 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) {
     pending_.wait(left, std::memory_order_acquire);
     left = pending_.load(std::memory_order_acquire);
   }
-  job_ = nullptr;
 }
 
 }  // namespace hg

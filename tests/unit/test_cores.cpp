@@ -7,19 +7,22 @@
 namespace hg {
 namespace {
 
-TEST(Cores, HostWorkersAreCarvedOutOfTheTotal) {
+TEST(Cores, HostWorkersAreCarvedOutOfTheTotalWhileTheyCompute) {
+  // The device's pool spans the total; the host's share is lent only while the host computes.
   const CorePlan p = plan_cores(8, 16, 2, /*cpu_device=*/true);
-  EXPECT_EQ(p.device_threads, 6);
+  EXPECT_EQ(p.device_threads, 8);
+  EXPECT_EQ(p.device_width, 6);
   EXPECT_EQ(p.host_threads, 2);
   EXPECT_FALSE(p.shared);
   // -t 0: every available CPU is the total.
   const CorePlan all = plan_cores(0, 16, 3, true);
-  EXPECT_EQ(all.device_threads, 13);
-  EXPECT_EQ(all.device_threads + all.host_threads, 16);
+  EXPECT_EQ(all.device_threads, 16);
+  EXPECT_EQ(all.device_width + all.host_threads, 16);
 }
 
 TEST(Cores, NoHostStageOrAGpuKeepsEveryThreadForTheDevice) {
   EXPECT_EQ(plan_cores(4, 16, 0, true).device_threads, 4);
+  EXPECT_EQ(plan_cores(4, 16, 0, true).device_width, 4);
   const CorePlan gpu = plan_cores(0, 16, 2, /*cpu_device=*/false);
   EXPECT_EQ(gpu.device_threads, 16);
   EXPECT_EQ(gpu.host_threads, 2);
@@ -27,7 +30,8 @@ TEST(Cores, NoHostStageOrAGpuKeepsEveryThreadForTheDevice) {
 
 TEST(Cores, TooFewCoresShareThem) {
   const CorePlan p = plan_cores(2, 2, 2, true);
-  EXPECT_EQ(p.device_threads, 1);
+  EXPECT_EQ(p.device_threads, 2);
+  EXPECT_EQ(p.device_width, 1);
   EXPECT_EQ(p.host_threads, 2);
   EXPECT_TRUE(p.shared);
   EXPECT_NE(p.describe().find("sharing cores"), std::string::npos);

@@ -88,6 +88,30 @@ TEST(HostStage, MisuseIsAnError) {
   stage.wait(0);
 }
 
+// On the CPU device the host workers borrow the device pool's cores: reserved from the submit
+// (the device's next op already leaves them) until the queue runs empty, then all back.
+TEST(HostStage, ReservesSharedCoresOnlyWhileItHasWork) {
+  ThreadPool device(3);
+  HostStage stage(2, 2, {}, &device);
+  EXPECT_EQ(device.width(), 3);
+  std::atomic<bool> go{false};
+  std::atomic<int> seen_width{0};
+  std::atomic<bool>* g = &go;
+  std::atomic<int>* w = &seen_width;
+  ThreadPool* d = &device;
+  stage.submit(0, [g, w, d](ThreadPool&) {
+    while (!g->load()) std::this_thread::yield();
+    w->store(d->width());
+  });
+  stage.submit(1, [](ThreadPool&) {});
+  EXPECT_EQ(device.width(), 1);  // reserved at submit, before the job starts
+  go = true;
+  stage.wait(0);
+  stage.wait(1);
+  EXPECT_EQ(seen_width.load(), 1);
+  EXPECT_EQ(device.width(), 3);  // the queue is empty: released before wait returned
+}
+
 TEST(HostStage, SubmitAndWaitAllocateNothing) {
   HostStage stage(2, 4);
   // A job as large as the decode pipeline's (five pointers and an int).

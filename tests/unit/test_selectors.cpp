@@ -13,6 +13,7 @@
 #include "attention/selectors/partial.h"
 #include "attention/selectors/post_top_k.h"
 #include "attention/selectors/recent.h"
+#include "attention/selectors/top_k.h"
 
 namespace hg::test {
 namespace {
@@ -58,8 +59,7 @@ Inputs make_inputs(int group, int64_t n, uint32_t seed, bool with_ties) {
   if (with_ties && n >= 6)
     for (int g = 0; g < in.n_kv; ++g)  // tokens 1, 3 and 5 share one key: equal scores
       for (int t : {3, 5})
-        for (int d = 0; d < in.hd; ++d)
-          in.keys[(static_cast<size_t>(g) * n + t) * in.hd + d] = in.key(g, 1, d);
+        for (int d = 0; d < in.hd; ++d) in.keys[(static_cast<size_t>(g) * n + t) * in.hd + d] = in.key(g, 1, d);
   in.q.resize(static_cast<size_t>(in.n_heads()) * in.hd);
   for (auto& x : in.q) x = static_cast<float>(v(rng));
   return in;
@@ -125,7 +125,8 @@ TEST_P(SelectorGroups, PostTopKEqualsReference) {
       for (int g = 0; g < in.n_kv; ++g) {
         std::vector<float> score(static_cast<size_t>(n), -INFINITY);
         for (int h = g * group; h < (g + 1) * group; ++h)
-          for (int64_t t = 0; t < n; ++t) score[static_cast<size_t>(t)] = std::max(score[static_cast<size_t>(t)], in.dot(h, t));
+          for (int64_t t = 0; t < n; ++t)
+            score[static_cast<size_t>(t)] = std::max(score[static_cast<size_t>(t)], in.dot(h, t));
         const auto want = reference_top_k(score, K);
         EXPECT_EQ(std::vector<int32_t>(r.idx.begin() + g * K, r.idx.begin() + (g + 1) * K), want)
             << "group " << group << " n " << n << " K " << K << " kv-head " << g;
@@ -162,7 +163,8 @@ TEST_P(SelectorGroups, PartialUsesTheDimensionsOfLargestGroupQuery) {
   Inputs in = make_inputs(group, 12, 5, false);
   // query magnitude concentrated in dims 2 and 6 for every head
   for (int h = 0; h < in.n_heads(); ++h)
-    for (int d = 0; d < in.hd; ++d) in.q[static_cast<size_t>(h * in.hd + d)] = (d == 2 ? 9.0f : d == 6 ? -8.0f : 0.25f * (d % 3));
+    for (int d = 0; d < in.hd; ++d)
+      in.q[static_cast<size_t>(h * in.hd + d)] = (d == 2 ? 9.0f : d == 6 ? -8.0f : 0.25f * (d % 3));
   const std::vector<int> dims = {2, 6};
   PartialSelector sel(2);
   const int K = 4;
@@ -212,11 +214,13 @@ TEST(H2oPredictor, AccumulatesObservedProbabilitiesPerKvHead) {
     for (int h = 0; h < 4; ++h)
       for (int j = 0; j < 2; ++j) {
         const int g = h / 2;
-        ref[static_cast<size_t>(g * 16 + tokens[step][static_cast<size_t>(g * 2 + j)])] += probs[step][static_cast<size_t>(h * 2 + j)];
+        ref[static_cast<size_t>(g * 16 + tokens[step][static_cast<size_t>(g * 2 + j)])] +=
+            probs[step][static_cast<size_t>(h * 2 + j)];
       }
   }
   for (int g = 0; g < 2; ++g)
-    for (int t = 0; t < 5; ++t) EXPECT_FLOAT_EQ(h2o.score(1, 1, g, t), ref[static_cast<size_t>(g * 16 + t)]) << g << " " << t;
+    for (int t = 0; t < 5; ++t)
+      EXPECT_FLOAT_EQ(h2o.score(1, 1, g, t), ref[static_cast<size_t>(g * 16 + t)]) << g << " " << t;
   // Other (sequence, layer) pairs are untouched by observations.
   EXPECT_FLOAT_EQ(h2o.score(1, 0, 0, 0), 1.0f);
   EXPECT_FLOAT_EQ(h2o.score(0, 1, 0, 0), 0.0f);
@@ -243,6 +247,33 @@ TEST(H2oPredictor, AccumulatesObservedProbabilitiesPerKvHead) {
   h2o.reset(1);
   EXPECT_FLOAT_EQ(h2o.score(1, 1, 0, 0), 0.0f);
   EXPECT_FLOAT_EQ(h2o.score(1, 0, 1, 4), 0.0f);
+}
+
+// The K largest by (score, then the more recent index), in increasing index order, against a
+// sort of the whole row; scores drawn from few values so that ties cross the threshold, with
+// both signed zeros and negatives.
+TEST(TopK, MatchesAFullSortWithTiesToTheRecent) {
+  std::mt19937 rng(7);
+  const float values[] = {-2.5f, -0.0f, 0.0f, 1.0f, 3.0f, -1e-30f};
+  std::vector<int32_t> order, got, want;
+  for (int64_t n : {1, 2, 7, 64, 1000}) {
+    std::vector<float> scores(static_cast<size_t>(n));
+    for (int K : {0, 1, 3, static_cast<int>(n) / 2, static_cast<int>(n) - 1, static_cast<int>(n)}) {
+      if (K < 0 || K > n) continue;
+      for (auto& x : scores) x = values[rng() % 6];
+      std::vector<int32_t> all(static_cast<size_t>(n));
+      std::iota(all.begin(), all.end(), 0);
+      std::sort(all.begin(), all.end(), [&](int32_t a, int32_t b) {
+        return scores[static_cast<size_t>(a)] > scores[static_cast<size_t>(b)] ||
+               (scores[static_cast<size_t>(a)] == scores[static_cast<size_t>(b)] && a > b);
+      });
+      want.assign(all.begin(), all.begin() + K);
+      std::sort(want.begin(), want.end());
+      got.assign(static_cast<size_t>(K), -1);
+      top_k_indices(scores.data(), n, K, got.data(), order);
+      EXPECT_EQ(got, want) << "n " << n << " K " << K;
+    }
+  }
 }
 
 }  // namespace

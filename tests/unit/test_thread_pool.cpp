@@ -35,9 +35,12 @@ TEST(ThreadPool, EveryIndexOnceAcrossManyJobs) {
 TEST(ThreadPool, ChunksAreGrainAligned) {
   ThreadPool pool(2);
   std::atomic<int> misaligned{0};
-  pool.parallel_for(1000, [&](int64_t b, int64_t e, int) {
-    if (b % 16 != 0 || (e % 16 != 0 && e != 1000)) misaligned++;
-  }, 16);
+  pool.parallel_for(
+      1000,
+      [&](int64_t b, int64_t e, int) {
+        if (b % 16 != 0 || (e % 16 != 0 && e != 1000)) misaligned++;
+      },
+      16);
   EXPECT_EQ(misaligned.load(), 0);
 }
 
@@ -60,6 +63,46 @@ TEST(ThreadPool, IdleWorkersSleepAndWake) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // workers fall asleep
   pool.parallel_for(100, [&](int64_t b, int64_t e, int) { sum += static_cast<int>(e - b); });
   EXPECT_EQ(sum.load(), 200);
+}
+
+TEST(ThreadPool, ReservedCoresParkTheHighestWorkers) {
+  ThreadPool pool(4);
+  auto max_index = [&] {
+    std::atomic<int> top{-1};
+    for (int job = 0; job < 50; ++job)
+      pool.parallel_for(400, [&](int64_t, int64_t, int t) {
+        for (int seen = top.load(); t > seen && !top.compare_exchange_weak(seen, t);) {
+        }
+      });
+    return top.load();
+  };
+  EXPECT_EQ(pool.width(), 4);
+  EXPECT_EQ(max_index(), 3);
+  pool.reserve(2);
+  EXPECT_EQ(pool.width(), 2);
+  EXPECT_EQ(max_index(), 1);
+  pool.reserve(5);  // more than it has: the caller still runs the work
+  EXPECT_EQ(pool.width(), 1);
+  EXPECT_EQ(max_index(), 0);
+  pool.release(7);
+  EXPECT_EQ(pool.width(), 4);
+  std::atomic<int64_t> sum{0};  // every index once after parking and waking again
+  pool.parallel_for(1000, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) sum += i;
+  });
+  EXPECT_EQ(sum.load(), 999 * 1000 / 2);
+  EXPECT_EQ(max_index(), 3);
+}
+
+TEST(ThreadPool, FewerUnitsThanThreadsWakeOnlyWhatTheyNeed) {
+  ThreadPool pool(4);
+  std::atomic<int> calls{0};
+  pool.parallel_for(2, [&](int64_t b, int64_t e, int t) {
+    EXPECT_EQ(e - b, 1);
+    EXPECT_LT(t, 2);
+    ++calls;
+  });
+  EXPECT_EQ(calls.load(), 2);
 }
 
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // sanitizers reserve terabytes of address space
