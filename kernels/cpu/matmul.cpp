@@ -267,6 +267,12 @@ void matmul(ThreadPool& pool, DType wt, const void* W, int64_t rows, int64_t col
   matmul(pool, thread_workspace(), wt, W, rows, cols, X, n_tokens, Y, ldy);
 }
 
+void dequantize_row(DType wt, const void* W, int64_t cols, int64_t row, float* out) {
+  check_shape(wt, cols);
+  const auto* base = static_cast<const uint8_t*>(W) + static_cast<size_t>(row) * dtype_row_bytes(wt, cols);
+  dequant_fn(active_cpu_isa())(wt, base, cols, out);
+}
+
 const char* cpu_isa_name() { return cpu_isa_label(active_cpu_isa()); }
 
 const char* dot_int8_name() { return dot_int8_label(dot_int8_for(active_cpu_isa())); }

@@ -71,8 +71,10 @@ void matmul_group(ThreadPool& pool, MatmulWorkspace& ws, const MatmulTarget* tar
 void matmul(ThreadPool& pool, DType wt, const void* W, int64_t rows, int64_t cols, const float* X,
             int64_t n_tokens, float* Y, int64_t ldy);
 
-// Dequantize row `row` of W (cols elements) to fp32 (embedding lookups, tests).
+// Dequantize row `row` of W (cols elements) to fp32 (embedding lookups, gathered KV rows), with
+// the active ISA's kernels; dequantize_row_scalar is its twin (test oracle).
 void dequantize_row(DType wt, const void* W, int64_t cols, int64_t row, float* out);
+void dequantize_row_scalar(DType wt, const void* W, int64_t cols, int64_t row, float* out);
 
 // The ISA chosen at run time: "avx512_bf16", "avx512", "avx2" or "scalar".
 const char* cpu_isa_name();

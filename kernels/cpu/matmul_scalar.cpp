@@ -49,7 +49,7 @@ void dequantize_span(DType wt, const void* row, int64_t n, float* out) {
   }
 }
 
-void dequantize_row(DType wt, const void* W, int64_t cols, int64_t row, float* out) {
+void dequantize_row_scalar(DType wt, const void* W, int64_t cols, int64_t row, float* out) {
   const auto* base = static_cast<const uint8_t*>(W) + static_cast<size_t>(row) * dtype_row_bytes(wt, cols);
   dequantize_span(wt, base, cols, out);
 }

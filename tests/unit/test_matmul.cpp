@@ -92,7 +92,7 @@ void reference(DType wt, const std::vector<uint8_t>& W, int64_t rows, int64_t co
   magnitude.assign(ref.size(), 0.0);
   std::vector<float> w(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
-    dequantize_row(wt, W.data(), cols, r, w.data());
+    dequantize_row_scalar(wt, W.data(), cols, r, w.data());
     for (int64_t t = 0; t < n_tokens; ++t) {
       double s = 0, m = 0;
       for (int64_t c = 0; c < cols; ++c) {
@@ -115,7 +115,7 @@ std::vector<double> int8_rounding_bound(DType wt, const std::vector<uint8_t>& W,
   std::vector<double> bound(static_cast<size_t>(n_tokens * rows), 0.0);
   std::vector<float> w(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
-    dequantize_row(wt, W.data(), cols, r, w.data());
+    dequantize_row_scalar(wt, W.data(), cols, r, w.data());
     for (int64_t t = 0; t < n_tokens; ++t)
       for (int64_t b = 0; b < cols / 32; ++b) {
         double amax = 0, wsum = 0;
@@ -528,8 +528,8 @@ TEST(Dequantize, Q4_0AndQ4_1NibbleOrder) {
   b1.m = fp32_to_f16(-1.0f);
   for (int j = 0; j < 16; ++j) b0.qs[j] = b1.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
   float o0[32], o1[32];
-  dequantize_row(DType::Q4_0, &b0, 32, 0, o0);
-  dequantize_row(DType::Q4_1, &b1, 32, 0, o1);
+  dequantize_row_scalar(DType::Q4_0, &b0, 32, 0, o0);
+  dequantize_row_scalar(DType::Q4_1, &b1, 32, 0, o1);
   for (int j = 0; j < 16; ++j) {
     EXPECT_EQ(o0[j], (j - 8) * 0.5f);
     EXPECT_EQ(o0[j + 16], (15 - j - 8) * 0.5f);
@@ -540,7 +540,7 @@ TEST(Dequantize, Q4_0AndQ4_1NibbleOrder) {
   b8.d = fp32_to_f16(0.25f);
   for (int j = 0; j < 32; ++j) b8.qs[j] = static_cast<int8_t>(j * 8 - 128);
   float o8[32];
-  dequantize_row(DType::Q8_0, &b8, 32, 0, o8);
+  dequantize_row_scalar(DType::Q8_0, &b8, 32, 0, o8);
   for (int j = 0; j < 32; ++j) EXPECT_EQ(o8[j], (j * 8 - 128) * 0.25f);
 }
 
@@ -568,7 +568,7 @@ TEST(Dequantize, Q4_KMatchesQuantizerPacking) {
     for (int j = 0; j < 256; j += 64)
       for (int l = 0; l < 32; ++l) b.qs[j / 2 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
     float out[256];
-    dequantize_row(DType::Q4_K, &b, 256, 0, out);
+    dequantize_row_scalar(DType::Q4_K, &b, 256, 0, out);
     const float d = f16_to_fp32(b.d), dmin = f16_to_fp32(b.dmin);
     for (int i = 0; i < 256; ++i) {
       const int sub = i / 32;
@@ -599,7 +599,7 @@ TEST(Dequantize, Q6_KMatchesQuantizerPacking) {
     qh += 32;
   }
   float out[256];
-  dequantize_row(DType::Q6_K, &b, 256, 0, out);
+  dequantize_row_scalar(DType::Q6_K, &b, 256, 0, out);
   const float d = f16_to_fp32(b.d);
   for (int i = 0; i < 256; ++i) EXPECT_NEAR(out[i], d * scales[i / 16] * (L[i] - 32), 1e-4f) << i;
 }
@@ -612,9 +612,9 @@ TEST(Dequantize, RowOffsetsAndPlainTypes) {
     bf[i] = fp32_to_bf16(vals[i % 3] * (i + 1));
   }
   float out[3];
-  dequantize_row(DType::F16, h, 3, 1, out);
+  dequantize_row_scalar(DType::F16, h, 3, 1, out);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(out[i], vals[i] * (i + 4));
-  dequantize_row(DType::BF16, bf, 3, 1, out);
+  dequantize_row_scalar(DType::BF16, bf, 3, 1, out);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(out[i], vals[i] * (i + 4));
 }
 
