@@ -2,6 +2,8 @@
 // scalar twin of the packed kernel (see matmul_packed.h for the layout).
 #include "kernels/cpu/matmul_packed.h"
 
+#include <sys/mman.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -104,17 +106,51 @@ Group group_of(DType source, int64_t cols, int64_t q) {
 
 }  // namespace
 
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kStoreChunk = size_t{32} << 20;
+
+PackedStore::~PackedStore() {
+  for (const Chunk& c : chunks_) std::free(c.base);
+}
+
+uint8_t* PackedStore::allocate(size_t bytes) {
+  bytes = (bytes + 63) / 64 * 64;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!chunks_.empty() && chunks_.back().size - chunks_.back().used >= bytes) {
+    Chunk& c = chunks_.back();
+    c.used += bytes;
+    return c.base + c.used - bytes;
+  }
+  // A tensor above half a chunk gets its own (the open chunk stays open for small ones).
+  const size_t size = bytes > kStoreChunk / 2 ? (bytes + kHugePage - 1) / kHugePage * kHugePage : kStoreChunk;
+  auto* base = static_cast<uint8_t*>(std::aligned_alloc(kHugePage, size));
+  if (!base) throw Error("matmul: out of memory packing weights (" + std::to_string(size) + " bytes)");
+  madvise(base, size, MADV_HUGEPAGE);  // a hint: without THP the pages are small and all still works
+  const Chunk c{base, size, bytes};
+  if (bytes > kStoreChunk / 2 && !chunks_.empty())
+    chunks_.insert(chunks_.end() - 1, c);
+  else
+    chunks_.push_back(c);
+  return base;
+}
+
 void PackedWeight::Free::operator()(uint8_t* p) const { std::free(p); }
 
-PackedWeight::PackedWeight(DType source, int64_t rows, int64_t cols) : source_(source), rows_(rows), cols_(cols) {
+PackedWeight::PackedWeight(DType source, int64_t rows, int64_t cols, PackedStore* store)
+    : source_(source), rows_(rows), cols_(cols) {
   const int64_t n_blocks = cols / 32;
   const int tail = static_cast<int>(n_blocks % kQuad);
   row_bytes_ = group_layout(source, kQuad).bytes * static_cast<size_t>(n_blocks / kQuad) +
                (tail ? group_layout(source, tail).bytes : 0);
   const size_t total = (bytes() + 63) / 64 * 64 + 64;  // + 64: whole-vector loads past the last row stay inside
-  data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, total)));
-  if (!data_) throw Error("matmul: out of memory packing a weight of " + std::to_string(total) + " bytes");
-  std::memset(data_.get() + bytes(), 0, total - bytes());
+  if (store) {
+    data_ = store->allocate(total);
+  } else {
+    owned_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, total)));
+    if (!owned_) throw Error("matmul: out of memory packing a weight of " + std::to_string(total) + " bytes");
+    data_ = owned_.get();
+  }
+  std::memset(data_ + bytes(), 0, total - bytes());
 }
 
 bool packing_pays(DType wt) {
@@ -122,10 +158,10 @@ bool packing_pays(DType wt) {
   return format && dot_int8_for(active_cpu_isa()) == DotInt8::Avx512Vnni;
 }
 
-std::unique_ptr<PackedWeight> pack_weight(DType wt, const void* W, int64_t rows, int64_t cols) {
+std::unique_ptr<PackedWeight> pack_weight(DType wt, const void* W, int64_t rows, int64_t cols, PackedStore* store) {
   const bool format = wt == DType::Q4_0 || wt == DType::Q4_1 || wt == DType::Q8_0;
   if (!format || rows <= 0 || cols <= 0 || cols % 32 != 0) return nullptr;
-  auto p = std::make_unique<PackedWeight>(wt, rows, cols);
+  auto p = std::make_unique<PackedWeight>(wt, rows, cols, store);
   const size_t src_row_bytes = dtype_row_bytes(wt, cols);
   const int64_t n_groups = (cols / 32 + kQuad - 1) / kQuad;
   uint8_t code[32];

@@ -27,15 +27,39 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "hybridgen/dtype.h"
 #include "kernels/cpu/matmul_internal.h"
 
 namespace hg::cpu {
 
+// Memory for packed weights: chunks of 32 MiB (or a tensor's own size), 2 MiB-aligned with
+// transparent huge pages asked for (madvise), handed out in 64-byte slices. Decode streams every
+// packed byte per token; on 4 KiB pages each page is a TLB miss on the way (SmolLM2 on Zen 4:
+// 12-20% more tokens/s with huge pages). Thread-safe; slices live as long as the store.
+class PackedStore {
+ public:
+  PackedStore() = default;
+  ~PackedStore();
+  PackedStore(const PackedStore&) = delete;
+  PackedStore& operator=(const PackedStore&) = delete;
+  uint8_t* allocate(size_t bytes);
+
+ private:
+  struct Chunk {
+    uint8_t* base;
+    size_t size, used;
+  };
+  std::mutex mutex_;
+  std::vector<Chunk> chunks_;  // the last one takes small slices
+};
+
 class PackedWeight {
  public:
-  PackedWeight(DType source, int64_t rows, int64_t cols);
+  // Memory from `store` when given (it must outlive this), else owned.
+  PackedWeight(DType source, int64_t rows, int64_t cols, PackedStore* store = nullptr);
 
   DType source() const { return source_; }
   int64_t rows() const { return rows_; }
@@ -43,8 +67,8 @@ class PackedWeight {
   bool nibbles() const { return source_ != DType::Q8_0; }
   size_t row_bytes() const { return row_bytes_; }
   size_t bytes() const { return row_bytes_ * static_cast<size_t>(rows_); }
-  const uint8_t* row(int64_t r) const { return data_.get() + row_bytes_ * static_cast<size_t>(r); }
-  uint8_t* row(int64_t r) { return data_.get() + row_bytes_ * static_cast<size_t>(r); }
+  const uint8_t* row(int64_t r) const { return data_ + row_bytes_ * static_cast<size_t>(r); }
+  uint8_t* row(int64_t r) { return data_ + row_bytes_ * static_cast<size_t>(r); }
 
   // Bytes of the codes of `blocks` blocks (a quad: 4) and of a quad with its scales.
   static size_t code_bytes(DType source, int blocks) {
@@ -58,7 +82,8 @@ class PackedWeight {
   DType source_;
   int64_t rows_, cols_;
   size_t row_bytes_;
-  std::unique_ptr<uint8_t, Free> data_;
+  std::unique_ptr<uint8_t, Free> owned_;
+  uint8_t* data_;
 };
 
 // Whether the decode GEMV of `wt` should take a packed copy on this CPU (a format above, and
@@ -66,7 +91,8 @@ class PackedWeight {
 bool packing_pays(DType wt);
 // The packed copy of W[rows, cols] (GGUF blocks of `wt`), or null for another format or when a
 // scale would overflow (see above). Independent of the CPU (the scalar twin reads it anywhere).
-std::unique_ptr<PackedWeight> pack_weight(DType wt, const void* W, int64_t rows, int64_t cols);
+std::unique_ptr<PackedWeight> pack_weight(DType wt, const void* W, int64_t rows, int64_t cols,
+                                          PackedStore* store = nullptr);
 
 // Activations in the packed order, per token: q [n_quads_padded * 128] (lo half, hi half of each
 // quad), dx [n_quads_padded * 16] (each block's scale repeated over its four int32 lanes) and

@@ -82,7 +82,8 @@ class CpuDevice final : public Device {
     if (t.shape.size() >= 2) {
       d.dtype = t.dtype;
       d.data = t.data;
-      if (auto packed = cpu::packing_pays(t.dtype) ? cpu::pack_weight(t.dtype, t.data, d.rows, d.cols) : nullptr) {
+      if (auto packed = cpu::packing_pays(t.dtype) ? cpu::pack_weight(t.dtype, t.data, d.rows, d.cols, &packed_store_)
+                                                   : nullptr) {
         std::lock_guard<std::mutex> lock(owned_mutex_);
         packed_.emplace(t.data, std::move(packed));
       }
@@ -301,7 +302,8 @@ class CpuDevice final : public Device {
   bool copy_stop_ = false;
   std::thread copier_;  // last: starts after the members it uses
   std::mutex owned_mutex_;
-  std::vector<std::vector<float>> owned_;                                       // fp32 copies of vectors
+  std::vector<std::vector<float>> owned_;  // fp32 copies of vectors
+  cpu::PackedStore packed_store_;          // before packed_: outlives the weights in it
   std::unordered_map<const void*, std::unique_ptr<cpu::PackedWeight>> packed_;  // by the mapped data
 };
 

@@ -85,9 +85,8 @@ std::vector<float> random_floats(int64_t n, std::mt19937& rng) {
 }
 
 // Double-precision reference from dequantize_row; also returns sum |w x| for the tolerance.
-void reference(DType wt, const std::vector<uint8_t>& W, int64_t rows, int64_t cols,
-               const std::vector<float>& X, int64_t n_tokens, std::vector<double>& ref,
-               std::vector<double>& magnitude) {
+void reference(DType wt, const std::vector<uint8_t>& W, int64_t rows, int64_t cols, const std::vector<float>& X,
+               int64_t n_tokens, std::vector<double>& ref, std::vector<double>& magnitude) {
   ref.assign(static_cast<size_t>(n_tokens * rows), 0.0);
   magnitude.assign(ref.size(), 0.0);
   std::vector<float> w(static_cast<size_t>(cols));
@@ -252,10 +251,14 @@ std::vector<DotInt8> supported_dots() {
 using GemvInt8Fn = void (*)(const GemvInt8Args&, int64_t, int64_t);
 GemvInt8Fn int8_kernel(DotInt8 d) {
   switch (d) {
-    case DotInt8::Avx2: return gemv_int8_rows_avx2;
-    case DotInt8::AvxVnni: return gemv_int8_rows_avxvnni;
-    case DotInt8::Avx512Vnni: return gemv_int8_rows_avx512vnni;
-    case DotInt8::Scalar: break;
+    case DotInt8::Avx2:
+      return gemv_int8_rows_avx2;
+    case DotInt8::AvxVnni:
+      return gemv_int8_rows_avxvnni;
+    case DotInt8::Avx512Vnni:
+      return gemv_int8_rows_avx512vnni;
+    case DotInt8::Scalar:
+      break;
   }
   return gemv_int8_rows_scalar;
 }
@@ -424,7 +427,8 @@ TEST(MatmulPacked, TwinEqualsGgufTwinAndKernelEqualsTwinOverAwkwardShapes) {
           const SplitX xs = split_scalar(xq, n_tokens, cols);
           const int64_t ldy = rows + 2;
           std::vector<float> gguf(static_cast<size_t>(n_tokens * ldy), NAN);
-          const GemvInt8Args g{wt, W.data(), dtype_row_bytes(wt, cols), cols, xq.view(), n_tokens, gguf.data(), ldy, false};
+          const GemvInt8Args g{wt,  W.data(), dtype_row_bytes(wt, cols), cols, xq.view(), n_tokens, gguf.data(),
+                               ldy, false};
           gemv_int8_rows_scalar(g, 0, rows);
           std::vector<double> gguf_d(static_cast<size_t>(n_tokens * rows)), ref, mag;
           for (int64_t t = 0; t < n_tokens; ++t)
@@ -458,6 +462,33 @@ TEST(MatmulPacked, TwinEqualsGgufTwinAndKernelEqualsTwinOverAwkwardShapes) {
           }
         }
       }
+}
+
+TEST(MatmulPacked, StoreSlicesAreAlignedDisjointAndHoldWhatIsWritten) {
+  PackedStore store;
+  std::vector<std::pair<uint8_t*, size_t>> slices;
+  // small slices share a chunk; one above half a chunk gets its own, and small ones go on after it
+  for (size_t bytes : std::vector<size_t>{100, 4096, 7, size_t{20} << 20, 64, 3000, size_t{40} << 20, 1})
+    slices.emplace_back(store.allocate(bytes), bytes);
+  for (size_t i = 0; i < slices.size(); ++i) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(slices[i].first) % 64, 0u) << i;
+    std::memset(slices[i].first, static_cast<int>(i + 1), slices[i].second);
+  }
+  for (size_t i = 0; i < slices.size(); ++i) {
+    for (size_t j = 0; j < slices.size(); ++j) {
+      if (i == j) continue;
+      EXPECT_TRUE(slices[i].first + slices[i].second <= slices[j].first ||
+                  slices[j].first + slices[j].second <= slices[i].first)
+          << i << " overlaps " << j;
+    }
+    EXPECT_EQ(slices[i].first[slices[i].second - 1], static_cast<uint8_t>(i + 1)) << i;
+  }
+  // a packed weight in the store computes what an owned one does
+  std::mt19937 rng(3);
+  const auto W = random_weights(DType::Q4_1, 5, 576, rng);
+  const auto a = pack_weight(DType::Q4_1, W.data(), 5, 576), b = pack_weight(DType::Q4_1, W.data(), 5, 576, &store);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(std::memcmp(a->row(0), b->row(0), a->bytes()), 0);
 }
 
 TEST(MatmulPacked, OnlyTheBlockFormatsItKnowsAndScalesThatFit) {
@@ -592,8 +623,8 @@ TEST(Dequantize, Q6_KMatchesQuantizerPacking) {
     for (int l = 0; l < 32; ++l) {
       ql[l] = static_cast<uint8_t>((L[j + l] & 0xf) | ((L[j + l + 64] & 0xf) << 4));
       ql[l + 32] = static_cast<uint8_t>((L[j + l + 32] & 0xf) | ((L[j + l + 96] & 0xf) << 4));
-      qh[l] = static_cast<uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) |
-                                   ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6));
+      qh[l] = static_cast<uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
+                                   ((L[j + l + 96] >> 4) << 6));
     }
     ql += 64;
     qh += 32;
@@ -630,8 +661,7 @@ __attribute__((target("f16c"))) float hw_f16_to_fp32(uint16_t h) {
 TEST(Half, F16MatchesF16cExhaustively) {
   // From CPUID (util/cpu_info): clang 14's __builtin_cpu_supports does not know "f16c".
   const auto& features = hg::cpu_info().features;
-  if (std::find(features.begin(), features.end(), "f16c") == features.end())
-    GTEST_SKIP() << "no F16C to compare with";
+  if (std::find(features.begin(), features.end(), "f16c") == features.end()) GTEST_SKIP() << "no F16C to compare with";
   for (uint32_t h = 0; h < 65536; ++h) {
     const float a = f16_to_fp32(static_cast<uint16_t>(h)), b = hw_f16_to_fp32(static_cast<uint16_t>(h));
     if (std::isnan(b)) {
