@@ -3,6 +3,8 @@
 // Where the decode GEMV has a packed layout on this CPU (matmul_packed.h: Q4_0, Q4_1, Q8_0 with
 // AVX512-VNNI), a matrix also gets a packed copy at upload, which decode reads instead; prefill
 // and embedding lookups keep reading the mapped file.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -63,9 +65,15 @@ class CpuDevice final : public Device {
     return {m.available, m.total, /*host=*/true};
   }
 
+  // Large buffers (the KV cache, staging) get transparent huge pages: decode streams them whole
+  // every step, and on 4 KiB pages each page is a TLB miss.
   void* alloc(size_t bytes) override {
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    constexpr size_t kHuge = size_t{2} << 20;
+    const bool huge = bytes >= 2 * kHuge;
+    const size_t align = huge ? kHuge : 64;
+    void* p = std::aligned_alloc(align, (bytes + align - 1) / align * align);
     if (!p) throw Error("cpu device: out of memory allocating " + std::to_string(bytes) + " bytes");
+    if (huge) madvise(p, (bytes + align - 1) / align * align, MADV_HUGEPAGE);  // a hint; small pages work too
     return p;
   }
   void free(void* ptr) override { std::free(ptr); }
