@@ -17,7 +17,7 @@ constexpr int kMaxItemHeads = 8;
 void hybrid_attention_items(const HybridAttentionArgs& a, int heads_per_item, float* scores, int64_t item_begin,
                             int64_t item_end);
 int64_t hybrid_attention_scores_per_head(const HybridAttentionArgs& a);
-// Heads per item for a pool of `threads`: a whole GQA group where that leaves two items per thread.
+// Heads per item for a pool of `threads`: a whole GQA group where that leaves an item per thread.
 int hybrid_attention_heads_per_item(const HybridAttentionArgs& a, int threads);
 
 // out = merge of two partial attentions by their log-sum-exps (either may be empty: lse = -inf).

@@ -130,9 +130,11 @@ int64_t hybrid_attention_scores_per_head(const HybridAttentionArgs& a) {
 
 int hybrid_attention_heads_per_item(const HybridAttentionArgs& a, int threads) {
   const int group = a.n_heads / a.n_kv_heads;
-  // The most heads per item (up to the whole group) that still leaves two items per thread.
+  // The most heads per item (up to the whole group) that still leaves an item per thread: a group
+  // item costs little more than a one-head item (the same pass over K and V), so three group
+  // items on two threads beat nine one-head items.
   for (int h = std::min(group, kMaxItemHeads); h > 1; --h)
-    if (group % h == 0 && static_cast<int64_t>(a.n) * (a.n_heads / h) >= 2 * static_cast<int64_t>(threads)) return h;
+    if (group % h == 0 && static_cast<int64_t>(a.n) * (a.n_heads / h) >= static_cast<int64_t>(threads)) return h;
   return 1;
 }
 

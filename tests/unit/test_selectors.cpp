@@ -256,11 +256,16 @@ TEST(TopK, MatchesAFullSortWithTiesToTheRecent) {
   std::mt19937 rng(7);
   const float values[] = {-2.5f, -0.0f, 0.0f, 1.0f, 3.0f, -1e-30f};
   std::vector<int32_t> order, got, want;
-  for (int64_t n : {1, 2, 7, 64, 1000}) {
+  for (int64_t n : {1, 2, 7, 64, 1000, 3072, 4095}) {
     std::vector<float> scores(static_cast<size_t>(n));
     for (int K : {0, 1, 3, static_cast<int>(n) / 2, static_cast<int>(n) - 1, static_cast<int>(n)}) {
       if (K < 0 || K > n) continue;
+      // many ties (six values), then spread values over the whole float range with infinities
+      std::normal_distribution<float> wide(0.0f, 1e3f);
       for (auto& x : scores) x = values[rng() % 6];
+      if (n % 2 == 0)
+        for (auto& x : scores)
+          x = rng() % 50 == 0 ? -INFINITY : rng() % 50 == 0 ? 3e38f : wide(rng) * 1e-30f * (rng() % 2 ? 1 : 1e33f);
       std::vector<int32_t> all(static_cast<size_t>(n));
       std::iota(all.begin(), all.end(), 0);
       std::sort(all.begin(), all.end(), [&](int32_t a, int32_t b) {
