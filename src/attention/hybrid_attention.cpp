@@ -16,6 +16,7 @@
 #include "hybridgen/error.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_packed.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #include "kv/memory_plan.h"
@@ -79,8 +80,11 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
     pin.clear();  // no usable CPU list (containers): leave the workers unpinned
   }
   stage_ = std::make_unique<HostStage>(policy_.host_threads, spec_.n_layers + 1, pin, device_.cpu_pool());
-  for (const auto& l : model_.weights.layers)
-    host_layers_.push_back({l.wq, to_f32(l.bq), to_f32(l.attn_norm), to_f32(l.attn_norm_bias)});
+  for (const auto& l : model_.weights.layers) {
+    std::unique_ptr<cpu::PackedWeight> packed;
+    if (cpu::packing_pays(l.wq.dtype)) packed = cpu::pack_weight(l.wq.dtype, l.wq.data, spec_.q_dim(), spec_.d_model);
+    host_layers_.push_back({l.wq, std::move(packed), to_f32(l.bq), to_f32(l.attn_norm), to_f32(l.attn_norm_bias)});
+  }
   inv_freq_.resize(static_cast<size_t>(spec_.head_dim / 2));
   cpu::rope_inv_freq(spec_.head_dim, spec_.rope_theta, spec_.rope_scaling.llama3, spec_.rope_scaling.factor,
                      spec_.rope_scaling.low_freq_factor, spec_.rope_scaling.high_freq_factor,
@@ -189,7 +193,8 @@ void HybridAttention::compute_query(int layer, const float* x, int pos, float* q
     cpu::layernorm_rows(x, hl.norm_w.data(), hl.norm_b.data(), spec_.norm_eps, spec_.d_model, h, 0, 1);
   else
     cpu::rmsnorm_rows(x, hl.norm_w.data(), spec_.norm_eps, spec_.d_model, h, 0, 1);
-  cpu::matmul(pool, hl.wq.dtype, hl.wq.data, spec_.q_dim(), spec_.d_model, h, 1, q_out, spec_.q_dim());
+  const cpu::MatmulTarget wq{hl.wq.dtype, hl.wq.data, spec_.q_dim(), q_out, spec_.q_dim(), false, hl.wq_packed.get()};
+  cpu::matmul_group(pool, query_workspace_, &wq, 1, spec_.d_model, h, 1);
   if (!hl.bq.empty())
     for (int i = 0; i < spec_.q_dim(); ++i) q_out[i] += hl.bq[static_cast<size_t>(i)];
   if (!spec_.is_opt())

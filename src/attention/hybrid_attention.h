@@ -14,6 +14,8 @@
 #include "attention/selectors/h2o_prune.h"
 #include "attention/selectors/selector.h"
 #include "attention/step_timer.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_packed.h"
 #include "kv/hybrid_kv.h"
 #include "mem/placement.h"
 #include "mem/topology.h"
@@ -59,6 +61,7 @@ class HybridAttention final : public LayerAttention {
   };
   struct HostLayer {  // the host's own copies for q̃ = RoPE(Wq · norm(x) + bq)
     TensorView wq;
+    std::unique_ptr<cpu::PackedWeight> wq_packed;  // Wq for the packed GEMV, where it pays (or null)
     std::vector<float> bq, norm_w, norm_b;
   };
   struct DeviceSeqBuffers {  // where the host part lands on the device
@@ -110,7 +113,8 @@ class HybridAttention final : public LayerAttention {
   std::unique_ptr<HostStage> stage_;
   std::vector<HostLayer> host_layers_;
   std::vector<float> inv_freq_;
-  std::vector<float> query_norm_;  // norm(x) for compute_query [d_model]; host jobs run one at a time
+  std::vector<float> query_norm_;         // norm(x) for compute_query [d_model]; host jobs run one at a time
+  cpu::MatmulWorkspace query_workspace_;  // compute_query's matmul scratch (the same one job at a time)
   float scale_;
   int n_seqs_;
   int ctx_ = 0;
