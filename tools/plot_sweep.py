@@ -75,6 +75,17 @@ def varying_keys(rows):
     return [k for k in seen if len(values[k]) > 1 or sum(k in r.get("params", {}) for r in rows) < n]
 
 
+def follows(rows, key, x_key):
+    """True when `key` is a function of `x_key` (zipped with it, e.g. ctx beside depth): one series."""
+    seen = {}
+    for r in rows:
+        p = r.get("params", {})
+        x, v = json.dumps(p.get(x_key)), json.dumps(p.get(key))
+        if seen.setdefault(x, v) != v:
+            return False
+    return True
+
+
 def label(row, keys):
     parts = []
     for k in keys:
@@ -166,11 +177,12 @@ def bench_figures(rows, out_dir, written):
         return
     keys = varying_keys(rows)
     x_key = next((k for k in DEPTH_KEYS if k in keys), None)
-    labels = [k for k in keys if k != x_key]
+    labels = [k for k in keys if k != x_key and not (x_key and follows(rows, k, x_key))]
     if x_key:
+        xs = [r["params"][x_key] for r in rows if isinstance(r.get("params", {}).get(x_key), (int, float))]
         fig, ax = plt.subplots(figsize=(7, 4.5))
         plot_lines(ax, series(rows, x_key, metric("decode_tps"), labels), "context depth (tokens)",
-                   "decode throughput (tokens/s)")
+                   "decode throughput (tokens/s)", logx=bool(xs) and min(xs) > 0 and max(xs) >= 8 * min(xs))
         ax.set_title(title(rows, "decode tokens/s vs context depth"))
         footer(fig, rows)
         save(fig, out_dir, "decode_vs_depth.png", written)
