@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cpu/dot_internal.h"
 #include "kernels/cpu/vec_load.h"
@@ -73,24 +74,30 @@ void dot_tile(const uint8_t* K, size_t row_bytes, const float* q, int64_t ld_q, 
 // Query heads per tile: 4 rows x 3 heads = 12 accumulators fit AVX2's 16 registers.
 constexpr int kTileHeads = 3;
 
+// Calls fn(h, std::integral_constant<int, H>{}) for the tiles of kTileHeads heads (and one last
+// smaller tile) over n heads: the tile width is a compile-time constant inside fn.
+template <class Fn>
+void for_head_tiles(int n, Fn&& fn) {
+  for (int h = 0; h < n; h += kTileHeads) switch (std::min(kTileHeads, n - h)) {
+      case 3:
+        fn(h, std::integral_constant<int, 3>{});
+        break;
+      case 2:
+        fn(h, std::integral_constant<int, 2>{});
+        break;
+      default:
+        fn(h, std::integral_constant<int, 1>{});
+        break;
+    }
+}
+
 template <class V, DType DT, int R, int HD>
 void dot_tile_heads(const uint8_t* K, size_t row_bytes, const float* q, int n_q, int64_t ld_q, int64_t head_dim,
                     float scale, float* out, int64_t ld_out) {
-  for (int h = 0; h < n_q; h += kTileHeads) {
-    const float* qh = q + h * ld_q;
-    float* oh = out + h * ld_out;
-    switch (std::min(kTileHeads, n_q - h)) {
-      case 3:
-        dot_tile<V, DT, R, 3, HD>(K, row_bytes, qh, ld_q, head_dim, scale, oh, ld_out);
-        break;
-      case 2:
-        dot_tile<V, DT, R, 2, HD>(K, row_bytes, qh, ld_q, head_dim, scale, oh, ld_out);
-        break;
-      default:
-        dot_tile<V, DT, R, 1, HD>(K, row_bytes, qh, ld_q, head_dim, scale, oh, ld_out);
-        break;
-    }
-  }
+  for_head_tiles(n_q, [&](int h, auto H) {
+    dot_tile<V, DT, R, decltype(H)::value, HD>(K, row_bytes, q + h * ld_q, ld_q, head_dim, scale, out + h * ld_out,
+                                               ld_out);
+  });
 }
 
 // Rows outer, heads inner: a tile of rows is read from memory once and stays in L1 while every
@@ -172,21 +179,10 @@ void axpy_rows_group(const uint8_t* Vm, size_t row_bytes, int64_t n_rows, const 
 template <class V, DType DT>
 void axpy_rows_heads_t(const uint8_t* Vm, size_t row_bytes, int64_t n_rows, const float* p, int n_p, int64_t ld_p,
                        int64_t head_dim, float* out, int64_t ld_out) {
-  for (int h = 0; h < n_p; h += kTileHeads) {
-    const float* ph = p + h * ld_p;
-    float* oh = out + h * ld_out;
-    switch (std::min(kTileHeads, n_p - h)) {
-      case 3:
-        axpy_rows_group<V, DT, 3>(Vm, row_bytes, n_rows, ph, ld_p, head_dim, oh, ld_out);
-        break;
-      case 2:
-        axpy_rows_group<V, DT, 2>(Vm, row_bytes, n_rows, ph, ld_p, head_dim, oh, ld_out);
-        break;
-      default:
-        axpy_rows_group<V, DT, 1>(Vm, row_bytes, n_rows, ph, ld_p, head_dim, oh, ld_out);
-        break;
-    }
-  }
+  for_head_tiles(n_p, [&](int h, auto H) {
+    axpy_rows_group<V, DT, decltype(H)::value>(Vm, row_bytes, n_rows, p + h * ld_p, ld_p, head_dim, out + h * ld_out,
+                                               ld_out);
+  });
 }
 
 template <class V>
