@@ -35,10 +35,7 @@ CodeBlock decode_codes(DType wt, const uint8_t* row, int64_t j) {
       // Q4_0: (nibble - 8) * d = nibble * d - 8d;  Q4_1: nibble * d + m.
       const uint8_t* qs = wt == DType::Q4_0 ? reinterpret_cast<const BlockQ4_0*>(row)[j].qs
                                             : reinterpret_cast<const BlockQ4_1*>(row)[j].qs;
-      for (int i = 0; i < 16; ++i) {
-        o.w[i] = static_cast<int8_t>(qs[i] & 0xf);
-        o.w[i + 16] = static_cast<int8_t>(qs[i] >> 4);
-      }
+      unpack_nibbles(qs, o.w);
       if (wt == DType::Q4_0) {
         o.sc[0] = o.sc[1] = f16_to_fp32(reinterpret_cast<const BlockQ4_0*>(row)[j].d);
         o.c = -8.0f * o.sc[0];

@@ -42,10 +42,7 @@ bool unpack_gguf_block(DType wt, const uint8_t* row, int64_t j, uint8_t code[32]
     case DType::Q4_1: {
       const uint8_t* qs = wt == DType::Q4_0 ? reinterpret_cast<const BlockQ4_0*>(row)[j].qs
                                             : reinterpret_cast<const BlockQ4_1*>(row)[j].qs;
-      for (int i = 0; i < 16; ++i) {
-        code[i] = qs[i] & 0xf;
-        code[i + 16] = qs[i] >> 4;
-      }
+      unpack_nibbles(qs, code);
       if (wt == DType::Q4_0) {
         d = reinterpret_cast<const BlockQ4_0*>(row)[j].d;
         c = fp32_to_f16(-8.0f * f16_to_fp32(d));
@@ -81,10 +78,7 @@ void get_block(DType source, const uint8_t* g, int blocks, int k, uint8_t code[3
     std::memcpy(code, g + 16 * k, 16);
     std::memcpy(code + 16, g + 16 * (blocks + k), 16);
   } else {
-    for (int i = 0; i < 16; ++i) {
-      code[i] = g[16 * k + i] & 0xf;
-      code[i + 16] = g[16 * k + i] >> 4;
-    }
+    unpack_nibbles(g + 16 * k, code);
   }
   uint16_t hd, hc;
   std::memcpy(&hd, g + L.d + 2 * k, 2);

@@ -45,6 +45,15 @@ struct BlockQ6_K {
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ6_K) == 210);
 
+// The 32 codes of a Q4_0 / Q4_1 block in value order (byte i: value i low, value i + 16 high).
+template <class T>
+static inline void unpack_nibbles(const uint8_t* qs, T* code) {
+  for (int i = 0; i < 16; ++i) {
+    code[i] = static_cast<T>(qs[i] & 0xf);
+    code[i + 16] = static_cast<T>(qs[i] >> 4);
+  }
+}
+
 static inline void dequantize_block(const BlockQ8_0& b, float* out) {
   const float d = f16_to_fp32(b.d);
   for (int i = 0; i < 32; ++i) out[i] = static_cast<float>(b.qs[i]) * d;
