@@ -1,15 +1,10 @@
 // The packed GEMV (matmul_packed.h) with AVX512-VNNI: per quad of four 32-blocks and row, one
 // 64-byte code load (Q8_0: two), two vpdpbusd, one conversion of the four scales and of the four
 // c's, and two FMAs. R rows x T tokens of accumulators, R * T <= 4, as the GGUF-layout kernels.
-// GCC 12's AVX-512 headers: see vec_avx512.h for why these two warnings are off here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
 
 #include <algorithm>
 
+#include "kernels/cpu/avx512_intrin.h"
 #include "kernels/cpu/matmul_packed.h"
 
 namespace hg::cpu {

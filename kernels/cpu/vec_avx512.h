@@ -5,17 +5,10 @@
 // vdpbf16ps: the dot-product instruction would need the activations rounded to bf16 (about 3
 // significant digits) for no gain, since GEMV is bound by the bytes of weights read, not by FMAs.
 #pragma once
-// GCC 12's AVX-512 headers spell _mm512_undefined_*() as `__m512 __Y = __Y;`, which -Werror turns
-// into an error once inlined; those placeholder values are never read.
-// (clang has no -Wmaybe-uninitialized and needs neither.)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
 
 #include <cstdint>
 
+#include "kernels/cpu/avx512_intrin.h"
 #include "kernels/cpu/exp_poly.h"
 
 namespace hg::cpu {
@@ -37,8 +30,8 @@ struct Avx512 {
   // e^x for x <= 0 (the steps of exp_poly.h): 2^k applied with vscalefps.
   static F exp_nonpositive(F x) {
     x = _mm512_max_ps(x, _mm512_set1_ps(kExpMin));
-    const F k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const F k =
+        _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     F r = _mm512_fnmadd_ps(k, _mm512_set1_ps(kLn2Hi), x);
     r = _mm512_fnmadd_ps(k, _mm512_set1_ps(kLn2Lo), r);
     F p = _mm512_set1_ps(kExpPoly[0]);
@@ -61,13 +54,10 @@ struct Avx512 {
     const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
   }
-  static float f16_scalar(uint16_t h) {
-    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
-  }
+  static float f16_scalar(uint16_t h) { return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h))); }
   static void q8(const int8_t* qs, F out[2]) {
     out[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))));
-    out[1] = _mm512_cvtepi32_ps(
-        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16))));
+    out[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16))));
   }
   static void q4(const uint8_t* qs, int offset, F out[2]) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
