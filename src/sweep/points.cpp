@@ -35,34 +35,22 @@ size_t option_mention(const std::string& message, const std::string& key) {
 
 nlohmann::json Point::params_json() const {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& p : params) j[p.key] = p.json;
+  for (const Param* p : params) j[p->key] = p->json;
   return j;
 }
 
 std::string Point::describe() const {
   std::string s;
-  for (const auto& p : params)
-    if (p.varying) s += (s.empty() ? "" : " ") + p.key + "=" + p.value;
+  for (const Param* p : params)
+    if (p->varying) s += (s.empty() ? "" : " ") + p->key + "=" + p->value;
   if (repeat > 0) s += (s.empty() ? "" : " ") + std::string("(repeat ") + std::to_string(repeat + 1) + ")";
   return s.empty() ? "(fixed parameters only)" : s;
 }
 
 std::vector<std::string> Point::args() const {
   std::vector<std::string> a;
-  for (const auto& p : params) a.push_back("--" + p.key + "=" + p.value);
+  for (const Param* p : params) a.push_back("--" + p->key + "=" + p->value);
   return a;
-}
-
-std::string point_key(const std::string& task, const std::vector<Param>& params, int repeat) {
-  std::vector<std::string> parts;
-  for (const auto& p : params) parts.push_back(p.key + '=' + p.value);
-  std::sort(parts.begin(), parts.end());
-  std::string canonical = "task=" + task;
-  for (const auto& s : parts) canonical += '\x1f' + s;
-  canonical += "\x1frepeat=" + std::to_string(repeat);
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(canonical)));
-  return hex;
 }
 
 std::vector<Point> expand_points(const SweepFile& f) {
@@ -90,20 +78,67 @@ std::vector<Point> expand_points(const SweepFile& f) {
   if (combos > kMaxPoints / static_cast<size_t>(f.repeat))
     throw Error(f.where(f.grid_line) + "the sweep has more than " + std::to_string(kMaxPoints) +
                 " points (grid x zip x repeat); split it into several files");
+
+  // Every point's key hashes its parameters' text: bounded too, as a file of a few KB can hold
+  // long values (YAML aliases repeat one) that 10,000 points would hash for minutes.
+  size_t point_bytes = f.task.size();
+  for (const auto& p : f.fixed) point_bytes += p.key.size() + p.value.size() + 2;
+  for (const auto& d : dims)
+    for (const Axis* a : d.axes) {
+      size_t longest = 0;
+      for (const auto& v : a->values) longest = std::max(longest, v.value.size());
+      point_bytes += a->key.size() + longest + 2;
+    }
+  if (point_bytes > kMaxParameterBytes / combos)
+    throw Error(f.where(f.grid_line) + "the sweep's " + std::to_string(combos) + " points hold up to " +
+                std::to_string(point_bytes) + " bytes of parameters each, more than " +
+                std::to_string(kMaxParameterBytes >> 20) + " MiB in all; shorten the values or split it into several files");
+
+  // A point's slots in file order: a fixed parameter, or an axis (with the dimension that indexes it).
+  struct Slot {
+    const Param* fixed;
+    const Axis* axis;
+    size_t dim;
+    const std::string& key() const { return fixed ? fixed->key : axis->key; }
+  };
+  std::vector<Slot> slots;
+  for (const auto& p : f.fixed) slots.push_back({&p, nullptr, 0});
+  for (size_t d = 0; d < dims.size(); ++d)
+    for (const Axis* a : dims[d].axes) slots.push_back({nullptr, a, d});
+  // The key hashes "task=T", then "key=value" of every given parameter in sorted order, then
+  // "repeat=R", joined by \x1f. Keys are distinct and hold no '=' (no option does), so sorting by
+  // "key=" sorts the "key=value" strings: the order is fixed once for the file.
+  std::vector<size_t> sorted(slots.size());
+  for (size_t i = 0; i < sorted.size(); ++i) sorted[i] = i;
+  std::sort(sorted.begin(), sorted.end(),
+            [&](size_t a, size_t b) { return slots[a].key() + '=' < slots[b].key() + '='; });
+
   std::vector<Point> points;
   points.reserve(combos * static_cast<size_t>(f.repeat));
   std::vector<size_t> at(dims.size(), 0);  // odometer, the last dimension fastest
+  std::vector<const Param*> chosen(slots.size());
   for (size_t c = 0; c < combos; ++c) {
-    std::vector<Param> params = f.fixed;
-    for (size_t d = 0; d < dims.size(); ++d)
-      for (const Axis* a : dims[d].axes)
-        if (!a->values[at[d]].omitted) params.push_back(a->values[at[d]]);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const Slot& s = slots[i];
+      const Param* q = s.fixed ? s.fixed : &s.axis->values[at[s.dim]];
+      chosen[i] = q->omitted ? nullptr : q;
+    }
+    std::vector<const Param*> params;
+    params.reserve(chosen.size());
+    for (const Param* q : chosen)
+      if (q) params.push_back(q);
+    uint64_t h = fnv1a("task=" + f.task);
+    for (size_t i : sorted)
+      if (const Param* q = chosen[i]) h = fnv1a(q->value, fnv1a("=", fnv1a(q->key, fnv1a("\x1f", h))));
     for (int r = 0; r < f.repeat; ++r) {
       Point p;
       p.index = points.size();
       p.repeat = r;
       p.params = params;
-      p.key = point_key(f.task, params, r);
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx",
+                    static_cast<unsigned long long>(fnv1a("\x1frepeat=" + std::to_string(r), h)));
+      p.key = hex;
       points.push_back(std::move(p));
     }
     for (size_t d = dims.size(); d-- > 0;) {
@@ -140,17 +175,17 @@ void check_points(const SweepFile& f, const std::vector<Point>& points,
       int line = 0;
       for (bool varying : {true, false}) {
         size_t first = std::string::npos;
-        for (const auto& q : p.params) {
-          const size_t at = option_mention(msg, q.key);
-          if (q.varying == varying && at < first) {
+        for (const Param* q : p.params) {
+          const size_t at = option_mention(msg, q->key);
+          if (q->varying == varying && at < first) {
             first = at;
-            line = q.line;
+            line = q->line;
           }
         }
         if (line != 0) break;
       }
-      for (const auto& q : p.params)
-        if (line == 0 && q.varying) line = q.line;
+      for (const Param* q : p.params)
+        if (line == 0 && q->varying) line = q->line;
       if (line == 0) line = f.grid_line;
       throw Error(f.where(line) + "point " + std::to_string(p.index + 1) + "/" + std::to_string(points.size()) + " (" +
                   p.describe() + "): " + msg);

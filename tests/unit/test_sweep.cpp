@@ -23,7 +23,7 @@ SweepFile parse(const std::string& text) { return parse_sweep(text, "s.yaml", kT
 
 std::vector<std::string> values(const Point& p) {
   std::vector<std::string> v;
-  for (const auto& q : p.params) v.push_back(q.key + "=" + q.value);
+  for (const Param* q : p.params) v.push_back(q->key + "=" + q->value);
   return v;
 }
 
@@ -103,6 +103,11 @@ TEST(SweepFile, PointKeysAreStableAndIndependentOfKeyOrder) {
   // FNV-1a of "task=bench\x1fk=1\x1fmodel=m\x1fthreads=2\x1frepeat=0" (computed in Python): results
   // written by one build resume with the next.
   EXPECT_EQ(a[0].key, "07dc59c2e64fd263");
+  // A key that starts another sorts as "key=value" does ('-' before '='), and `~` leaves the
+  // parameter out of the key: "task=bench\x1fk-node=1\x1fk=4\x1frepeat=0", then without k-node.
+  const auto d = expand_points(parse("name: d\ntask: bench\nfixed: {k: 4}\ngrid: {k-node: [1, ~]}\n"));
+  EXPECT_EQ(d[0].key, "f8ac65ac3429fe8e");
+  EXPECT_EQ(d[1].key, "f394bde9b138cadd");
 }
 
 TEST(SweepFile, ErrorsNameTheFileAndLine) {
@@ -124,7 +129,7 @@ TEST(SweepFile, ErrorsNameTheFileAndLine) {
 
 TEST(SweepFile, TooManyPointsIsOneErrorNotAnAllocation) {
   expect_error([] { expand_points(parse("name: x\ntask: bench\nrepeat: 2000000000\ngrid:\n  k: [1, 2]\n")); },
-               {"s.yaml:4:", "more than 1000000 points"});
+               {"s.yaml:4:", "more than 10000 points"});
   // Ten lists of 100 values: 100^10 points, a product that wraps 64 bits unless counted with care.
   std::string lists;
   for (const char* key : {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}) {
@@ -132,8 +137,21 @@ TEST(SweepFile, TooManyPointsIsOneErrorNotAnAllocation) {
     for (int v = 0; v < 100; ++v) lists += (v ? ", " : "") + std::to_string(v);
     lists += "]\n";
   }
-  expect_error([&] { expand_points(parse("name: x\ntask: bench\ngrid:\n" + lists)); }, {"more than 1000000 points"});
+  expect_error([&] { expand_points(parse("name: x\ntask: bench\ngrid:\n" + lists)); }, {"more than 10000 points"});
   EXPECT_EQ(expand_points(parse("name: x\ntask: bench\nrepeat: 3\ngrid:\n  k: [1, 2]\n")).size(), 6u);
+  // The cap itself is allowed; one point more is not.
+  std::string hundred = "[";
+  for (int v = 0; v < 100; ++v) hundred += (v ? ", " : "") + std::to_string(v);
+  hundred += "]";
+  const std::string square = "name: x\ntask: bench\ngrid:\n  a: " + hundred + "\n  b: " + hundred + "\n";
+  EXPECT_EQ(expand_points(parse(square)).size(), kMaxPoints);
+  expect_error([&] { expand_points(parse(square + "repeat: 2\n")); }, {"more than 10000 points"});
+  // 10,000 points of a 7 KB value, repeated by YAML aliases in a file of a few hundred bytes: 71 MB
+  // of text to hash, refused before any is built.
+  std::string aliases = "  long: [&v " + std::string(100, 'x');
+  for (int i = 0; i < 70; ++i) aliases += ", *v";
+  expect_error([&] { expand_points(parse(square + "fixed:\n" + aliases + "]\n")); },
+               {"s.yaml:3:", "10000 points hold up to", "more than 64 MiB"});
 }
 
 // A sweep whose 7th line is `  LAST` (after model on line 4 and policy on line 6).
