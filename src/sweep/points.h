@@ -35,6 +35,7 @@ constexpr size_t kMaxPoints = 10000;
 // bytes in all: 10,000 points of 47 options with 100-character paths are a quarter of it.
 constexpr size_t kMaxParameterBytes = size_t{64} << 20;
 std::vector<Point> expand_points(const SweepFile& f);
+std::vector<Point> expand_points(const SweepFile&& f) = delete;  // the points would dangle
 
 // Every key of the file must be an option of the task: hg::Error "FILE:LINE: unknown key ..."
 // for the first that is not.

@@ -2,6 +2,7 @@
 // point checks mapped to lines, and the results file (append, resume, refusal to mix).
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <fstream>
 #include <set>
 
@@ -16,6 +17,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::expect_error;
+
+// Points point into their SweepFile: the files of one-line expansions live to the end of the test.
+const SweepFile& keep(SweepFile f) {
+  static std::deque<SweepFile> files;
+  return files.emplace_back(std::move(f));
+}
 
 const std::vector<std::string> kTasks = {"bench", "ppl", "fidelity", "passkey"};
 
@@ -91,21 +98,21 @@ TEST(SweepFile, NullLeavesAnOptionOutAtThatPoint) {
 }
 
 TEST(SweepFile, PointKeysAreStableAndIndependentOfKeyOrder) {
-  const auto a = expand_points(parse("name: a\ntask: bench\nfixed: {model: m, threads: 2}\ngrid: {k: [1, 2]}\n"));
-  const auto b = expand_points(parse("name: b\ntask: bench\ngrid: {k: [2, 1]}\nfixed: {threads: 2, model: m}\n"));
+  const auto a = expand_points(keep(parse("name: a\ntask: bench\nfixed: {model: m, threads: 2}\ngrid: {k: [1, 2]}\n")));
+  const auto b = expand_points(keep(parse("name: b\ntask: bench\ngrid: {k: [2, 1]}\nfixed: {threads: 2, model: m}\n")));
   EXPECT_EQ(a[0].key, b[1].key);
   EXPECT_EQ(a[1].key, b[0].key);
   EXPECT_NE(a[0].key, a[1].key);
   EXPECT_EQ(a[0].key.size(), 16u);
   // The task is part of the key; the sweep's name is not (renaming keeps results).
-  const auto c = expand_points(parse("name: a\ntask: ppl\nfixed: {model: m, threads: 2}\ngrid: {k: [1, 2]}\n"));
+  const auto c = expand_points(keep(parse("name: a\ntask: ppl\nfixed: {model: m, threads: 2}\ngrid: {k: [1, 2]}\n")));
   EXPECT_NE(a[0].key, c[0].key);
   // FNV-1a of "task=bench\x1fk=1\x1fmodel=m\x1fthreads=2\x1frepeat=0" (computed in Python): results
   // written by one build resume with the next.
   EXPECT_EQ(a[0].key, "07dc59c2e64fd263");
   // A key that starts another sorts as "key=value" does ('-' before '='), and `~` leaves the
   // parameter out of the key: "task=bench\x1fk-node=1\x1fk=4\x1frepeat=0", then without k-node.
-  const auto d = expand_points(parse("name: d\ntask: bench\nfixed: {k: 4}\ngrid: {k-node: [1, ~]}\n"));
+  const auto d = expand_points(keep(parse("name: d\ntask: bench\nfixed: {k: 4}\ngrid: {k-node: [1, ~]}\n")));
   EXPECT_EQ(d[0].key, "f8ac65ac3429fe8e");
   EXPECT_EQ(d[1].key, "f394bde9b138cadd");
 }
@@ -128,7 +135,7 @@ TEST(SweepFile, ErrorsNameTheFileAndLine) {
 }
 
 TEST(SweepFile, TooManyPointsIsOneErrorNotAnAllocation) {
-  expect_error([] { expand_points(parse("name: x\ntask: bench\nrepeat: 2000000000\ngrid:\n  k: [1, 2]\n")); },
+  expect_error([] { expand_points(keep(parse("name: x\ntask: bench\nrepeat: 2000000000\ngrid:\n  k: [1, 2]\n"))); },
                {"s.yaml:4:", "more than 10000 points"});
   // Ten lists of 100 values: 100^10 points, a product that wraps 64 bits unless counted with care.
   std::string lists;
@@ -137,20 +144,20 @@ TEST(SweepFile, TooManyPointsIsOneErrorNotAnAllocation) {
     for (int v = 0; v < 100; ++v) lists += (v ? ", " : "") + std::to_string(v);
     lists += "]\n";
   }
-  expect_error([&] { expand_points(parse("name: x\ntask: bench\ngrid:\n" + lists)); }, {"more than 10000 points"});
-  EXPECT_EQ(expand_points(parse("name: x\ntask: bench\nrepeat: 3\ngrid:\n  k: [1, 2]\n")).size(), 6u);
+  expect_error([&] { expand_points(keep(parse("name: x\ntask: bench\ngrid:\n" + lists))); }, {"more than 10000 points"});
+  EXPECT_EQ(expand_points(keep(parse("name: x\ntask: bench\nrepeat: 3\ngrid:\n  k: [1, 2]\n"))).size(), 6u);
   // The cap itself is allowed; one point more is not.
   std::string hundred = "[";
   for (int v = 0; v < 100; ++v) hundred += (v ? ", " : "") + std::to_string(v);
   hundred += "]";
   const std::string square = "name: x\ntask: bench\ngrid:\n  a: " + hundred + "\n  b: " + hundred + "\n";
-  EXPECT_EQ(expand_points(parse(square)).size(), kMaxPoints);
-  expect_error([&] { expand_points(parse(square + "repeat: 2\n")); }, {"more than 10000 points"});
+  EXPECT_EQ(expand_points(keep(parse(square))).size(), kMaxPoints);
+  expect_error([&] { expand_points(keep(parse(square + "repeat: 2\n"))); }, {"more than 10000 points"});
   // 10,000 points of a 7 KB value, repeated by YAML aliases in a file of a few hundred bytes: 71 MB
   // of text to hash, refused before any is built.
   std::string aliases = "  long: [&v " + std::string(100, 'x');
   for (int i = 0; i < 70; ++i) aliases += ", *v";
-  expect_error([&] { expand_points(parse(square + "fixed:\n" + aliases + "]\n")); },
+  expect_error([&] { expand_points(keep(parse(square + "fixed:\n" + aliases + "]\n"))); },
                {"s.yaml:3:", "10000 points hold up to", "more than 64 MiB"});
 }
 
