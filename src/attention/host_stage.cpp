@@ -6,6 +6,7 @@
 #include <string>
 
 #include "hybridgen/error.h"
+#include "util/signals.h"
 
 namespace hg {
 
@@ -16,7 +17,10 @@ HostStage::HostStage(int n_threads, int n_slots, std::vector<int> pin_cpus, Thre
       ring_(static_cast<size_t>(n_slots)),
       slots_(static_cast<size_t>(n_slots)) {
   pool_ = std::make_unique<ThreadPool>(n_threads_, pin_cpus_);
-  coordinator_ = std::thread([this] { loop(); });
+  coordinator_ = std::thread([this] {
+    block_interrupt_signal();
+    loop();
+  });
 }
 
 HostStage::~HostStage() {

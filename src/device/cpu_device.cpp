@@ -27,6 +27,7 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #include "mem/topology.h"
+#include "util/signals.h"
 #include "util/thread_pool.h"
 
 namespace hg {
@@ -47,7 +48,10 @@ constexpr int64_t kSplitChunk = 256;  // context slots per split item (its K and
 class CpuDevice final : public Device {
  public:
   explicit CpuDevice(int n_threads)
-      : pool_(n_threads), scratch_(static_cast<size_t>(pool_.size())), copier_([this] { copy_loop(); }) {}
+      : pool_(n_threads), scratch_(static_cast<size_t>(pool_.size())), copier_([this] {
+          block_interrupt_signal();
+          copy_loop();
+        }) {}
   ~CpuDevice() override {
     {
       std::lock_guard<std::mutex> lock(copy_mutex_);

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "hybridgen/error.h"
+#include "util/signals.h"
 
 namespace hg {
 
@@ -37,6 +38,7 @@ ThreadPool::ThreadPool(int n_threads, std::vector<int> pin_cpus)
     int cpu = pin_cpus.empty() ? -1 : pin_cpus[static_cast<size_t>(i) % pin_cpus.size()];
     try {
       workers_.emplace_back([this, i, cpu] {
+        block_interrupt_signal();
         if (cpu >= 0) pin_current_thread(cpu);
         worker_loop(i);
       });
