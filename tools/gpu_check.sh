@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=build-gpu
 CARRY=$BUILD/carry
-TARGETS="test_cuda_ops test_cuda_attention test_cuda_hybrid test_cuda_engine hybridgen"
+TARGETS="test_cuda_ops test_device_attention test_cuda_hybrid test_cuda_engine hybridgen"
 START=$(date +%s)
 elapsed() { echo $(($(date +%s) - START)); }
 
@@ -97,7 +97,7 @@ run_test() {  # name, timeout, extra args
 }
 if [ "$BUILD_STATUS" != failed ]; then
   run_test test_cuda_ops 150
-  run_test test_cuda_attention 150
+  run_test test_device_attention 150
   run_test test_cuda_hybrid 150
   run_test test_cuda_engine 240
 
@@ -106,10 +106,10 @@ if [ "$BUILD_STATUS" != failed ]; then
     timeout 100 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 "$BIN/test_cuda_ops" \
       --gtest_filter='CudaOps.Elementwise:CudaOps.KvStore*:CudaOps.Rope*:CudaOps.Matmul*' >"$OUT/sanitizer_memcheck_ops.log" 2>&1
     echo "$?" >"$OUT/sanitizer_memcheck_ops.rc"
-    timeout 100 compute-sanitizer --tool memcheck --error-exitcode 3 "$BIN/test_cuda_attention" \
+    timeout 100 compute-sanitizer --tool memcheck --error-exitcode 3 "$BIN/test_device_attention" \
       --gtest_filter='CudaAttention.DecodeHeadShapes:CudaAttention.LongPrefillThenDecode' >"$OUT/sanitizer_memcheck_attention.log" 2>&1
     echo "$?" >"$OUT/sanitizer_memcheck_attention.rc"
-    timeout 100 compute-sanitizer --tool racecheck --error-exitcode 3 "$BIN/test_cuda_attention" \
+    timeout 100 compute-sanitizer --tool racecheck --error-exitcode 3 "$BIN/test_device_attention" \
       --gtest_filter='CudaAttention.DecodeHeadShapes' >"$OUT/sanitizer_racecheck_attention.log" 2>&1
     echo "$?" >"$OUT/sanitizer_racecheck_attention.rc"
     echo "[$(elapsed)s] compute-sanitizer done"

@@ -25,6 +25,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_packed.h"
 #include "kernels/cpu/norm.h"
+#include "kernels/cpu/prefill_attention.h"
 #include "kernels/cpu/rope.h"
 #include "mem/topology.h"
 #include "util/signals.h"
@@ -199,6 +200,8 @@ class CpuDevice final : public Device {
 
   void attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) override {
     if (n <= kSplitMaxRows) return split_attention(q, n, n_heads, kv, past, scale, out);
+    if (kv.dtype == DType::F32 || kv.dtype == DType::F16 || kv.dtype == DType::BF16)
+      return tiled_attention(q, n, n_heads, kv, past, scale, out);
     const size_t need = static_cast<size_t>(past + n) * static_cast<size_t>(n_heads / kv.n_kv_heads);
     for (auto& s : scratch_)
       if (s.size() < need) s.resize(need);  // grows with the context, not per step
@@ -294,6 +297,43 @@ class CpuDevice final : public Device {
     cpu::split_attention_combine(a, 0, static_cast<int64_t>(n) * n_heads);
   }
 
+  // Prefill: the tiled kernel the host path uses (flash-attention style, the GQA group sharing each
+  // key tile), over this cache as one token block. Row i sees tokens [0, past + i]. The pool
+  // splits items in contiguous runs and a later query tile sees more keys, so items go out
+  // pairing the cheapest tile left with the dearest (0, T-1, 1, T-2, ...): every run holds about
+  // the same number of score products.
+  void tiled_attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) {
+    cpu::PrefillAttentionArgs a;
+    a.q = q;
+    a.ld_q = static_cast<int64_t>(n_heads) * kv.head_dim;
+    a.n_rows = n;
+    a.n_heads = n_heads;
+    a.n_kv_heads = kv.n_kv_heads;
+    a.head_dim = kv.head_dim;
+    a.scale = scale;
+    a.k = {kv.dtype, kv.capacity, 0, static_cast<const std::byte*>(kv.k)};
+    a.v = {kv.dtype, kv.capacity, 0, static_cast<const std::byte*>(kv.v)};
+    visible_.resize(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) visible_[static_cast<size_t>(i)] = past + i + 1;
+    a.n_visible = visible_.data();
+    a.out = out;
+    a.ld_out = a.ld_q;
+    lse_.resize(static_cast<size_t>(n) * static_cast<size_t>(n_heads));  // the kernel writes it; unused here
+    a.lse = lse_.data();
+    a.ld_lse = n_heads;
+    if (tile_scratch_.size() < static_cast<size_t>(pool_.size())) tile_scratch_.resize(static_cast<size_t>(pool_.size()));
+    const int64_t heads = kv.n_kv_heads;
+    const int64_t tiles = cpu::prefill_attention_items(a) / heads;
+    pool_.parallel_for(tiles * heads, [&](int64_t b, int64_t e, int t) {
+      for (int64_t j = b; j < e; ++j) {
+        const int64_t p = j / heads;
+        const int64_t tile = p % 2 == 0 ? p / 2 : tiles - 1 - p / 2;
+        const int64_t item = tile * heads + j % heads;
+        cpu::prefill_attention(a, item, item + 1, tile_scratch_[static_cast<size_t>(t)]);
+      }
+    });
+  }
+
   // The packed copy of a matrix uploaded from `w.data`, or null.
   const cpu::PackedWeight* packed_of(const DeviceTensor& w) {
     std::lock_guard<std::mutex> lock(owned_mutex_);
@@ -305,6 +345,9 @@ class CpuDevice final : public Device {
   cpu::MatmulWorkspace workspace_;           // the device thread's matmul scratch
   std::vector<std::vector<float>> scratch_;  // per-thread attention scores
   std::vector<float> split_partials_;        // split attention: per item and head, o, m, l
+  std::vector<cpu::PrefillAttentionScratch> tile_scratch_;  // tiled prefill attention, per thread
+  std::vector<int64_t> visible_;                            // ... tokens each row sees
+  std::vector<float> lse_;                                  // ... its log-sum-exp output
   std::array<std::chrono::steady_clock::time_point, kTimingMarks> timing_{};
   int timing_next_ = 0;
   std::mutex copy_mutex_;

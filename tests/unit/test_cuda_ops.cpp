@@ -1,6 +1,6 @@
 // CudaDevice ops against their CPU twins (kernels/cpu/) over awkward shapes: 1, 7, 33, sizes
 // that are not multiples of 32 or of the vector widths, large positions, every weight dtype.
-// Attention has its own file (test_cuda_attention.cpp), whole models test_cuda_engine.cpp.
+// Attention has its own file (test_device_attention.cpp), whole models test_cuda_engine.cpp.
 #include <gtest/gtest.h>
 
 #include <cstring>

@@ -1,5 +1,7 @@
-// CUDA attention (split-K decode kernel for few rows, tiled prefill kernel for many) and the
-// cache write, against cpu::attention_items over one KV cache per case: every cache dtype, MHA
+// Device attention against cpu::attention_items (one query row and head at a time) over one KV
+// cache per case: the CUDA device (split-K decode kernel for few rows, tiled prefill kernel for
+// many) and the CPU device (split decode for up to 4 rows, the tiled prefill kernel for more,
+// its items handed out cheapest tile with dearest), and the cache write. Every cache dtype, MHA
 // and GQA groups (including a group wider than one decode block handles), head_dim 16..256,
 // contexts 1..4100 (one split, several splits, chunks that end mid-warp), and rows that start
 // past 0. Cache slots past the attended context hold NaN, so any read beyond it shows up.
@@ -104,6 +106,26 @@ TEST(CudaAttention, LongPrefillThenDecode) {
   run_case(*d, {DType::BF16, 32, 8, 128, 0, 1100}, 7);
   run_case(*d, {DType::BF16, 32, 8, 128, 1100, 1}, 8);
   run_case(*d, {DType::F16, 32, 8, 128, 16000, 1}, 9);
+}
+
+// The CPU device on 3 threads: an odd pool, so the item runs are uneven.
+TEST(CpuDeviceAttention, PrefillTilesCausally) {
+  auto d = make_cpu_device(3);
+  const int shapes[][3] = {{4, 2, 16}, {9, 3, 64}, {8, 8, 128}, {12, 1, 64}, {6, 2, 96}};
+  uint32_t seed = 2000;
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (const auto& s : shapes)
+      for (int n : {5, 33, 100, 257})
+        for (int past : {0, 1, 300}) run_case(*d, {t, s[0], s[1], s[2], past, n}, seed++);
+  run_case(*d, {DType::BF16, 9, 3, 64, 0, 1100}, 7);  // many tiles: every pairing of the item order
+}
+
+TEST(CpuDeviceAttention, DecodeRowsOverContexts) {
+  auto d = make_cpu_device(2);
+  uint32_t seed = 3000;
+  for (DType t : {DType::F32, DType::BF16})
+    for (int past : {0, 1, 255, 256, 1000, 4099})
+      for (int n : {1, 4}) run_case(*d, {t, 8, 2, 64, past, n}, seed++);
 }
 
 }  // namespace
