@@ -28,8 +28,8 @@ test: build model
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
 # ThreadSanitizer build of the concurrent parts: the thread pool and the hybrid pipeline (host
-# workers running the next layer while the device runs this one).
-TSAN_TESTS = test_thread_pool test_host_stage test_hybrid_pipeline test_hybrid_exactness
+# workers running the next layer while the device runs this one) and the interrupt watcher.
+TSAN_TESTS = test_thread_pool test_host_stage test_hybrid_pipeline test_hybrid_exactness test_interrupt_scope
 test-tsan: setup
 	cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHG_TSAN=ON -DHG_CUDA=OFF
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target $(TSAN_TESTS)

@@ -6,8 +6,8 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
-#include <csignal>
 #include <cstdint>
 #include <system_error>
 #include <thread>
@@ -15,8 +15,10 @@
 namespace hg::cli {
 
 namespace {
-// The one piece of process-wide state the watcher and the handler share.
-volatile std::sig_atomic_t g_interrupted = 0;
+// The one piece of process-wide state the watcher and the handler share with the work's thread:
+// a lock-free atomic, which a signal handler may touch too.
+std::atomic<int> g_interrupted{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 struct sigaction g_previous {};
 
 // Runs only on a thread that does not block SIGINT (one some library started before the scope):
