@@ -113,21 +113,9 @@ int main(int argc, char** argv) {
                                   out.data() + static_cast<size_t>(i) * q_dim,
                                   lse.data() + static_cast<size_t>(i) * n_heads, scratch);
          }));
-  hg::cpu::PrefillAttentionArgs a;
-  a.q = q.data();
-  a.ld_q = q_dim;
-  a.n_rows = rows;
-  a.n_heads = n_heads;
-  a.n_kv_heads = n_kv;
-  a.head_dim = head_dim;
-  a.scale = scale;
-  a.k = {kl.dtype, kl.block_tokens, kl.block_stride, kl.base};
-  a.v = {vl.dtype, vl.block_tokens, vl.block_stride, vl.base};
-  a.n_visible = visible.data();
-  a.out = out.data();
-  a.ld_out = q_dim;
-  a.lse = lse.data();
-  a.ld_lse = n_heads;
+  const hg::cpu::PrefillAttentionArgs a = hg::cpu::dense_prefill_args(
+      q.data(), rows, n_heads, n_kv, head_dim, scale, {kl.dtype, kl.block_tokens, kl.block_stride, kl.base},
+      {vl.dtype, vl.block_tokens, vl.block_stride, vl.base}, visible.data(), out.data(), lse.data());
   hg::cpu::PrefillAttentionScratch ps;
   const int64_t items = hg::cpu::prefill_attention_items(a);
   for (hg::cpu::CpuIsa isa : {hg::cpu::CpuIsa::Scalar, hg::cpu::CpuIsa::Avx2, hg::cpu::CpuIsa::Avx512})

@@ -44,6 +44,11 @@ struct PrefillAttentionArgs {
   int64_t ld_lse = 0;
 };
 
+// The arguments for dense rows: q and out [n_rows][n_heads * head_dim], lse [n_rows][n_heads].
+PrefillAttentionArgs dense_prefill_args(const float* q, int64_t n_rows, int n_heads, int n_kv_heads, int head_dim,
+                                        float scale, const KvBlocks& k, const KvBlocks& v, const int64_t* n_visible,
+                                        float* out, float* lse);
+
 // Per-thread workspace: one query tile and one key tile in fp32; grows once, then is reused.
 struct PrefillAttentionScratch {
   std::vector<float> q, k, v, scores, acc, row_max, row_sum;

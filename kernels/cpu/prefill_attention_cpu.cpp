@@ -30,6 +30,27 @@ float element(const KvBlocks& c, const uint8_t* row, int d) {
 
 }  // namespace
 
+PrefillAttentionArgs dense_prefill_args(const float* q, int64_t n_rows, int n_heads, int n_kv_heads, int head_dim,
+                                        float scale, const KvBlocks& k, const KvBlocks& v, const int64_t* n_visible,
+                                        float* out, float* lse) {
+  PrefillAttentionArgs a;
+  a.q = q;
+  a.ld_q = static_cast<int64_t>(n_heads) * head_dim;
+  a.n_rows = n_rows;
+  a.n_heads = n_heads;
+  a.n_kv_heads = n_kv_heads;
+  a.head_dim = head_dim;
+  a.scale = scale;
+  a.k = k;
+  a.v = v;
+  a.n_visible = n_visible;
+  a.out = out;
+  a.ld_out = a.ld_q;
+  a.lse = lse;
+  a.ld_lse = n_heads;
+  return a;
+}
+
 int64_t prefill_query_tile_rows(int group) {
   // about 192 query vectors per tile (64 rows of SmolLM2's 3-head groups): the score tile
   // (192 × 128 fp32) and the accumulator stay in L2 next to one key and value tile.

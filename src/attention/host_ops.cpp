@@ -105,21 +105,8 @@ cpu::KvBlocks kv_blocks(const HostKvLayout& l) { return {l.dtype, l.block_tokens
 void HostPrefillAttention::run(ThreadPool& pool, const HostKvLayout& k, const HostKvLayout& v, const float* q,
                                int64_t n_rows, int n_heads, float scale, const int64_t* visible, float* out,
                                float* lse) {
-  cpu::PrefillAttentionArgs a;
-  a.q = q;
-  a.ld_q = static_cast<int64_t>(n_heads) * k.head_dim;
-  a.n_rows = n_rows;
-  a.n_heads = n_heads;
-  a.n_kv_heads = k.n_kv_heads;
-  a.head_dim = k.head_dim;
-  a.scale = scale;
-  a.k = kv_blocks(k);
-  a.v = kv_blocks(v);
-  a.n_visible = visible;
-  a.out = out;
-  a.ld_out = a.ld_q;
-  a.lse = lse;
-  a.ld_lse = n_heads;
+  const cpu::PrefillAttentionArgs a = cpu::dense_prefill_args(q, n_rows, n_heads, k.n_kv_heads, k.head_dim, scale,
+                                                               kv_blocks(k), kv_blocks(v), visible, out, lse);
   if (scratch_.size() < static_cast<size_t>(pool.size())) scratch_.resize(static_cast<size_t>(pool.size()));
   pool.parallel_for(cpu::prefill_attention_items(a), [&](int64_t b, int64_t e, int t) {
     cpu::prefill_attention(a, b, e, scratch_[static_cast<size_t>(t)]);

@@ -303,24 +303,13 @@ class CpuDevice final : public Device {
   // pairing the cheapest tile left with the dearest (0, T-1, 1, T-2, ...): every run holds about
   // the same number of score products.
   void tiled_attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) {
-    cpu::PrefillAttentionArgs a;
-    a.q = q;
-    a.ld_q = static_cast<int64_t>(n_heads) * kv.head_dim;
-    a.n_rows = n;
-    a.n_heads = n_heads;
-    a.n_kv_heads = kv.n_kv_heads;
-    a.head_dim = kv.head_dim;
-    a.scale = scale;
-    a.k = {kv.dtype, kv.capacity, 0, static_cast<const std::byte*>(kv.k)};
-    a.v = {kv.dtype, kv.capacity, 0, static_cast<const std::byte*>(kv.v)};
     visible_.resize(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) visible_[static_cast<size_t>(i)] = past + i + 1;
-    a.n_visible = visible_.data();
-    a.out = out;
-    a.ld_out = a.ld_q;
     lse_.resize(static_cast<size_t>(n) * static_cast<size_t>(n_heads));  // the kernel writes it; unused here
-    a.lse = lse_.data();
-    a.ld_lse = n_heads;
+    const cpu::KvBlocks k{kv.dtype, kv.capacity, 0, static_cast<const std::byte*>(kv.k)};
+    const cpu::KvBlocks v{kv.dtype, kv.capacity, 0, static_cast<const std::byte*>(kv.v)};
+    const cpu::PrefillAttentionArgs a = cpu::dense_prefill_args(q, n, n_heads, kv.n_kv_heads, kv.head_dim, scale, k, v,
+                                                                visible_.data(), out, lse_.data());
     if (tile_scratch_.size() < static_cast<size_t>(pool_.size())) tile_scratch_.resize(static_cast<size_t>(pool_.size()));
     const int64_t heads = kv.n_kv_heads;
     const int64_t tiles = cpu::prefill_attention_items(a) / heads;
