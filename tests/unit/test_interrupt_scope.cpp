@@ -29,6 +29,17 @@ void (*sigint_handler())(int) {
   return sa.sa_handler;
 }
 
+// Each test starts from SIGINT's default disposition and puts back the one it found: a runner
+// started in the background or under nohup hands SIGINT ignored to its children.
+class InterruptScopeTest : public ::testing::Test {
+ protected:
+  void SetUp() override { inherited_ = signal(SIGINT, SIG_DFL); }
+  void TearDown() override { signal(SIGINT, inherited_); }
+
+ private:
+  void (*inherited_)(int) = SIG_DFL;
+};
+
 bool wait_interrupted(const InterruptScope& scope) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!scope.interrupted() && std::chrono::steady_clock::now() < end)
@@ -36,7 +47,7 @@ bool wait_interrupted(const InterruptScope& scope) {
   return scope.interrupted();
 }
 
-TEST(InterruptScope, SigintGoesToTheWatcherNeverToAComputeThread) {
+TEST_F(InterruptScopeTest, SigintGoesToTheWatcherNeverToAComputeThread) {
   ASSERT_EQ(sigint_handler(), SIG_DFL);
   ASSERT_FALSE(sigint_blocked_here());
   ThreadPool pool(3);  // started before the scope: its workers block SIGINT themselves
@@ -62,7 +73,7 @@ TEST(InterruptScope, SigintGoesToTheWatcherNeverToAComputeThread) {
   EXPECT_FALSE(sigint_blocked_here());
 }
 
-TEST(InterruptScope, IgnoredSigintStaysIgnored) {
+TEST_F(InterruptScopeTest, IgnoredSigintStaysIgnored) {
   signal(SIGINT, SIG_IGN);
   {
     const InterruptScope scope;
@@ -72,10 +83,9 @@ TEST(InterruptScope, IgnoredSigintStaysIgnored) {
     EXPECT_FALSE(scope.interrupted());
   }
   EXPECT_EQ(sigint_handler(), SIG_IGN);
-  signal(SIGINT, SIG_DFL);
 }
 
-TEST(InterruptScope, SecondSigintEndsTheProcess) {
+TEST_F(InterruptScopeTest, SecondSigintEndsTheProcess) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
