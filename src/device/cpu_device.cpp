@@ -76,9 +76,10 @@ class CpuDevice final : public Device {
     constexpr size_t kHuge = size_t{2} << 20;
     const bool huge = bytes >= 2 * kHuge;
     const size_t align = huge ? kHuge : 64;
-    void* p = std::aligned_alloc(align, (bytes + align - 1) / align * align);
+    const size_t size = (bytes + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, size);
     if (!p) throw Error("cpu device: out of memory allocating " + std::to_string(bytes) + " bytes");
-    if (huge) madvise(p, (bytes + align - 1) / align * align, MADV_HUGEPAGE);  // a hint; small pages work too
+    if (huge) madvise(p, size, MADV_HUGEPAGE);  // a hint; small pages work too
     return p;
   }
   void free(void* ptr) override { std::free(ptr); }
@@ -198,17 +199,11 @@ class CpuDevice final : public Device {
     cpu::kv_store_rows(kv.dtype, kv.k, kv.v, kv.capacity, kv.n_kv_heads, kv.head_dim, k, v, n, pos0);
   }
 
+  // Decode rows split along the context; prefill's many rows take the tiled kernel. The cache
+  // is f32, f16 or bf16 (EngineOptions::kv_dtype), which both take.
   void attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) override {
     if (n <= kSplitMaxRows) return split_attention(q, n, n_heads, kv, past, scale, out);
-    if (kv.dtype == DType::F32 || kv.dtype == DType::F16 || kv.dtype == DType::BF16)
-      return tiled_attention(q, n, n_heads, kv, past, scale, out);
-    const size_t need = static_cast<size_t>(past + n) * static_cast<size_t>(n_heads / kv.n_kv_heads);
-    for (auto& s : scratch_)
-      if (s.size() < need) s.resize(need);  // grows with the context, not per step
-    pool_.parallel_for(static_cast<int64_t>(n) * n_heads, [&](int64_t b, int64_t e, int t) {
-      cpu::attention_items(q, n_heads, kv.n_kv_heads, kv.head_dim, kv.dtype, kv.k, kv.v, kv.capacity, past, scale, out,
-                           scratch_[static_cast<size_t>(t)].data(), b, e);
-    });
+    tiled_attention(q, n, n_heads, kv, past, scale, out);
   }
 
   // The copy "stream" is a thread that runs queued memcpys in order; a fence is the count of
@@ -332,7 +327,7 @@ class CpuDevice final : public Device {
 
   ThreadPool pool_;
   cpu::MatmulWorkspace workspace_;           // the device thread's matmul scratch
-  std::vector<std::vector<float>> scratch_;  // per-thread attention scores
+  std::vector<std::vector<float>> scratch_;  // per-thread attention scores (split, hybrid)
   std::vector<float> split_partials_;        // split attention: per item and head, o, m, l
   std::vector<cpu::PrefillAttentionScratch> tile_scratch_;  // tiled prefill attention, per thread
   std::vector<int64_t> visible_;                            // ... tokens each row sees

@@ -117,6 +117,7 @@ std::vector<Point> expand_points(const SweepFile& f) {
   points.reserve(combos * static_cast<size_t>(f.repeat));
   std::vector<size_t> at(dims.size(), 0);  // odometer, the last dimension fastest
   std::vector<const Param*> chosen(slots.size());
+  const uint64_t task_hash = fnv1a("task=" + f.task);
   for (size_t c = 0; c < combos; ++c) {
     for (size_t i = 0; i < slots.size(); ++i) {
       const Slot& s = slots[i];
@@ -127,7 +128,7 @@ std::vector<Point> expand_points(const SweepFile& f) {
     params.reserve(chosen.size());
     for (const Param* q : chosen)
       if (q) params.push_back(q);
-    uint64_t h = fnv1a("task=" + f.task);
+    uint64_t h = task_hash;
     for (size_t i : sorted)
       if (const Param* q = chosen[i]) h = fnv1a(q->value, fnv1a("=", fnv1a(q->key, fnv1a("\x1f", h))));
     for (int r = 0; r < f.repeat; ++r) {
