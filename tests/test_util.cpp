@@ -16,7 +16,11 @@ namespace hg::test {
 namespace fs = std::filesystem;
 
 fs::path source_dir() { return HG_SOURCE_DIR; }
-fs::path shared_dir() { return fs::weakly_canonical(fs::path(HG_SHARED_DIR)); }
+fs::path data_dir() { return fs::path(HG_SOURCE_DIR) / "data"; }
+fs::path licensed_data_dir() {
+  const char* dir = std::getenv("HG_TEST_DATA");
+  return dir && *dir ? fs::path(dir) : fs::path();
+}
 fs::path bin_dir() { return HG_BIN_DIR; }
 std::string python() { return HG_PYTHON; }
 

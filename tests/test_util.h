@@ -1,4 +1,4 @@
-// Helpers shared by the tests: paths to the build, the sources and ../shared; running the CLI.
+// Helpers shared by the tests: paths to the build, the sources and the test data; running the CLI.
 #pragma once
 #include <filesystem>
 #include <cstdint>
@@ -10,7 +10,13 @@
 namespace hg::test {
 
 std::filesystem::path source_dir();
-std::filesystem::path shared_dir();  // ../shared beside the checkout (real data)
+std::filesystem::path data_dir();    // data/ of the repository: real texts, tokenizers, golden ids
+// Real data that may not be redistributed with the repository (Meta's Llama 2/3 tokenizers and
+// their golden ids): the directory named by HG_TEST_DATA, laid out as data/, or "" when unset.
+std::filesystem::path licensed_data_dir();
+// Why a test that needs it skips when HG_TEST_DATA is unset.
+inline constexpr const char* kNoLicensedDataMessage =
+    "Meta's Llama tokenizers are not in the repository (their licence): set HG_TEST_DATA to a directory laid out as data/";
 std::filesystem::path bin_dir();     // build/bin
 std::string python();                // the interpreter CMake found (has numpy, see setup.sh)
 // A fresh temporary directory, removed when the process exits.
@@ -41,5 +47,7 @@ std::vector<cpu::CpuIsa> supported_cpu_isas();
 
 // The cached default model (SmolLM2 GGUF) or "" when it is not fetched.
 std::string smollm2_path();
+// Why a test that needs it skips when it is not (one wording, so the skip summary groups them).
+inline constexpr const char* kNoSmolLM2Message = "SmolLM2 GGUF not fetched (run tools/fetch_model.sh)";
 
 }  // namespace hg::test

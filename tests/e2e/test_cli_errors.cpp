@@ -47,7 +47,7 @@ class BadModel : public ::testing::TestWithParam<BadFile> {};
 TEST_P(BadModel, OneClearErrorLine) {
   const BadFile& c = GetParam();
   const fs::path p = bad_root() / c.name;
-  if (!fs::exists(p)) GTEST_SKIP() << c.name << " needs the SmolLM2 GGUF (run tools/fetch_model.sh)";
+  if (!fs::exists(p)) GTEST_SKIP() << hg::test::kNoSmolLM2Message;
   expect_one_error_line(run_hybridgen("info -m '" + p.string() + "'"), c.words);
   // The same from a command that would run the model.
   expect_one_error_line(run_hybridgen("generate -m '" + p.string() + "' --ids '[1,2,3]' -n 2"), c.words);

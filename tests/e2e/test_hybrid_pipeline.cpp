@@ -241,7 +241,7 @@ TEST(HybridPipeline, SmolLM2ShapeHybridExactEqualsFull) {
 // on the next token and stay within that floor.
 TEST(HybridPipeline, SmolLM2HybridExactTracksFullWithinInt8Rounding) {
   const std::string path = smollm2_path();
-  if (path.empty()) GTEST_SKIP() << "SmolLM2 GGUF not fetched (run tools/fetch_model.sh)";
+  if (path.empty()) GTEST_SKIP() << hg::test::kNoSmolLM2Message;
   auto model = load_model(path);
   const auto ids = random_ids(200, 5, model->spec.vocab_size);
   Policy p = exact_hybrid_policy();

@@ -83,7 +83,7 @@ int interrupt_and_wait(const Child& c) {
 class Interrupt : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (smollm2_path().empty()) GTEST_SKIP() << "needs the SmolLM2 GGUF (run tools/fetch_model.sh)";
+    if (smollm2_path().empty()) GTEST_SKIP() << hg::test::kNoSmolLM2Message;
   }
 };
 

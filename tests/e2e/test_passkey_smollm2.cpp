@@ -20,7 +20,7 @@ fs::path moby_chapters_1_to_10() {
     const fs::path out = temp_dir("passkey") / "moby_1_10.txt";
     std::ofstream f(out, std::ios::binary);
     for (int c = 1; c <= 10; ++c)
-      f << read_file(shared_dir() / "data/text/moby-dick" / ("chapter_" + std::to_string(c) + ".txt"));
+      f << read_file(data_dir() / "text/moby-dick" / ("chapter_" + std::to_string(c) + ".txt"));
     return out;
   }();
   return p;
@@ -42,7 +42,7 @@ int found(const nlohmann::json& j) {
 
 TEST(PasskeySmolLM2, FullAttentionFindsTheKeyAStreamingWindowDoesNot) {
   const std::string model = smollm2_path();
-  if (model.empty()) GTEST_SKIP() << "SmolLM2 is not cached (tools/fetch_model.sh)";
+  if (model.empty()) GTEST_SKIP() << hg::test::kNoSmolLM2Message;
   const nlohmann::json full = passkey(model, "--policy full", 6);
   ASSERT_EQ(full["answers"].size(), 6u);
   EXPECT_EQ(full["prompt_tokens"], 1536);

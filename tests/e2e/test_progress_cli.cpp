@@ -25,7 +25,7 @@ RunResult run_on_terminal(const std::string& args) {
 class ProgressCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (smollm2_path().empty()) GTEST_SKIP() << "needs the SmolLM2 GGUF (run tools/fetch_model.sh)";
+    if (smollm2_path().empty()) GTEST_SKIP() << hg::test::kNoSmolLM2Message;
     if (run("command -v script").exit_code != 0) GTEST_SKIP() << "needs script(1) (util-linux) for a pseudo-terminal";
     ids_ = temp_dir("progress") / "ids.json";
     write_ids(ids_, random_ids(768, 5, 40000));  // 3 chunks of 256: long enough to pass the 0.5 s delay

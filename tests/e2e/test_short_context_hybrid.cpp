@@ -65,7 +65,7 @@ TEST(ShortContextHybrid, GenerateEqualsFullAndLogsOnce) {
 }
 
 TEST(ShortContextHybrid, GenerateSmolLM2TheIssueCommand) {
-  if (smollm2_path().empty()) GTEST_SKIP() << "needs the SmolLM2 GGUF (run tools/fetch_model.sh)";
+  if (smollm2_path().empty()) GTEST_SKIP() << hg::test::kNoSmolLM2Message;
   const std::string args = "generate -m smollm2 -p 'The capital of France is' -n 16 --temp 0 -t 2";
   const RunResult full = run_hybridgen(args);
   const RunResult hybrid = run_hybridgen(args + " --policy hybrid");

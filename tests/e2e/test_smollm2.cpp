@@ -10,7 +10,7 @@ namespace {
 
 #define REQUIRE_SMOLLM2()                                                                   \
   const std::string model = smollm2_path();                                                 \
-  if (model.empty()) GTEST_SKIP() << "SmolLM2 GGUF not fetched (run tools/fetch_model.sh)"
+  if (model.empty()) GTEST_SKIP() << hg::test::kNoSmolLM2Message
 
 TEST(SmolLM2, GreedyGenerationIsReproducibleAndReadable) {
   REQUIRE_SMOLLM2();
@@ -43,7 +43,7 @@ TEST(SmolLM2, ChatAnswers) {
 }
 
 double perplexity(const std::string& model, int ctx, int windows) {
-  const auto text = shared_dir() / "data/text/moby-dick/chapter_1.txt";
+  const auto text = data_dir() / "text/moby-dick/chapter_1.txt";
   RunResult r = run_hybridgen("perplexity -m '" + model + "' -f '" + text.string() + "' --ctx " + std::to_string(ctx) +
                               " --max-windows " + std::to_string(windows) + " --json -t 2");
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -92,11 +92,11 @@ TEST(EvalFidelity, PrecomputedReferenceMatchesAReferenceEngineSteppedAlongside) 
   test::expect_error([&] { score_decode(*f.policy, ReferenceLogits{}, ids, windows); }, {"reference logits"});
 }
 
-std::unique_ptr<Tokenizer> gpt2() { return load_tokenizer(test::shared_dir() / "data/tokenizers/gpt2/vocab.json"); }
+std::unique_ptr<Tokenizer> gpt2() { return load_tokenizer(test::data_dir() / "tokenizers/gpt2/vocab.json"); }
 
 TEST(Passkey, GeneratorIsDeterministicPerSeedAndCutsToTheContext) {
   auto tok = gpt2();
-  const std::string text = test::read_file(test::shared_dir() / "data/text/moby-dick/chapter_1.txt");
+  const std::string text = test::read_file(test::data_dir() / "text/moby-dick/chapter_1.txt");
   const std::vector<int32_t> filler = tok->encode(text, false);
   PasskeyConfig c;
   c.ctx = 600;

@@ -423,7 +423,7 @@ TEST_F(GgufTest, ModelErrors) {
 
 TEST(GgufReal, SmolLM2) {
   std::string path = test::smollm2_path();
-  if (path.empty()) GTEST_SKIP() << "SmolLM2 GGUF not cached; run tools/fetch_model.sh";
+  if (path.empty()) GTEST_SKIP() << hg::test::kNoSmolLM2Message;
   auto m = load_model(path);
   const ModelSpec& s = m->spec;
   EXPECT_EQ(s.arch, Arch::Llama);

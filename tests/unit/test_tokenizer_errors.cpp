@@ -42,10 +42,14 @@ TEST(TokenizerErrors, TinyTokenizerWorks) {
 }
 
 TEST(TokenizerErrors, InvalidUtf8StillEncodes) {
-  auto path = hg::test::shared_dir() / "data/tokenizers";
-  for (const char* name : {"qwen3/tokenizer.json", "llama2/tokenizer.json", "gpt2/vocab.json"}) {
-    if (!fs::exists(path / name)) continue;
-    auto tok = hg::load_tokenizer(path / name);
+  // The Llama 2 tokenizer (SentencePiece-style, byte fallback) is checked where HG_TEST_DATA has it.
+  std::vector<fs::path> files = {hg::test::data_dir() / "tokenizers/qwen3/tokenizer.json",
+                                 hg::test::data_dir() / "tokenizers/gpt2/vocab.json"};
+  if (auto licensed = hg::test::licensed_data_dir(); !licensed.empty())
+    files.push_back(licensed / "tokenizers/llama2/tokenizer.json");
+  for (const fs::path& file : files) {
+    const std::string name = file.parent_path().filename().string() + "/" + file.filename().string();
+    auto tok = hg::load_tokenizer(file);
     std::string bad = "ok \xFF\xFE bad \xE6\x9D tail \xC0\x80 \xED\xA0\x80 end\x80";
     auto ids = tok->encode(bad, false);
     EXPECT_FALSE(ids.empty()) << name;

@@ -22,7 +22,7 @@ std::unique_ptr<hg::Tokenizer> smollm2() {
 
 #define NEED_SMOLLM2(tok)                                                                        \
   auto tok = smollm2();                                                                          \
-  if (!tok) GTEST_SKIP() << "SmolLM2 GGUF not cached (tools/fetch_model.sh downloads it)"
+  if (!tok) GTEST_SKIP() << hg::test::kNoSmolLM2Message
 
 TEST(GgufSmolLM2, MetadataAndSpecialTokens) {
   NEED_SMOLLM2(tok);
@@ -48,10 +48,9 @@ TEST(GgufSmolLM2, RoundTripsAndSplitsDigits) {
   }
   // The smollm pre-tokenizer isolates every digit.
   EXPECT_EQ(tok->encode("1234567", false).size(), 7u);
-  std::string moby = hg::test::read_file(hg::test::shared_dir() / "data/text/moby-dick/chapter_1.txt");
-  if (!moby.empty()) {
-    EXPECT_EQ(tok->decode(tok->encode(moby, false)), moby);
-  }
+  std::string moby = hg::test::read_file(hg::test::data_dir() / "text/moby-dick/chapter_1.txt");
+  ASSERT_FALSE(moby.empty());
+  EXPECT_EQ(tok->decode(tok->encode(moby, false)), moby);
 }
 
 TEST(GgufSmolLM2, ChatPromptTokenizesAsExpected) {
@@ -93,8 +92,10 @@ TEST(GgufSmolLM2, StreamDecoderNeverSplitsACharacter) {
 // SentencePiece vocabulary built from the Llama-2-style tokenizer.json: pieces in id order and
 // scores falling with the id (how SentencePiece BPE ranks its pieces).
 TEST(GgufLlamaVocab, SentencePieceMatchesGolden) {
-  fs::path dir = hg::test::shared_dir() / "data/tokenizers/llama2";
-  if (!fs::exists(dir / "tokenizer.json")) GTEST_SKIP() << "shared data absent";
+  const fs::path data = hg::test::licensed_data_dir();
+  if (data.empty()) GTEST_SKIP() << hg::test::kNoLicensedDataMessage;
+  fs::path dir = data / "tokenizers/llama2";
+  ASSERT_TRUE(fs::exists(dir / "tokenizer.json")) << "HG_TEST_DATA has no " << dir / "tokenizer.json";
   auto j = nlohmann::json::parse(hg::test::read_file(dir / "tokenizer.json"));
   hg::tok::GgufVocab v;
   v.model = "llama";
@@ -112,7 +113,7 @@ TEST(GgufLlamaVocab, SentencePieceMatchesGolden) {
   v.eos = 2;
   v.unk = 0;
   auto tok = hg::tok::load_gguf_vocab(v, "llama2-as-gguf");
-  std::ifstream in(hg::test::shared_dir() / "data/golden/tokenizer/llama2.jsonl");
+  std::ifstream in(data / "golden/tokenizer/llama2.jsonl");
   std::string line;
   int rows = 0;
   while (std::getline(in, line)) {
