@@ -5,7 +5,7 @@
 #
 #   tools/depth_sweep.sh OUT.jsonl [POLICIES] [DEPTHS] [N_GEN] [-- extra bench options]
 #   defaults: full,hybrid,streaming,cpu-attn  1024,2048,4096,8192,16384,32768  16
-# Then: python3 tools/plot_depth.py OUT.jsonl docs/figures/depth.png  (table on stdout)
+# Then: python3 tools/plot_depth.py OUT.jsonl docs/figures/depth_decode.png  (table on stdout)
 set -euo pipefail
 out=${1:?usage: tools/depth_sweep.sh OUT.jsonl [POLICIES] [DEPTHS] [N_GEN] [-- bench options]}
 policies=${2:-full,hybrid,streaming,cpu-attn}

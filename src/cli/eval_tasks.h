@@ -6,7 +6,7 @@
 //
 // Adding a task: write `std::unique_ptr<TaskRun> bind_X_task(CLI::App&)` in its own file
 // (src/cli/task_X.cpp; the measurement itself in src/eval/X.*) and list it in eval_tasks()
-// (cmd_eval.cpp). /work/notes/sweep-notes.md has an example.
+// (cmd_eval.cpp). src/cli/task_passkey.cpp with src/eval/passkey.* is an example.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <functional>

@@ -339,11 +339,11 @@ class CpuDevice final : public Device {
   std::deque<CopyRegion> copies_;
   int64_t copies_queued_ = 0, copies_done_ = 0;
   bool copy_stop_ = false;
-  std::thread copier_;  // last: starts after the members it uses
   std::mutex owned_mutex_;
   std::vector<std::vector<float>> owned_;  // fp32 copies of vectors
   cpu::PackedStore packed_store_;          // before packed_: outlives the weights in it
   std::unordered_map<const void*, std::unique_ptr<cpu::PackedWeight>> packed_;  // by the mapped data
+  std::thread copier_;  // last: starts once every member it could touch exists
 };
 
 }  // namespace

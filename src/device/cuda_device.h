@@ -1,8 +1,9 @@
 // CudaDevice: the Device ops on one NVIDIA GPU (kernels/cuda/ for the ops, cuBLAS for the dense
 // projections). Included only by src/device/cuda_*.cpp and CUDA tests; the engine sees Device.
 //
-// Streams: `compute` runs every op in issue order; `copy` carries weight uploads (and, later,
-// host-to-device KV traffic), joined to `compute` by events. Host arrays an op takes (ids,
+// Streams: `compute` runs every op in issue order; `copy` carries weight uploads and the
+// host-to-device KV traffic (copy_to_device_async: offload's per-layer prefix, InfiniGen's
+// fetched rows), joined to `compute` by events (copy fences). Host arrays an op takes (ids,
 // positions) go through a ring of pinned staging slots, copied asynchronously on `compute`.
 // Memory is cudaMalloc only (never managed memory); scratch buffers grow to the largest call and
 // are then reused, so a warmed-up decode step allocates nothing.

@@ -12,7 +12,7 @@ void Device::copy_on_device(void* dst, const void* src, size_t bytes) {
   copy_to_device(dst, host.data(), bytes);
 }
 
-// Backends implement the hybrid ops as they gain them; until then a clear error, not a crash.
+// A backend without the hybrid op (both of today's have it) refuses with a clear error, not a crash.
 void Device::hybrid_attention(const HybridAttentionArgs&) {
   throw Error("device '" + name() + "' does not implement hybrid attention yet (use --policy full on it)");
 }

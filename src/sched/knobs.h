@@ -1,6 +1,6 @@
 // The knob registry: one table of policy knobs {name, help, range, presets, parse, describe}
 // that every front end reads, so a knob is declared once:
-//   - the CLI options (`--NAME VALUE`, src/cli/knob_options.cpp),
+//   - the CLI options (`--NAME VALUE`, add_policy_options in src/cli/common.cpp),
 //   - the YAML policy file (`NAME: VALUE`; today's underscore spellings are accepted too),
 //   - describe_policy (`NAME VALUE` for each knob that applies to the preset),
 //   - the preset help text (which knobs each preset takes),
