@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 MODEL ?= smollm2
 PROMPT ?= The meaning of life is
 
-.PHONY: all setup configure build run test test-tsan san-configure test-asan fuzz-smoke bench model clean
+.PHONY: all setup configure build run test test-tsan san-configure test-asan fuzz-smoke bench model check-paths clean
 
 all: build
 
@@ -21,11 +21,19 @@ build: configure
 model:
 	bash tools/fetch_model.sh
 
-run: build model
+# `make run` builds only the CLI (not the tests and benchmarks), as `--target llama-cli` does.
+run: configure model
+	cmake --build $(BUILD) -j $(JOBS) --target hybridgen
 	$(BUILD)/bin/hybridgen generate -m $(MODEL) -p "$(PROMPT)" -n 64 --temp 0 --stats
 
+# Every test through ctest, then one line that says which tests were skipped and why.
 test: build model
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+	cd $(BUILD) && { ctest --output-on-failure -j $(JOBS) --timeout 900 --output-junit ctest-junit.xml; rc=$$?; \
+	  python3 $(CURDIR)/scripts/skip_summary.py ctest-junit.xml; exit $$rc; }
+
+# Every repository path named in a comment or a document exists; nothing points outside the repository.
+check-paths:
+	python3 scripts/check_paths.py
 
 # ThreadSanitizer build of the concurrent parts: the thread pool and the hybrid pipeline (host
 # workers running the next layer while the device runs this one) and the interrupt watcher.

@@ -42,13 +42,15 @@ std::string quote(const std::string& s) {
   return q + "'";
 }
 
-// tools/plot_sweep.py beside the build (build/bin/hybridgen -> tools/), or $HG_PLOT_SCRIPT.
+// $HG_PLOT_SCRIPT, or tools/plot_sweep.py above the binary: in the checkout it was built in
+// (build/bin/hybridgen -> tools/) or where it is installed (P/bin/hybridgen -> P/share/hybridgen/tools/).
 std::string plot_script() {
   if (const char* env = std::getenv("HG_PLOT_SCRIPT")) return env;
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   for (fs::path dir = exe.parent_path(); !ec && !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
-    if (fs::exists(dir / "tools/plot_sweep.py")) return (dir / "tools/plot_sweep.py").string();
+    for (const fs::path sub : {"tools", "share/hybridgen/tools"})
+      if (fs::exists(dir / sub / "plot_sweep.py")) return (dir / sub / "plot_sweep.py").string();
   if (fs::exists("tools/plot_sweep.py")) return "tools/plot_sweep.py";
   throw Error("--plot: tools/plot_sweep.py not found (set HG_PLOT_SCRIPT)");
 }

@@ -6,14 +6,16 @@
 #include <cstdio>
 #include <exception>
 
+#include "cli/build_info.h"
 #include "cli/commands.h"
 #include "cli/interrupt.h"
 #include "hybridgen/error.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"hybridgen: long-context LLM inference with hybrid device/host attention"};
+  // Named, not taken from argv[0]: help text (and docs/cli.md, made from it) reads the same from any path.
+  CLI::App app{"hybridgen: long-context LLM inference with hybrid device/host attention", "hybridgen"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "hybridgen 0.1.0");
+  app.set_version_flag("--version", hg::cli::version_line());
   hg::cli::add_generate_command(app);
   hg::cli::add_info_command(app);
   hg::cli::add_bench_command(app);
