@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "hybridgen/error.h"
+#include "sweep/shard.h"
 
 namespace hg::sweep {
 
@@ -29,8 +30,10 @@ void write_all(int fd, const std::string& data, const std::string& path) {
   }
 }
 
-// The lines of an existing results file worth keeping, and the keys of the points they finish.
-std::string kept_lines(const std::string& path, std::set<std::string>& done, size_t& dropped) {
+// The lines of an existing results file worth keeping, and the keys of the points they finish;
+// its shard line, if any, goes to `shard_text` (not kept: the caller writes the current one).
+std::string kept_lines(const std::string& path, std::set<std::string>& done, size_t& dropped,
+                       std::string& shard_text) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -47,6 +50,11 @@ std::string kept_lines(const std::string& path, std::set<std::string>& done, siz
     begin = nl + 1;
     if (line.empty()) continue;
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    Shard shard;
+    if (shard_text.empty() && kept.empty() && read_shard_line(j, shard)) {
+      shard_text = line;
+      continue;
+    }
     if (j.is_object() && j.value("status", "") == "ok" && j.contains("key") && j["key"].is_string() &&
         done.insert(j["key"].get<std::string>()).second) {
       kept += line + '\n';
@@ -57,35 +65,74 @@ std::string kept_lines(const std::string& path, std::set<std::string>& done, siz
   return kept;
 }
 
+// Whether the file at `path` may be resumed as the results of `wanted` (null: unsharded), given
+// the shard line it holds ("" when none); hg::Error saying why not.
+void check_resumable(const std::string& path, const std::string& shard_text, const nlohmann::json& wanted,
+                     bool has_points) {
+  Shard held, want;
+  const nlohmann::json held_line = shard_text.empty() ? nlohmann::json() : nlohmann::json::parse(shard_text);
+  const bool is_shard = read_shard_line(held_line, held);
+  if (wanted.is_null()) {
+    if (is_shard)
+      throw Error(path + ": holds the results of shard " + held.name() + "; resume it with --shard " + held.name());
+    return;
+  }
+  read_shard_line(wanted, want);
+  if (!is_shard) {
+    if (has_points)
+      throw Error(path + ": holds the results of an unsharded sweep, not of shard " + want.name() +
+                  "; give the shard its own -o");
+    return;
+  }
+  if (held != want || held_line.value("sweep", "") != wanted.value("sweep", ""))
+    throw Error(path + ": holds the results of shard " + held.name() + " of sweep '" + held_line.value("sweep", "") +
+                "', not of shard " + want.name() + " of sweep '" + wanted.value("sweep", "") +
+                "'; give each shard its own -o");
+}
+
 }  // namespace
 
-ResultsFile::ResultsFile(const std::string& path, bool resume) : path_(path) {
+void replace_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(tmp + ": cannot write: " + errno_text());
+  try {
+    write_all(fd, text, tmp);
+    if (::fsync(fd) != 0) throw Error(tmp + ": cannot sync: " + errno_text());
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) throw Error(path + ": cannot replace: " + errno_text());
+}
+
+ResultsFile::ResultsFile(const std::string& path, bool resume, const nlohmann::json& shard_line) : path_(path) {
   std::error_code ec;
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty() && !fs::exists(parent, ec)) fs::create_directories(parent, ec);
   const bool exists = fs::exists(path, ec);
   if (exists && !resume && fs::is_regular_file(path, ec) && fs::file_size(path, ec) > 0)
     throw Error(path + ": the results file exists; give --resume to continue it, or another -o");
+  const std::string shard_text =
+      shard_line.is_null() ? "" : shard_line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n';
+  bool write_shard_line = !shard_line.is_null();
   if (exists && resume) {
-    const std::string kept = kept_lines(path, done_, dropped_);
-    if (dropped_ > 0) {
-      const std::string tmp = path + ".resume.tmp";
-      const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd < 0) throw Error(tmp + ": cannot write: " + errno_text());
-      try {
-        write_all(fd, kept, tmp);
-        if (::fsync(fd) != 0) throw Error(tmp + ": cannot sync: " + errno_text());
-      } catch (...) {
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        throw;
-      }
-      ::close(fd);
-      if (::rename(tmp.c_str(), path.c_str()) != 0) throw Error(path + ": cannot replace: " + errno_text());
+    std::string held_shard;
+    std::string kept = kept_lines(path, done_, dropped_, held_shard);
+    check_resumable(path, held_shard, shard_line, !kept.empty());
+    write_shard_line = false;
+    bool rewrite = dropped_ > 0;
+    if (!shard_line.is_null()) {  // the current shard line first (the file's points may have changed)
+      rewrite = rewrite || held_shard + '\n' != shard_text;
+      kept = shard_text + kept;
     }
+    if (rewrite) replace_file(path, kept);
   }
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) throw Error(path + ": cannot open the results file for writing: " + errno_text());
+  if (write_shard_line) append(shard_line);
 }
 
 ResultsFile::~ResultsFile() {

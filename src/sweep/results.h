@@ -15,7 +15,10 @@ class ResultsFile {
   // resume, the lines of points that finished ("status": "ok") are kept and their keys become
   // done(); error lines and a torn last line are dropped, so those points run again and end
   // with one line each. The file is then rewritten through a temporary file and rename(2).
-  ResultsFile(const std::string& path, bool resume);
+  // A shard's file (`shard_line` given, sweep/shard.h) starts with that line: resuming checks that
+  // the file is this shard's (same sweep, same I/N) and brings its shard line up to date; an
+  // unsharded sweep refuses to resume a shard's file.
+  ResultsFile(const std::string& path, bool resume, const nlohmann::json& shard_line = nullptr);
   ~ResultsFile();
   ResultsFile(const ResultsFile&) = delete;
   ResultsFile& operator=(const ResultsFile&) = delete;
@@ -33,5 +36,8 @@ class ResultsFile {
   std::set<std::string> done_;
   size_t dropped_ = 0;
 };
+
+// Writes `text` to `path` whole or not at all: through PATH.tmp, fsync(2) and rename(2).
+void replace_file(const std::string& path, const std::string& text);
 
 }  // namespace hg::sweep

@@ -222,7 +222,7 @@ TEST(ResultsFile, AppendsWholeLinesAndResumesFromFinishedPointsOnly) {
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(nlohmann::json::parse(lines[0])["key"], "a");
   EXPECT_EQ(nlohmann::json::parse(lines[1])["key"], "b");
-  EXPECT_FALSE(fs::exists(path + ".resume.tmp"));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
   // An empty file may be started without --resume.
   const std::string empty = (dir / "empty.jsonl").string();
   std::ofstream(empty).close();
