@@ -55,6 +55,13 @@ std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
+std::vector<std::string> read_lines(const fs::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
 RunResult run(const std::string& command_line) {
   fs::path dir = temp_dir("run");
   fs::path out = dir / "out", err = dir / "err";

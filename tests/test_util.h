@@ -32,6 +32,8 @@ RunResult run(const std::string& command_line);
 // Runs build/bin/hybridgen with the given arguments (shell-quoted by the caller).
 RunResult run_hybridgen(const std::string& args);
 std::string read_file(const std::filesystem::path& p);
+// The lines of a text file, without their '\n' (none when it cannot be read).
+std::vector<std::string> read_lines(const std::filesystem::path& p);
 // Reads a little-endian float32 .npy array of 1 or 2 dimensions (rows = 1 for 1-D).
 std::vector<float> read_npy(const std::filesystem::path& p, int64_t* rows, int64_t* cols);
 // Writes a JSON array of ids to a file.

@@ -1,0 +1,45 @@
+// Shared by the cluster sweep tests (tests/e2e/test_sweep_shard_cli.cpp, test_sweep_slurm.cpp):
+// a perplexity sweep on the tiny llama whose metrics hold no timings, so that a sharded run and
+// a one-process run can be compared value for value.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "test_util.h"
+
+namespace hg::test {
+
+// A sweep file `name`.yaml in `dir`: ppl of `n_ids` random ids on the tiny llama, policy hybrid,
+// one thread, over window x k (`windows` and `ks` as YAML lists).
+inline std::filesystem::path write_ppl_sweep(const std::filesystem::path& dir, const std::string& name, int n_ids,
+                                             const std::string& windows, const std::string& ks) {
+  const std::filesystem::path ids = dir / (name + ".ids.json");
+  write_ids(ids, random_ids(n_ids, 7));
+  const std::filesystem::path file = dir / (name + ".yaml");
+  std::ofstream(file) << "name: " << name << "\ntask: ppl\nfixed:\n  model: " << tiny_model("llama-gqa").string()
+                      << "\n  ids-file: " << ids.string() << "\n  policy: hybrid\n  threads: 1\n"
+                      << "grid:\n  window: " << windows << "\n  k: " << ks << "\n";
+  return file;
+}
+
+// (key, params, metrics) of every point line of a results file, in order; shard lines skipped.
+inline std::vector<std::string> point_values(const std::filesystem::path& results) {
+  std::vector<std::string> values;
+  for (const auto& line : read_lines(results)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("status", "") == "shard") continue;
+    EXPECT_EQ(j["status"], "ok") << line;
+    values.push_back(j["key"].get<std::string>() + " " + j["params"].dump() + " " + j["metrics"].dump());
+  }
+  return values;
+}
+
+inline std::string quoted(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
+
+}  // namespace hg::test
