@@ -73,7 +73,7 @@ test-asan: san-configure model
 # libFuzzer targets (tests/fuzz/), each run FUZZ_SECONDS from its committed seed corpus
 # (tests/fuzz/corpus/<target>/); new inputs go to $(SAN_BUILD)/corpus/<target>/, crashes to
 # $(SAN_BUILD)/artifacts/. Long runs by hand: see README (Tests).
-FUZZ_TARGETS = fuzz_gguf fuzz_safetensors fuzz_hf_config fuzz_policy_yaml fuzz_ids_json fuzz_tokenizer_json fuzz_tokenizer_encode fuzz_sweep_yaml
+FUZZ_TARGETS = fuzz_gguf fuzz_safetensors fuzz_hf_config fuzz_policy_yaml fuzz_ids_json fuzz_tokenizer_json fuzz_tokenizer_encode fuzz_sweep_yaml fuzz_sweep_merge
 FUZZ_SECONDS ?= 30
 fuzz-smoke: san-configure
 	cmake --build $(SAN_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
