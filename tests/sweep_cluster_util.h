@@ -16,14 +16,16 @@
 namespace hg::test {
 
 // A sweep file `name`.yaml in `dir`: ppl of `n_ids` random ids on the tiny llama, policy hybrid,
-// one thread, over window x k (`windows` and `ks` as YAML lists).
+// one thread, windows of `ctx` tokens (0: the whole text in one), over window x k (`windows` and
+// `ks` as YAML lists).
 inline std::filesystem::path write_ppl_sweep(const std::filesystem::path& dir, const std::string& name, int n_ids,
-                                             const std::string& windows, const std::string& ks) {
+                                             const std::string& windows, const std::string& ks, int ctx = 0) {
   const std::filesystem::path ids = dir / (name + ".ids.json");
   write_ids(ids, random_ids(n_ids, 7));
   const std::filesystem::path file = dir / (name + ".yaml");
   std::ofstream(file) << "name: " << name << "\ntask: ppl\nfixed:\n  model: " << tiny_model("llama-gqa").string()
                       << "\n  ids-file: " << ids.string() << "\n  policy: hybrid\n  threads: 1\n"
+                      << (ctx > 0 ? "  ctx: " + std::to_string(ctx) + "\n" : "")
                       << "grid:\n  window: " << windows << "\n  k: " << ks << "\n";
   return file;
 }

@@ -74,8 +74,9 @@ TEST(SlurmCluster, AJobArrayWithACancelledAndRequeuedTaskMergesToTheOneProcessRe
   if (cluster.status() == 77) GTEST_SKIP() << cluster.message();
   ASSERT_EQ(cluster.status(), 0) << cluster.message();
 
-  // 12 points of a few tenths of a second each (token by token over 160 ids), in one process.
-  const fs::path sweep = write_ppl_sweep(dir, "sl", 160, "[16, 32, 64]", "[4, 8, 16, -1]");
+  // 12 points of one to two seconds each (4000 ids token by token, in windows of 1000), in one
+  // process.
+  const fs::path sweep = write_ppl_sweep(dir, "sl", 4000, "[16, 32, 64]", "[4, 8, 16, -1]", 1000);
   const fs::path whole = dir / "whole.jsonl";
   RunResult r = run_hybridgen("sweep " + quoted(sweep) + " -o " + quoted(whole));
   ASSERT_EQ(r.exit_code, 0) << r.err;
