@@ -143,6 +143,7 @@ void submit_to_slurm(const sweep::SweepFile& f, const std::vector<sweep::Point>&
   job.name = f.name;
   job.merged = fs::absolute(out).lexically_normal().string();
   job.dir = fs::path(job.merged).replace_extension(".shards").string();
+  job.workdir = fs::current_path().string();
   job.shards = o.shards > 0 ? o.shards : sweep::default_shard_count(points.size());
   if (job.shards > sweep::kMaxShards)
     throw Error("--shards " + std::to_string(job.shards) + ": at most " + std::to_string(sweep::kMaxShards));
@@ -154,6 +155,11 @@ void submit_to_slurm(const sweep::SweepFile& f, const std::vector<sweep::Point>&
   sweep::write_slurm_scripts(scripts, job.dir);
   std::printf("sweep %s: %zu points in %zu shards -> %s (merged: %s)\n", f.name.c_str(), points.size(), job.shards,
               job.dir.c_str(), job.merged.c_str());
+  // -t "$SLURM_CPUS_PER_TASK" gives the points their threads, unless the file fixes them.
+  for (const auto& p : f.fixed)
+    if (p.key == "threads")
+      std::printf("note: %s:%d fixes threads: %s for every point; the tasks' CPUs (-t) do not change it\n",
+                  f.path.c_str(), p.line, p.value.c_str());
   if (o.dry_run) {
     std::printf("# %s\n%s\n# %s\n%s\n# submit with:\n#   jobid=$(sbatch --parsable %s)\n"
                 "#   sbatch --dependency=afterany:$jobid %s\n",

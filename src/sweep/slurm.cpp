@@ -25,6 +25,7 @@ std::string sbatch_value(const std::string& what, const std::string& value) {
 // The #SBATCH lines both jobs share.
 std::string common_lines(const SlurmJob& job) {
   std::string s;
+  if (!job.workdir.empty()) s += "#SBATCH --chdir=" + sbatch_value("the working directory", job.workdir) + "\n";
   if (!job.partition.empty()) s += "#SBATCH --partition=" + sbatch_value("--partition", job.partition) + "\n";
   if (!job.time.empty()) s += "#SBATCH --time=" + sbatch_value("--time", job.time) + "\n";
   return s;
@@ -77,9 +78,9 @@ SlurmScripts slurm_scripts(const SlurmJob& job) {
   SlurmScripts s;
   s.array_path = job.dir + "/array.sbatch";
   s.array_text = "#!/bin/bash\n"
-                 "# hybridgen sweep " + job.sweep_file + " --slurm: shard I of " + n +
-                 " in array task I. A requeued or\n"
-                 "# re-run task resumes its shard's results file (--resume) where it stopped.\n"
+                 "# Written by `hybridgen sweep --slurm` for " + job.sweep_file + ":\n"
+                 "# array task I runs shard I of " + n + ". A requeued or re-run task resumes its shard's\n"
+                 "# results file (--resume) where it stopped.\n"
                  "#SBATCH --job-name=hg-" + sbatch_value("the sweep name", job.name) + "\n"
                  "#SBATCH --array=0-" + std::to_string(job.shards - 1) +
                  (job.array_parallel > 0 ? "%" + std::to_string(job.array_parallel) : "") + "\n" +

@@ -155,7 +155,8 @@ TEST(SweepShardCli, SlurmDryRunWritesTheArrayAndMergeScripts) {
   EXPECT_TRUE(fs::is_directory(jobs / "logs"));
   for (const std::string& want : std::vector<std::string>{"#SBATCH --array=0-3%2", "#SBATCH --cpus-per-task=2", "#SBATCH --partition=debug",
                                  "#SBATCH --time=0:10:00", "#SBATCH --requeue", fs::canonical(bin_dir() / "hybridgen").string(),
-                                 "--shard \"$SLURM_ARRAY_TASK_ID/4\" --resume"})
+                                 "--shard \"$SLURM_ARRAY_TASK_ID/4\" --resume",
+                                 "#SBATCH --chdir=" + fs::current_path().string() + "\n"})
     EXPECT_NE(array.find(want), std::string::npos) << want << " not in:\n" << array;
   EXPECT_NE(merge.find("--merge '" + out.string() + "' \"$dir\"/shard-*-of-4.jsonl"), std::string::npos) << merge;
   EXPECT_NE(r.out.find("sbatch --dependency=afterany:$jobid"), std::string::npos) << r.out;

@@ -309,6 +309,7 @@ TEST(SweepSlurm, TheScriptsRunEveryShardResumableAndMergeAfterAll) {
   job.name = "k";
   job.dir = "/data/out/k.shards";
   job.merged = "/data/out/k.jsonl";
+  job.workdir = "/data";
   job.shards = 4;
   job.array_parallel = 2;
   job.cpus_per_task = 8;
@@ -318,11 +319,12 @@ TEST(SweepSlurm, TheScriptsRunEveryShardResumableAndMergeAfterAll) {
   EXPECT_EQ(s.array_path, "/data/out/k.shards/array.sbatch");
   for (const char* want : {"#!/bin/bash\n", "#SBATCH --array=0-3%2\n", "#SBATCH --cpus-per-task=8\n",
                            "#SBATCH --partition=cpu\n", "#SBATCH --time=1:00:00\n", "#SBATCH --requeue\n",
+                           "#SBATCH --chdir=/data\n",
                            "#SBATCH --output=/data/out/k.shards/logs/shard-%a-of-4.log\n",
                            "exec '/opt/hg/bin/hybridgen' sweep '/data/k sweep.yaml' --shard \"$SLURM_ARRAY_TASK_ID/4\" --resume",
                            "-o \"$dir/shard-$SLURM_ARRAY_TASK_ID-of-4.jsonl\" -t \"${SLURM_CPUS_PER_TASK:-1}\""})
     EXPECT_NE(s.array_text.find(want), std::string::npos) << want << "\n" << s.array_text;
-  for (const char* want : {"#SBATCH --output=/data/out/k.shards/logs/merge.log\n",
+  for (const char* want : {"#SBATCH --output=/data/out/k.shards/logs/merge.log\n", "#SBATCH --chdir=/data\n",
                            "--merge '/data/out/k.jsonl' \"$dir\"/shard-*-of-4.jsonl\n"})
     EXPECT_NE(s.merge_text.find(want), std::string::npos) << want << "\n" << s.merge_text;
   job.array_parallel = 0;
