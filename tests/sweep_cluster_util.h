@@ -25,8 +25,8 @@ inline std::filesystem::path write_ppl_sweep(const std::filesystem::path& dir, c
   const std::filesystem::path file = dir / (name + ".yaml");
   std::ofstream(file) << "name: " << name << "\ntask: ppl\nfixed:\n  model: " << tiny_model("llama-gqa").string()
                       << "\n  ids-file: " << ids.string() << "\n  policy: hybrid\n  threads: 1\n"
-                      << (ctx > 0 ? "  ctx: " + std::to_string(ctx) + "\n" : "")
-                      << "grid:\n  window: " << windows << "\n  k: " << ks << "\n";
+                      << (ctx > 0 ? "  ctx: " + std::to_string(ctx) + "\n" : "") << "grid:\n  window: " << windows
+                      << "\n  k: " << ks << "\n";
   return file;
 }
 

@@ -34,7 +34,7 @@ struct SweepOptions {
   std::string out;  // default results/<name>.jsonl (with --shard: results/<name>.shards/shard-I-of-N.jsonl)
   std::string plot_dir;
   bool resume = false, dry_run = false, fail_fast = false, no_progress = false;
-  int threads = -1;  // -t: for points that do not set threads (-1: not given)
+  int threads = -1;                      // -t: for points that do not set threads (-1: not given)
   std::string shard;                     // --shard I/N
   std::string merge;                     // --merge OUT
   std::vector<std::string> shard_files;  // the shards' results files after --merge OUT
@@ -92,16 +92,17 @@ void check_combinations(const SweepOptions& o) {
     if (given) throw Error(option + " does not go with " + with);
   };
   if (merging) {
-    for (const auto& [given, option] : {std::pair{!o.shard.empty(), "--shard"}, std::pair{o.slurm, "--slurm"},
-                                        std::pair{o.resume, "--resume"}, std::pair{o.dry_run, "--dry-run"},
-                                        std::pair{!o.out.empty(), "-o"}})
+    for (const auto& [given, option] :
+         {std::pair{!o.shard.empty(), "--shard"}, std::pair{o.slurm, "--slurm"}, std::pair{o.resume, "--resume"},
+          std::pair{o.dry_run, "--dry-run"}, std::pair{!o.out.empty(), "-o"}})
       refuse(given, option, "--merge (it writes the file --merge names)");
   }
   refuse(o.slurm && !o.shard.empty(), "--shard", "--slurm (each array task runs one shard)");
   if (!o.slurm)
-    for (const auto& [given, option] : {std::pair{o.shards > 0, "--shards"}, std::pair{o.array_parallel > 0, "--array-parallel"},
-                                        std::pair{!o.partition.empty(), "--partition"}, std::pair{!o.time.empty(), "--time"},
-                                        std::pair{o.cpus_per_task > 0, "--cpus-per-task"}})
+    for (const auto& [given, option] :
+         {std::pair{o.shards > 0, "--shards"}, std::pair{o.array_parallel > 0, "--array-parallel"},
+          std::pair{!o.partition.empty(), "--partition"}, std::pair{!o.time.empty(), "--time"},
+          std::pair{o.cpus_per_task > 0, "--cpus-per-task"}})
       if (given) throw Error(std::string(option) + " goes with --slurm only");
   refuse(o.slurm && o.resume, "--resume", "--slurm (the array tasks always resume)");
 }
@@ -116,9 +117,11 @@ std::string self_path() {
 
 void merge_results(const sweep::SweepFile& f, const std::vector<sweep::Point>& points, const SweepOptions& o) {
   const sweep::MergeSummary m = sweep::merge_shards(f, points, o.shard_files, o.merge);
-  std::fprintf(stderr, "sweep %s: merged %zu files of %zu shards: %zu points: %zu ok, %zu failed, %zu missing, %zu "
-               "duplicate lines dropped -> %s\n", f.name.c_str(), m.files, m.shards, points.size(), m.ok, m.failed,
-               m.missing.size(), m.duplicates, o.merge.c_str());
+  std::fprintf(stderr,
+               "sweep %s: merged %zu files of %zu shards: %zu points: %zu ok, %zu failed, %zu missing, %zu "
+               "duplicate lines dropped -> %s\n",
+               f.name.c_str(), m.files, m.shards, points.size(), m.ok, m.failed, m.missing.size(), m.duplicates,
+               o.merge.c_str());
   if (!o.plot_dir.empty()) run_plot(o.merge, o.plot_dir);
   std::string problems;
   if (!m.missing.empty()) {
@@ -161,10 +164,11 @@ void submit_to_slurm(const sweep::SweepFile& f, const std::vector<sweep::Point>&
       std::printf("note: %s:%d fixes threads: %s for every point; the tasks' CPUs (-t) do not change it\n",
                   f.path.c_str(), p.line, p.value.c_str());
   if (o.dry_run) {
-    std::printf("# %s\n%s\n# %s\n%s\n# submit with:\n#   jobid=$(sbatch --parsable %s)\n"
-                "#   sbatch --dependency=afterany:$jobid %s\n",
-                scripts.array_path.c_str(), scripts.array_text.c_str(), scripts.merge_path.c_str(),
-                scripts.merge_text.c_str(), scripts.array_path.c_str(), scripts.merge_path.c_str());
+    std::printf(
+        "# %s\n%s\n# %s\n%s\n# submit with:\n#   jobid=$(sbatch --parsable %s)\n"
+        "#   sbatch --dependency=afterany:$jobid %s\n",
+        scripts.array_path.c_str(), scripts.array_text.c_str(), scripts.merge_path.c_str(), scripts.merge_text.c_str(),
+        scripts.array_path.c_str(), scripts.merge_path.c_str());
     return;
   }
   const sweep::SlurmSubmission sub = sweep::submit_slurm(scripts);
@@ -188,8 +192,8 @@ void run_sweep(const SweepOptions& o) {
   // the point's key, -t is not: a shard on a bigger node finds the same keys).
   auto args_of = [&](const sweep::Point& p) {
     std::vector<std::string> args = p.args();
-    const bool sets_threads = std::any_of(p.params.begin(), p.params.end(),
-                                          [](const sweep::Param* q) { return q->key == "threads"; });
+    const bool sets_threads =
+        std::any_of(p.params.begin(), p.params.end(), [](const sweep::Param* q) { return q->key == "threads"; });
     if (o.threads >= 0 && !sets_threads) args.push_back("--threads=" + std::to_string(o.threads));
     return args;
   };
@@ -222,8 +226,7 @@ void run_sweep(const SweepOptions& o) {
     return;
   }
 
-  sweep::ResultsFile results(results_path, o.resume,
-                             shard ? sweep::shard_line(f, all, *shard) : nlohmann::json());
+  sweep::ResultsFile results(results_path, o.resume, shard ? sweep::shard_line(f, all, *shard) : nlohmann::json());
   ModelCache models;
   TaskContext ctx{models, false};
   auto task_run = [&](const sweep::Point& p) {
@@ -262,7 +265,8 @@ void run_sweep(const SweepOptions& o) {
   std::fprintf(stderr, "sweep %s: %zu points: %zu ok, %zu failed, %zu already done -> %s\n", label.c_str(), s.total,
                s.ok, s.failed, s.skipped, results_path.c_str());
   if (!o.plot_dir.empty()) run_plot(results_path, o.plot_dir);
-  if (s.stopped) throw Error("stopped at the first failed point (--fail-fast); " + results_path + " has its error line");
+  if (s.stopped)
+    throw Error("stopped at the first failed point (--fail-fast); " + results_path + " has its error line");
   if (s.failed > 0)
     throw Error(std::to_string(s.failed) + " of " + std::to_string(s.total) +
                 " points failed: their error lines are in " + results_path);
@@ -278,7 +282,8 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("-o,--output", o->out, "results file, JSON Lines (default results/NAME.jsonl)");
   cmd->add_flag("--resume", o->resume, "skip the points the results file already holds, rerun failed ones");
   cmd->add_option("--plot", o->plot_dir, "afterwards, draw the figures into this directory (tools/plot_sweep.py)");
-  cmd->add_flag("--dry-run", o->dry_run, "check every point and print them (with --slurm: write the scripts); run nothing");
+  cmd->add_flag("--dry-run", o->dry_run,
+                "check every point and print them (with --slurm: write the scripts); run nothing");
   cmd->add_flag("--fail-fast", o->fail_fast, "stop at the first point that fails");
   cmd->add_flag("--no-progress", o->no_progress, "no progress bar or progress lines");
   cmd->add_option("-t,--threads", o->threads, "CPU threads of the points that do not set threads (0: all cores)")
@@ -292,7 +297,8 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--shards", o->shards, "with --slurm: N (default: one per point, at most 1000)")
       ->check(CLI::PositiveNumber)
       ->group(cluster);
-  cmd->add_option("--array-parallel", o->array_parallel, "with --slurm: array tasks running at once (default: no limit)")
+  cmd->add_option("--array-parallel", o->array_parallel,
+                  "with --slurm: array tasks running at once (default: no limit)")
       ->check(CLI::PositiveNumber)
       ->group(cluster);
   cmd->add_option("--cpus-per-task", o->cpus_per_task, "with --slurm: CPUs of each task, its -t (default: Slurm's, 1)")

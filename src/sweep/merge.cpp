@@ -62,8 +62,9 @@ MergeSummary merge_shards(const SweepFile& f, const std::vector<Point>& points, 
     const nlohmann::json head =
         lines.empty() ? nlohmann::json() : nlohmann::json::parse(lines[0].second, nullptr, false);
     if (!read_shard_line(head, shard))
-      throw Error(path + ":1: not a shard's results file (it does not start with the shard line that `hybridgen "
-                         "sweep --shard I/N` writes)");
+      throw Error(path +
+                  ":1: not a shard's results file (it does not start with the shard line that `hybridgen "
+                  "sweep --shard I/N` writes)");
     const std::string what = path + ": shard " + shard.name();
     if (head.value("sweep", "") != f.name || head.value("task", "") != f.task)
       throw Error(what + " is of sweep '" + head.value("sweep", "") + "' (task " + head.value("task", "") +
@@ -71,8 +72,8 @@ MergeSummary merge_shards(const SweepFile& f, const std::vector<Point>& points, 
     if (head.value("points_hash", "") != hash)
       throw Error(what + " was written for another version of " + f.path + " (" +
                   std::to_string(head.value("sweep_points", size_t{0})) + " points, hash " +
-                  head.value("points_hash", "") + "; the file now has " + std::to_string(points.size()) +
-                  ", hash " + hash + "): run it again with --shard " + shard.name() + " --resume");
+                  head.value("points_hash", "") + "; the file now has " + std::to_string(points.size()) + ", hash " +
+                  hash + "): run it again with --shard " + shard.name() + " --resume");
     if (first_path.empty()) {
       first_path = path;
       s.shards = shard.count;
@@ -92,7 +93,8 @@ MergeSummary merge_shards(const SweepFile& f, const std::vector<Point>& points, 
       const std::string key = j["key"].get<std::string>();
       const auto it = index_of.find(key);
       if (it == index_of.end())
-        throw Error(where + "point " + key + " is not a point of " + f.path + " (another sweep file, or an edited one)");
+        throw Error(where + "point " + key + " is not a point of " + f.path +
+                    " (another sweep file, or an edited one)");
       const size_t owner = shard_of(key, shard.count);
       if (owner != shard.index)
         throw Error(where + "point " + key + " belongs to shard " + Shard{owner, shard.count}.name() +

@@ -9,11 +9,11 @@
 namespace hg::sweep {
 
 struct MergeSummary {
-  size_t shards = 0;      // shard count N of the partition
-  size_t files = 0;       // shard files read
-  size_t ok = 0;          // points with an "ok" line
-  size_t failed = 0;      // points with error lines only (the last one is kept)
-  size_t duplicates = 0;  // point lines dropped as a second line of the same point (retried tasks)
+  size_t shards = 0;            // shard count N of the partition
+  size_t files = 0;             // shard files read
+  size_t ok = 0;                // points with an "ok" line
+  size_t failed = 0;            // points with error lines only (the last one is kept)
+  size_t duplicates = 0;        // point lines dropped as a second line of the same point (retried tasks)
   std::vector<size_t> missing;  // indices of the points no shard holds a line for
 };
 

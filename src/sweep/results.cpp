@@ -32,8 +32,7 @@ void write_all(int fd, const std::string& data, const std::string& path) {
 
 // The lines of an existing results file worth keeping, and the keys of the points they finish;
 // its shard line, if any, goes to `shard_text` (not kept: the caller writes the current one).
-std::string kept_lines(const std::string& path, std::set<std::string>& done, size_t& dropped,
-                       std::string& shard_text) {
+std::string kept_lines(const std::string& path, std::set<std::string>& done, size_t& dropped, std::string& shard_text) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();

@@ -48,7 +48,8 @@ Shard parse_shard(const std::string& text) {
     throw Error("--shard " + text + ": expected I/N, shard I (from 0) of N, e.g. --shard 0/4");
   if (s.count == 0) throw Error("--shard " + text + ": N must be at least 1");
   if (s.count > kMaxShards)
-    throw Error("--shard " + text + ": N must be at most " + std::to_string(kMaxShards) + " (the most points a sweep has)");
+    throw Error("--shard " + text + ": N must be at most " + std::to_string(kMaxShards) +
+                " (the most points a sweep has)");
   if (s.index >= s.count)
     throw Error("--shard " + text + ": I must be below N (shards are numbered 0.." + std::to_string(s.count - 1) + ")");
   return s;

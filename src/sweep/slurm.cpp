@@ -77,32 +77,36 @@ SlurmScripts slurm_scripts(const SlurmJob& job) {
   const std::string run = quote(job.hybridgen) + " sweep " + quote(job.sweep_file);
   SlurmScripts s;
   s.array_path = job.dir + "/array.sbatch";
-  s.array_text = "#!/bin/bash\n"
-                 "# Written by `hybridgen sweep --slurm` for " + job.sweep_file + ":\n"
-                 "# array task I runs shard I of " + n + ". A requeued or re-run task resumes its shard's\n"
-                 "# results file (--resume) where it stopped.\n"
-                 "#SBATCH --job-name=hg-" + sbatch_value("the sweep name", job.name) + "\n"
-                 "#SBATCH --array=0-" + std::to_string(job.shards - 1) +
-                 (job.array_parallel > 0 ? "%" + std::to_string(job.array_parallel) : "") + "\n" +
-                 (job.cpus_per_task > 0 ? "#SBATCH --cpus-per-task=" + std::to_string(job.cpus_per_task) + "\n" : "") +
-                 common_lines(job) +
-                 "#SBATCH --output=" + logs + "/shard-%a-of-" + n + ".log\n"
-                 "#SBATCH --open-mode=append\n"
-                 "#SBATCH --requeue\n"
-                 "set -eu\n"
-                 "dir=" + quote(job.dir) + "\n"
-                 "exec " + run + " --shard \"$SLURM_ARRAY_TASK_ID/" + n + "\" --resume \\\n"
-                 "  -o \"$dir/shard-$SLURM_ARRAY_TASK_ID-of-" + n + ".jsonl\" -t \"${SLURM_CPUS_PER_TASK:-1}\" --no-progress\n";
+  std::string& a = s.array_text;
+  a += "#!/bin/bash\n";
+  a += "# Written by `hybridgen sweep --slurm` for " + job.sweep_file + ":\n";
+  a += "# array task I runs shard I of " + n + ". A requeued or re-run task resumes its shard's\n";
+  a += "# results file (--resume) where it stopped.\n";
+  a += "#SBATCH --job-name=hg-" + sbatch_value("the sweep name", job.name) + "\n";
+  a += "#SBATCH --array=0-" + std::to_string(job.shards - 1);
+  if (job.array_parallel > 0) a += "%" + std::to_string(job.array_parallel);
+  a += "\n";
+  if (job.cpus_per_task > 0) a += "#SBATCH --cpus-per-task=" + std::to_string(job.cpus_per_task) + "\n";
+  a += common_lines(job);
+  a += "#SBATCH --output=" + logs + "/shard-%a-of-" + n + ".log\n";
+  a += "#SBATCH --open-mode=append\n";
+  a += "#SBATCH --requeue\n";
+  a += "set -eu\n";
+  a += "dir=" + quote(job.dir) + "\n";
+  a += "exec " + run + " --shard \"$SLURM_ARRAY_TASK_ID/" + n + "\" --resume \\\n";
+  a += "  -o \"$dir/shard-$SLURM_ARRAY_TASK_ID-of-" + n + ".jsonl\" -t \"${SLURM_CPUS_PER_TASK:-1}\" --no-progress\n";
+
   s.merge_path = job.dir + "/merge.sbatch";
-  s.merge_text = "#!/bin/bash\n"
-                 "# Merges the " + n + " shards once every array task has ended (sbatch --dependency=afterany:ARRAY_JOB).\n"
-                 "#SBATCH --job-name=hg-" + job.name + "-merge\n" +
-                 common_lines(job) +
-                 "#SBATCH --output=" + logs + "/merge.log\n"
-                 "#SBATCH --open-mode=append\n"
-                 "set -eu\n"
-                 "dir=" + quote(job.dir) + "\n"
-                 "exec " + run + " --merge " + quote(job.merged) + " \"$dir\"/shard-*-of-" + n + ".jsonl\n";
+  std::string& m = s.merge_text;
+  m += "#!/bin/bash\n";
+  m += "# Merges the " + n + " shards once every array task has ended (sbatch --dependency=afterany:ARRAY_JOB).\n";
+  m += "#SBATCH --job-name=hg-" + job.name + "-merge\n";
+  m += common_lines(job);
+  m += "#SBATCH --output=" + logs + "/merge.log\n";
+  m += "#SBATCH --open-mode=append\n";
+  m += "set -eu\n";
+  m += "dir=" + quote(job.dir) + "\n";
+  m += "exec " + run + " --merge " + quote(job.merged) + " \"$dir\"/shard-*-of-" + n + ".jsonl\n";
   return s;
 }
 

@@ -16,8 +16,8 @@ struct SlurmJob {
   std::string merged;      // absolute: the merged results file
   std::string workdir;     // absolute: where the jobs run (relative paths in the sweep file resolve there)
   size_t shards = 1;
-  size_t array_parallel = 0;  // tasks running at once (0: as many as Slurm places)
-  int cpus_per_task = 0;      // 0: Slurm's default (one CPU)
+  size_t array_parallel = 0;    // tasks running at once (0: as many as Slurm places)
+  int cpus_per_task = 0;        // 0: Slurm's default (one CPU)
   std::string partition, time;  // "" : the cluster's defaults
 };
 

@@ -37,8 +37,8 @@ TEST(SweepShardCli, ShardsMergedEqualTheSweepRunInOneProcess) {
   size_t listed = 0;
   for (size_t i = 0; i < 3; ++i) {
     shards.push_back(shard_path(dir / "shards", i, 3));
-    RunResult dry = run_hybridgen("sweep " + quoted(sweep) + " --shard " + std::to_string(i) + "/3 --dry-run -o " +
-                                  shards.back());
+    RunResult dry =
+        run_hybridgen("sweep " + quoted(sweep) + " --shard " + std::to_string(i) + "/3 --dry-run -o " + shards.back());
     ASSERT_EQ(dry.exit_code, 0) << dry.err;
     EXPECT_NE(dry.out.find("six shard " + std::to_string(i) + "/3"), std::string::npos) << dry.out;
     listed += std::count(dry.out.begin(), dry.out.end(), '\n') / 2;
@@ -129,12 +129,13 @@ TEST(SweepShardCli, BadShardArgumentsAndMergesAreOneErrorLineEach) {
   expect_one_error_line(run_hybridgen(merge + two[0]), {"1 of 2 shards missing (1/2)"});
   expect_one_error_line(run_hybridgen(merge + two[0] + " " + three[1]),
                         {three[1], "shard 1/3", "partition into 3 shards", two[0]});
-  expect_one_error_line(run_hybridgen(merge + two[0] + " " + quoted(dir / "none.jsonl")), {"none.jsonl", "cannot read"});
+  expect_one_error_line(run_hybridgen(merge + two[0] + " " + quoted(dir / "none.jsonl")),
+                        {"none.jsonl", "cannot read"});
   // A shard of an edited file (its points changed), and one resumed as another shard.
   const fs::path edited = write_ppl_sweep(dir, "bad", 24, "[16]", "[4, 8, 32]");
-  expect_one_error_line(run_hybridgen("sweep " + quoted(edited) + " --merge " + quoted(dir / "m.jsonl") + " " +
-                                      two[0] + " " + two[1]),
-                        {two[0], "another version of", "--shard 0/2 --resume"});
+  expect_one_error_line(
+      run_hybridgen("sweep " + quoted(edited) + " --merge " + quoted(dir / "m.jsonl") + " " + two[0] + " " + two[1]),
+      {two[0], "another version of", "--shard 0/2 --resume"});
   expect_one_error_line(run_hybridgen(s + "--shard 1/2 --resume -o " + two[0]),
                         {two[0], "shard 0/2 of sweep 'bad'", "not of shard 1/2"});
   EXPECT_FALSE(fs::exists(dir / "m.jsonl"));
@@ -153,10 +154,10 @@ TEST(SweepShardCli, SlurmDryRunWritesTheArrayAndMergeScripts) {
   EXPECT_NE(r.out.find(array), std::string::npos) << r.out;  // shown verbatim
   EXPECT_NE(r.out.find(merge), std::string::npos) << r.out;
   EXPECT_TRUE(fs::is_directory(jobs / "logs"));
-  for (const std::string& want : std::vector<std::string>{"#SBATCH --array=0-3%2", "#SBATCH --cpus-per-task=2", "#SBATCH --partition=debug",
-                                 "#SBATCH --time=0:10:00", "#SBATCH --requeue", fs::canonical(bin_dir() / "hybridgen").string(),
-                                 "--shard \"$SLURM_ARRAY_TASK_ID/4\" --resume",
-                                 "#SBATCH --chdir=" + fs::current_path().string() + "\n"})
+  for (const std::string& want : std::vector<std::string>{
+           "#SBATCH --array=0-3%2", "#SBATCH --cpus-per-task=2", "#SBATCH --partition=debug", "#SBATCH --time=0:10:00",
+           "#SBATCH --requeue", fs::canonical(bin_dir() / "hybridgen").string(),
+           "--shard \"$SLURM_ARRAY_TASK_ID/4\" --resume", "#SBATCH --chdir=" + fs::current_path().string() + "\n"})
     EXPECT_NE(array.find(want), std::string::npos) << want << " not in:\n" << array;
   EXPECT_NE(merge.find("--merge '" + out.string() + "' \"$dir\"/shard-*-of-4.jsonl"), std::string::npos) << merge;
   EXPECT_NE(r.out.find("sbatch --dependency=afterany:$jobid"), std::string::npos) << r.out;

@@ -106,8 +106,8 @@ TEST(SlurmCluster, AJobArrayWithACancelledAndRequeuedTaskMergesToTheOneProcessRe
   const fs::path shard = dir / ("jobs/sl.shards/shard-" + std::to_string(victim) + "-of-4.jsonl");
 
   // Cancel the task once it has written a point (the shard line and one point line) ...
-  ASSERT_TRUE(wait_for([&] { return read_lines(shard).size() >= 2; }, 120))
-      << "the task never wrote a point; squeue:\n" << cluster.slurm("squeue").out;
+  ASSERT_TRUE(wait_for([&] { return read_lines(shard).size() >= 2; }, 120)) << "the task never wrote a point; squeue:\n"
+                                                                            << cluster.slurm("squeue").out;
   ASSERT_EQ(cluster.slurm("scancel " + task).exit_code, 0);
   ASSERT_TRUE(wait_for([&] { return cluster.job_field(task, "JobState") == "CANCELLED"; }, 30))
       << cluster.job_field(task, "JobState");
@@ -119,12 +119,14 @@ TEST(SlurmCluster, AJobArrayWithACancelledAndRequeuedTaskMergesToTheOneProcessRe
   EXPECT_EQ(cluster.slurm("scontrol update JobId=" + task + " StartTime=now").exit_code, 0);
 
   // The merge job runs after every task has ended, the requeued one included.
-  ASSERT_TRUE(wait_for([&] {
-    const std::string state = cluster.job_field(merge_job, "JobState");
-    return state == "COMPLETED" || state == "FAILED" || state == "CANCELLED" || state == "TIMEOUT";
-  }, 150)) << cluster.slurm("squeue").out;
-  EXPECT_EQ(cluster.job_field(merge_job, "JobState"), "COMPLETED")
-      << read_file(dir / "jobs/sl.shards/logs/merge.log");
+  ASSERT_TRUE(wait_for(
+      [&] {
+        const std::string state = cluster.job_field(merge_job, "JobState");
+        return state == "COMPLETED" || state == "FAILED" || state == "CANCELLED" || state == "TIMEOUT";
+      },
+      150))
+      << cluster.slurm("squeue").out;
+  EXPECT_EQ(cluster.job_field(merge_job, "JobState"), "COMPLETED") << read_file(dir / "jobs/sl.shards/logs/merge.log");
   EXPECT_EQ(cluster.job_field(task, "Restarts"), "1");
   const std::string log = read_file(dir / ("jobs/sl.shards/logs/shard-" + std::to_string(victim) + "-of-4.log"));
   std::smatch done;

@@ -154,8 +154,11 @@ TEST(SweepShard, AShardsResultsFileStartsWithItsShardLineAndResumesOnlyAsThatSha
     EXPECT_EQ(r.dropped(), 0u);
   }
   EXPECT_EQ(lines_of(path), lines);
-  expect_error([&] { ResultsFile r(path, true, shard_line(f, points, {2, 4})); },
-               {path, "shard 1/4 of sweep 'g'", "not of shard 2/4"});
+  expect_error(
+      [&] {
+        ResultsFile r(path, true, shard_line(f, points, {2, 4}));
+      },
+      {path, "shard 1/4 of sweep 'g'", "not of shard 2/4"});
   expect_error([&] { ResultsFile r(path, true); }, {path, "resume it with --shard 1/4"});
   // The file grew: resuming rewrites the shard line, keeps the finished point.
   const SweepFile& g = grid(5, 4);
@@ -170,8 +173,11 @@ TEST(SweepShard, AShardsResultsFileStartsWithItsShardLineAndResumesOnlyAsThatSha
   // An unsharded sweep's results are not a shard's.
   const std::string plain = (dir / "plain.jsonl").string();
   { ResultsFile(plain, false).append({{"key", points[0].key}, {"status", "ok"}}); }
-  expect_error([&] { ResultsFile r(plain, true, shard_line(f, points, {0, 4})); },
-               {plain, "unsharded sweep", "its own -o"});
+  expect_error(
+      [&] {
+        ResultsFile r(plain, true, shard_line(f, points, {0, 4}));
+      },
+      {plain, "unsharded sweep", "its own -o"});
 }
 
 // Runs the shards of `f` with a stand-in task whose metrics are the point's index, as
@@ -182,8 +188,7 @@ std::vector<std::string> run_shards(const SweepFile& f, size_t n, const fs::path
   for (size_t i = 0; i < n; ++i) {
     files.push_back((dir / shard_file_name(i, n)).string());
     ResultsFile out(files.back(), false, shard_line(f, points, {i, n}));
-    run_points(f, shard_points(points, {i, n}), out, [](const Point& p) { return nlohmann::json{{"v", p.index}}; },
-               {});
+    run_points(f, shard_points(points, {i, n}), out, [](const Point& p) { return nlohmann::json{{"v", p.index}}; }, {});
   }
   return files;
 }
@@ -259,18 +264,27 @@ TEST(SweepMerge, AShardThatDoesNotBelongIsOneErrorNamingIt) {
   const auto files = run_shards(f, 4, dir / "four");
   const std::string out = (dir / "m.jsonl").string();
   // A shard missing.
-  expect_error([&] { merge_shards(f, points, {files[0], files[1], files[3]}, out); },
-               {"1 of 4 shards missing (2/4)", "give every shard"});
+  expect_error(
+      [&] {
+        merge_shards(f, points, {files[0], files[1], files[3]}, out);
+      },
+      {"1 of 4 shards missing (2/4)", "give every shard"});
   expect_error([&] { merge_shards(f, points, {}, out); }, {"no shard results files"});
   // Of another partition.
   const auto three = run_shards(f, 3, dir / "three");
-  expect_error([&] { merge_shards(f, points, {files[0], three[1]}, out); },
-               {three[1], "shard 1/3", "partition into 3 shards", files[0], "into 4"});
+  expect_error(
+      [&] {
+        merge_shards(f, points, {files[0], three[1]}, out);
+      },
+      {three[1], "shard 1/3", "partition into 3 shards", files[0], "into 4"});
   // Of another sweep, or of another version of this one.
   const SweepFile& other = grid(4, 3, "other");
   const auto others = run_shards(other, 4, dir / "other");
-  expect_error([&] { merge_shards(f, points, {files[0], others[1], files[2], files[3]}, out); },
-               {others[1], "sweep 'other'", "g.yaml"});
+  expect_error(
+      [&] {
+        merge_shards(f, points, {files[0], others[1], files[2], files[3]}, out);
+      },
+      {others[1], "sweep 'other'", "g.yaml"});
   const SweepFile& grown = grid(5, 3);
   expect_error([&] { merge_shards(grown, expand_points(grown), files, out); },
                {files[0], "another version of g.yaml", "12 points", "--shard 0/4 --resume"});
@@ -288,14 +302,23 @@ TEST(SweepMerge, AShardThatDoesNotBelongIsOneErrorNamingIt) {
     return copy;
   };
   const std::string moved = append_to(files[1], p0);
-  expect_error([&] { merge_shards(f, points, {files[0], moved, files[2], files[3]}, out); },
-               {moved + ":", "belongs to shard 0/4", "this file's shard 1/4"});
+  expect_error(
+      [&] {
+        merge_shards(f, points, {files[0], moved, files[2], files[3]}, out);
+      },
+      {moved + ":", "belongs to shard 0/4", "this file's shard 1/4"});
   const std::string garbled = append_to(files[1], "{oops");
-  expect_error([&] { merge_shards(f, points, {files[0], garbled, files[2], files[3]}, out); },
-               {garbled + ":", "not a result line"});
+  expect_error(
+      [&] {
+        merge_shards(f, points, {files[0], garbled, files[2], files[3]}, out);
+      },
+      {garbled + ":", "not a result line"});
   const std::string stranger = append_to(files[1], R"({"key": "0123456789abcdef", "status": "ok"})");
-  expect_error([&] { merge_shards(f, points, {files[0], stranger, files[2], files[3]}, out); },
-               {stranger + ":", "0123456789abcdef is not a point of g.yaml"});
+  expect_error(
+      [&] {
+        merge_shards(f, points, {files[0], stranger, files[2], files[3]}, out);
+      },
+      {stranger + ":", "0123456789abcdef is not a point of g.yaml"});
   EXPECT_FALSE(fs::exists(out));  // nothing written on any of these
 }
 
@@ -317,12 +340,12 @@ TEST(SweepSlurm, TheScriptsRunEveryShardResumableAndMergeAfterAll) {
   job.time = "1:00:00";
   const SlurmScripts s = slurm_scripts(job);
   EXPECT_EQ(s.array_path, "/data/out/k.shards/array.sbatch");
-  for (const char* want : {"#!/bin/bash\n", "#SBATCH --array=0-3%2\n", "#SBATCH --cpus-per-task=8\n",
-                           "#SBATCH --partition=cpu\n", "#SBATCH --time=1:00:00\n", "#SBATCH --requeue\n",
-                           "#SBATCH --chdir=/data\n",
-                           "#SBATCH --output=/data/out/k.shards/logs/shard-%a-of-4.log\n",
-                           "exec '/opt/hg/bin/hybridgen' sweep '/data/k sweep.yaml' --shard \"$SLURM_ARRAY_TASK_ID/4\" --resume",
-                           "-o \"$dir/shard-$SLURM_ARRAY_TASK_ID-of-4.jsonl\" -t \"${SLURM_CPUS_PER_TASK:-1}\""})
+  for (const char* want :
+       {"#!/bin/bash\n", "#SBATCH --array=0-3%2\n", "#SBATCH --cpus-per-task=8\n", "#SBATCH --partition=cpu\n",
+        "#SBATCH --time=1:00:00\n", "#SBATCH --requeue\n", "#SBATCH --chdir=/data\n",
+        "#SBATCH --output=/data/out/k.shards/logs/shard-%a-of-4.log\n",
+        "exec '/opt/hg/bin/hybridgen' sweep '/data/k sweep.yaml' --shard \"$SLURM_ARRAY_TASK_ID/4\" --resume",
+        "-o \"$dir/shard-$SLURM_ARRAY_TASK_ID-of-4.jsonl\" -t \"${SLURM_CPUS_PER_TASK:-1}\""})
     EXPECT_NE(s.array_text.find(want), std::string::npos) << want << "\n" << s.array_text;
   for (const char* want : {"#SBATCH --output=/data/out/k.shards/logs/merge.log\n", "#SBATCH --chdir=/data\n",
                            "--merge '/data/out/k.jsonl' \"$dir\"/shard-*-of-4.jsonl\n"})
