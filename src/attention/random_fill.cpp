@@ -3,17 +3,11 @@
 #include <algorithm>
 
 #include "hybridgen/error.h"
+#include "util/hash.h"
 
 namespace hg {
 
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Uniform on [-√3, √3): mean 0, variance 1.
 void fill_row(uint64_t state, int n, float* out) {

@@ -4,18 +4,11 @@
 #include <cstdio>
 
 #include "hybridgen/error.h"
+#include "util/hash.h"
 
 namespace hg::sweep {
 
 namespace {
-
-// splitmix64's finalizer: a well-mixed 64-bit score from (key, shard), the same on every machine.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 uint64_t key_bits(const std::string& key) {
   uint64_t v = 0;
@@ -60,7 +53,7 @@ size_t shard_of(const std::string& key, size_t count) {
   size_t best = 0;
   uint64_t best_score = 0;
   for (size_t j = 0; j < count; ++j) {
-    const uint64_t score = mix(k ^ mix(j));
+    const uint64_t score = splitmix64(k ^ splitmix64(j));
     if (j == 0 || score > best_score) {
       best = j;
       best_score = score;
@@ -77,8 +70,8 @@ std::vector<Point> shard_points(const std::vector<Point>& all, const Shard& s) {
 }
 
 std::string points_hash(const std::vector<Point>& all) {
-  uint64_t h = mix(all.size());
-  for (const auto& p : all) h = mix(h ^ key_bits(p.key));
+  uint64_t h = splitmix64(all.size());
+  for (const auto& p : all) h = splitmix64(h ^ key_bits(p.key));
   return hex16(h);
 }
 

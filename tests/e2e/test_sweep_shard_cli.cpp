@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "sweep_cluster_util.h"
+#include "sweep_test_util.h"
 #include "test_util.h"
 
 namespace hg::test {

@@ -12,7 +12,7 @@
 #include <regex>
 #include <thread>
 
-#include "sweep_cluster_util.h"
+#include "sweep_test_util.h"
 #include "test_util.h"
 
 namespace hg::test {

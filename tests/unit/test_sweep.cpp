@@ -2,13 +2,13 @@
 // point checks mapped to lines, and the results file (append, resume, refusal to mix).
 #include <gtest/gtest.h>
 
-#include <deque>
 #include <fstream>
 #include <set>
 
 #include "sweep/points.h"
 #include "sweep/results.h"
 #include "sweep/sweep_file.h"
+#include "sweep_test_util.h"
 #include "test_expect.h"
 #include "test_util.h"
 
@@ -17,12 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::expect_error;
-
-// Points point into their SweepFile: the files of one-line expansions live to the end of the test.
-const SweepFile& keep(SweepFile f) {
-  static std::deque<SweepFile> files;
-  return files.emplace_back(std::move(f));
-}
+using test::keep;
 
 const std::vector<std::string> kTasks = {"bench", "ppl", "fidelity", "passkey"};
 

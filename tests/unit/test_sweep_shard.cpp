@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <deque>
 #include <fstream>
 #include <map>
 #include <set>
@@ -17,6 +16,7 @@
 #include "sweep/shard.h"
 #include "sweep/slurm.h"
 #include "sweep/sweep_file.h"
+#include "sweep_test_util.h"
 #include "test_expect.h"
 #include "test_util.h"
 
@@ -25,12 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::expect_error;
-
-// Points point into their SweepFile: the files live to the end of the test program.
-const SweepFile& keep(SweepFile f) {
-  static std::deque<SweepFile> files;
-  return files.emplace_back(std::move(f));
-}
+using test::keep;
 
 // A sweep of a x b points (k: 0..a-1, window: 0..b-1), named `name`.
 const SweepFile& grid(int a, int b, const std::string& name = "g") {
@@ -123,13 +118,6 @@ TEST(SweepShard, MoreShardsThanPointsLeavesSomeEmpty) {
   EXPECT_GE(empty, 7u);
 }
 
-std::vector<std::string> lines_of(const fs::path& p) {
-  std::ifstream in(p);
-  std::vector<std::string> out;
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-
 TEST(SweepShard, AShardsResultsFileStartsWithItsShardLineAndResumesOnlyAsThatShard) {
   const fs::path dir = test::temp_dir("shardfile");
   const SweepFile& f = grid(4, 4);
@@ -139,7 +127,7 @@ TEST(SweepShard, AShardsResultsFileStartsWithItsShardLineAndResumesOnlyAsThatSha
     ResultsFile r(path, false, shard_line(f, points, {1, 4}));
     r.append({{"key", points[0].key}, {"status", "ok"}});
   }
-  auto lines = lines_of(path);
+  auto lines = test::read_lines(path);
   ASSERT_EQ(lines.size(), 2u);
   const auto head = nlohmann::json::parse(lines[0]);
   Shard s;
@@ -153,7 +141,7 @@ TEST(SweepShard, AShardsResultsFileStartsWithItsShardLineAndResumesOnlyAsThatSha
     EXPECT_EQ(r.done(), (std::set<std::string>{points[0].key}));
     EXPECT_EQ(r.dropped(), 0u);
   }
-  EXPECT_EQ(lines_of(path), lines);
+  EXPECT_EQ(test::read_lines(path), lines);
   expect_error(
       [&] {
         ResultsFile r(path, true, shard_line(f, points, {2, 4}));
@@ -167,7 +155,7 @@ TEST(SweepShard, AShardsResultsFileStartsWithItsShardLineAndResumesOnlyAsThatSha
     ResultsFile r(path, true, shard_line(g, more, {1, 4}));
     EXPECT_EQ(r.done().size(), 1u);
   }
-  lines = lines_of(path);
+  lines = test::read_lines(path);
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(nlohmann::json::parse(lines[0])["sweep_points"], 20);
   // An unsharded sweep's results are not a shard's.
@@ -196,7 +184,7 @@ std::vector<std::string> run_shards(const SweepFile& f, size_t n, const fs::path
 // (key, metrics) of every line of a results file, in order.
 std::vector<std::pair<std::string, nlohmann::json>> key_values(const fs::path& p) {
   std::vector<std::pair<std::string, nlohmann::json>> kv;
-  for (const auto& l : lines_of(p)) {
+  for (const auto& l : test::read_lines(p)) {
     const auto j = nlohmann::json::parse(l);
     kv.emplace_back(j["key"], j.value("metrics", nlohmann::json()));
   }
@@ -230,7 +218,7 @@ TEST(SweepMerge, DropsDuplicatesKeepsOkOverErrorsAndReportsMissingPoints) {
   const auto points = expand_points(f);
   auto files = run_shards(f, 2, dir);
   // A retried task's second line of a point; an error line of a point that later succeeded.
-  auto lines = lines_of(files[0]);
+  auto lines = test::read_lines(files[0]);
   ASSERT_GE(lines.size(), 3u);
   auto failed = nlohmann::json::parse(lines[2]);
   failed["status"] = "error";
@@ -240,7 +228,7 @@ TEST(SweepMerge, DropsDuplicatesKeepsOkOverErrorsAndReportsMissingPoints) {
     out << lines[1] << "\n" << failed.dump() << "\n";
   }
   // Shard 1 lost a point (its task was cancelled before it ran) and has a torn last line.
-  lines = lines_of(files[1]);
+  lines = test::read_lines(files[1]);
   const std::string lost_key = nlohmann::json::parse(lines.back())["key"];
   {
     std::ofstream out(files[1], std::ios::trunc);
@@ -253,7 +241,7 @@ TEST(SweepMerge, DropsDuplicatesKeepsOkOverErrorsAndReportsMissingPoints) {
   EXPECT_EQ(m.failed, 0u);
   ASSERT_EQ(m.missing.size(), 1u);
   EXPECT_EQ(points[m.missing[0]].key, lost_key);
-  EXPECT_EQ(lines_of(dir / "m.jsonl").size(), points.size() - 1);
+  EXPECT_EQ(test::read_lines(dir / "m.jsonl").size(), points.size() - 1);
   for (const auto& [key, metrics] : key_values(dir / "m.jsonl")) EXPECT_TRUE(metrics.contains("v")) << key;
 }
 
@@ -294,7 +282,7 @@ TEST(SweepMerge, AShardThatDoesNotBelongIsOneErrorNamingIt) {
   expect_error([&] { merge_shards(f, points, {plain}, out); }, {plain + ":1:", "not a shard's results file"});
   expect_error([&] { merge_shards(f, points, {(dir / "nope.jsonl").string()}, out); }, {"nope.jsonl", "cannot read"});
   // A line of another shard, a malformed line, a point the file does not have.
-  const std::string p0 = lines_of(files[0])[1];
+  const std::string p0 = test::read_lines(files[0])[1];
   auto append_to = [&](const std::string& path, const std::string& line) {
     const std::string copy = (dir / ("bad" + std::to_string(std::hash<std::string>()(line)) + ".jsonl")).string();
     fs::copy_file(path, copy);
@@ -372,8 +360,9 @@ TEST(SweepSlurm, SubmitsTheArrayThenTheMergeAfterIt) {
   const SlurmSubmission sub = submit_slurm(s, fake.string());
   EXPECT_EQ(sub.array_job, "41");
   EXPECT_EQ(sub.merge_job, "42");
-  EXPECT_EQ(lines_of(dir / "calls"), (std::vector<std::string>{"--parsable /x/array.sbatch",
-                                                               "--parsable --dependency=afterany:41 /x/merge.sbatch"}));
+  EXPECT_EQ(
+      test::read_lines(dir / "calls"),
+      (std::vector<std::string>{"--parsable /x/array.sbatch", "--parsable --dependency=afterany:41 /x/merge.sbatch"}));
   const fs::path failing = dir / "failing";
   std::ofstream(failing) << "#!/bin/sh\necho 'sbatch: error: invalid partition specified: gpu' >&2\nexit 1\n";
   fs::permissions(failing, fs::perms::owner_all);

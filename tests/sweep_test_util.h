@@ -1,9 +1,11 @@
-// Shared by the cluster sweep tests (tests/e2e/test_sweep_shard_cli.cpp, test_sweep_slurm.cpp):
-// a perplexity sweep on the tiny llama whose metrics hold no timings, so that a sharded run and
-// a one-process run can be compared value for value.
+// Shared by the sweep tests: a home for sweep files that points point into (unit tests), and a
+// perplexity sweep on the tiny llama whose metrics hold no timings, so that a sharded run and a
+// one-process run can be compared value for value (tests/e2e/test_sweep_shard_cli.cpp,
+// test_sweep_slurm.cpp).
 #pragma once
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -11,9 +13,17 @@
 #include <utility>
 #include <vector>
 
+#include "sweep/sweep_file.h"
 #include "test_util.h"
 
 namespace hg::test {
+
+// Points point into their SweepFile: the files of one-line expansions live to the end of the test
+// program.
+inline const sweep::SweepFile& keep(sweep::SweepFile f) {
+  static std::deque<sweep::SweepFile> files;
+  return files.emplace_back(std::move(f));
+}
 
 // A sweep file `name`.yaml in `dir`: ppl of `n_ids` random ids on the tiny llama, policy hybrid,
 // one thread, windows of `ctx` tokens (0: the whole text in one), over window x k (`windows` and
