@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "sweep_test_util.h"
@@ -77,10 +78,32 @@ TEST(SweepShardCli, ShardsMergedEqualTheSweepRunInOneProcess) {
   r = run_hybridgen("sweep " + quoted(sweep) + " --shard 0/3 --resume -o " + shards[0]);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("1 ok, 0 failed"), std::string::npos) << r.err;
+  // The merged file is what --plot draws (ppl over k: accuracy_vs_k.png), where matplotlib is.
+  const bool matplotlib =
+      run("python3 -c 'import matplotlib' || /usr/bin/python3 -c 'import matplotlib'").exit_code == 0;
   r = run_hybridgen("sweep " + quoted(sweep) + " --merge " + quoted(merged) + " " + shards[0] + " " + shards[1] + " " +
-                    shards[2]);
+                    shards[2] + (matplotlib ? " --plot " + quoted(dir / "plots") : ""));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(point_values(merged), point_values(whole));
+  if (matplotlib) {
+    EXPECT_TRUE(fs::exists(dir / "plots/accuracy_vs_k.png")) << r.out << r.err;
+  }
+}
+
+TEST(SweepShardCli, MinusTGivesThreadsToThePointsThatSetNone) {
+  const fs::path dir = temp_dir("shardthreads");
+  const fs::path fixed = write_ppl_sweep(dir, "fixed", 24, "[16]", "[4, 8]");  // threads: 1
+  std::string text = read_file(fixed);
+  text.erase(text.find("  threads: 1\n"), 13);
+  const fs::path free = dir / "free.yaml";
+  std::ofstream(free) << text;
+  RunResult r = run_hybridgen("sweep " + quoted(free) + " --shard 0/1 --dry-run -t 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("--k=4 --threads=2\n"), std::string::npos) << r.out;
+  r = run_hybridgen("sweep " + quoted(fixed) + " --dry-run -t 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("--threads=2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--threads=1"), std::string::npos) << r.out;
 }
 
 TEST(SweepShardCli, MoreShardsThanPointsGivesEmptyShardsThatMerge) {
