@@ -66,13 +66,13 @@ MergeSummary merge_shards(const SweepFile& f, const std::vector<Point>& points, 
                   ":1: not a shard's results file (it does not start with the shard line that `hybridgen "
                   "sweep --shard I/N` writes)");
     const std::string what = path + ": shard " + shard.name();
-    if (head.value("sweep", "") != f.name || head.value("task", "") != f.task)
-      throw Error(what + " is of sweep '" + head.value("sweep", "") + "' (task " + head.value("task", "") +
+    if (text_field(head, "sweep") != f.name || text_field(head, "task") != f.task)
+      throw Error(what + " is of sweep '" + text_field(head, "sweep") + "' (task " + text_field(head, "task") +
                   "), not of " + f.path + " (sweep '" + f.name + "', task " + f.task + ")");
-    if (head.value("points_hash", "") != hash)
+    if (text_field(head, "points_hash") != hash)
       throw Error(what + " was written for another version of " + f.path + " (" +
-                  std::to_string(head.value("sweep_points", size_t{0})) + " points, hash " +
-                  head.value("points_hash", "") + "; the file now has " + std::to_string(points.size()) + ", hash " +
+                  (head.contains("sweep_points") ? head["sweep_points"].dump() : std::string("?")) + " points, hash " +
+                  text_field(head, "points_hash") + "; the file now has " + std::to_string(points.size()) + ", hash " +
                   hash + "): run it again with --shard " + shard.name() + " --resume");
     if (first_path.empty()) {
       first_path = path;
@@ -101,7 +101,7 @@ MergeSummary merge_shards(const SweepFile& f, const std::vector<Point>& points, 
                     ", not to this file's shard " + shard.name());
       Chosen& c = chosen[it->second];
       ++c.lines;
-      const bool ok = j.value("status", "") == "ok";
+      const bool ok = text_field(j, "status") == "ok";
       if (!c.ok) {
         c.text = lines[i].second;
         c.ok = ok;

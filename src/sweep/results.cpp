@@ -54,7 +54,7 @@ std::string kept_lines(const std::string& path, std::set<std::string>& done, siz
       shard_text = line;
       continue;
     }
-    if (j.is_object() && j.value("status", "") == "ok" && j.contains("key") && j["key"].is_string() &&
+    if (j.is_object() && text_field(j, "status") == "ok" && j.contains("key") && j["key"].is_string() &&
         done.insert(j["key"].get<std::string>()).second) {
       kept += line + '\n';
     } else {
@@ -83,9 +83,9 @@ void check_resumable(const std::string& path, const std::string& shard_text, con
                   "; give the shard its own -o");
     return;
   }
-  if (held != want || held_line.value("sweep", "") != wanted.value("sweep", ""))
-    throw Error(path + ": holds the results of shard " + held.name() + " of sweep '" + held_line.value("sweep", "") +
-                "', not of shard " + want.name() + " of sweep '" + wanted.value("sweep", "") +
+  if (held != want || text_field(held_line, "sweep") != text_field(wanted, "sweep"))
+    throw Error(path + ": holds the results of shard " + held.name() + " of sweep '" + text_field(held_line, "sweep") +
+                "', not of shard " + want.name() + " of sweep '" + text_field(wanted, "sweep") +
                 "'; give each shard its own -o");
 }
 

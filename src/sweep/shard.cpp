@@ -85,8 +85,14 @@ nlohmann::json shard_line(const SweepFile& f, const std::vector<Point>& all, con
           {"points_hash", points_hash(all)}};
 }
 
+std::string text_field(const nlohmann::json& j, const char* key) {
+  if (!j.is_object()) return "";
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 bool read_shard_line(const nlohmann::json& line, Shard& s) {
-  if (!line.is_object() || line.value("status", "") != "shard" || !line.contains("shard")) return false;
+  if (text_field(line, "status") != "shard" || !line.contains("shard")) return false;
   const auto& j = line["shard"];
   if (!j.is_object() || !j.contains("index") || !j.contains("count") || !j["index"].is_number_unsigned() ||
       !j["count"].is_number_unsigned())

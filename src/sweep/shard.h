@@ -40,6 +40,10 @@ std::string points_hash(const std::vector<Point>& all);
 //   {"status": "shard", "sweep", "task", "shard": {"index", "count"}, "points" (in the shard),
 //    "sweep_points" (in the file), "points_hash"}
 nlohmann::json shard_line(const SweepFile& f, const std::vector<Point>& all, const Shard& s);
+// j[key] when j is an object holding a string there, else "" (result lines are read from files
+// that anything may have written).
+std::string text_field(const nlohmann::json& j, const char* key);
+
 // Reads the shard back from a shard line; nullopt-like false when `line` is not one.
 bool read_shard_line(const nlohmann::json& line, Shard& s);
 
