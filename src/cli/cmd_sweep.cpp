@@ -105,6 +105,8 @@ void check_combinations(const SweepOptions& o) {
           std::pair{o.cpus_per_task > 0, "--cpus-per-task"}})
       if (given) throw Error(std::string(option) + " goes with --slurm only");
   refuse(o.slurm && o.resume, "--resume", "--slurm (the array tasks always resume)");
+  refuse(o.slurm && o.threads >= 0, "-t", "--slurm (each task runs with -t of its CPUs: give --cpus-per-task)");
+  refuse(o.slurm && o.fail_fast, "--fail-fast", "--slurm (a failed point is an error line; the merge reports it)");
 }
 
 // The binary that is running: what the array tasks run.
@@ -147,6 +149,7 @@ void submit_to_slurm(const sweep::SweepFile& f, const std::vector<sweep::Point>&
   job.merged = fs::absolute(out).lexically_normal().string();
   job.dir = fs::path(job.merged).replace_extension(".shards").string();
   job.workdir = fs::current_path().string();
+  if (!o.plot_dir.empty()) job.plot_dir = fs::absolute(o.plot_dir).lexically_normal().string();
   job.shards = o.shards > 0 ? o.shards : sweep::default_shard_count(points.size());
   if (job.shards > sweep::kMaxShards)
     throw Error("--shards " + std::to_string(job.shards) + ": at most " + std::to_string(sweep::kMaxShards));
@@ -281,7 +284,9 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("shard-results", o->shard_files, "with --merge: the shards' results files");
   cmd->add_option("-o,--output", o->out, "results file, JSON Lines (default results/NAME.jsonl)");
   cmd->add_flag("--resume", o->resume, "skip the points the results file already holds, rerun failed ones");
-  cmd->add_option("--plot", o->plot_dir, "afterwards, draw the figures into this directory (tools/plot_sweep.py)");
+  cmd->add_option(
+      "--plot", o->plot_dir,
+      "afterwards, draw the figures into this directory (tools/plot_sweep.py; with --slurm: the merge job)");
   cmd->add_flag("--dry-run", o->dry_run,
                 "check every point and print them (with --slurm: write the scripts); run nothing");
   cmd->add_flag("--fail-fast", o->fail_fast, "stop at the first point that fails");

@@ -106,7 +106,9 @@ SlurmScripts slurm_scripts(const SlurmJob& job) {
   m += "#SBATCH --open-mode=append\n";
   m += "set -eu\n";
   m += "dir=" + quote(job.dir) + "\n";
-  m += "exec " + run + " --merge " + quote(job.merged) + " \"$dir\"/shard-*-of-" + n + ".jsonl\n";
+  m += "exec " + run + " --merge " + quote(job.merged) + " \"$dir\"/shard-*-of-" + n + ".jsonl";
+  if (!job.plot_dir.empty()) m += " --plot " + quote(job.plot_dir);
+  m += "\n";
   return s;
 }
 

@@ -14,6 +14,7 @@ struct SlurmJob {
   std::string name;        // the sweep's name (job names)
   std::string dir;         // absolute: the shards' results, logs/ and the two scripts
   std::string merged;      // absolute: the merged results file
+  std::string plot_dir;    // absolute: where the merge job draws the figures ("": none)
   std::string workdir;     // absolute: where the jobs run (relative paths in the sweep file resolve there)
   size_t shards = 1;
   size_t array_parallel = 0;    // tasks running at once (0: as many as Slurm places)

@@ -134,6 +134,7 @@ TEST(SweepShardCli, BadShardArgumentsAndMergesAreOneErrorLineEach) {
   expect_one_error_line(run_hybridgen(s + "--shard 0/2 --slurm"), {"--shard does not go with --slurm"});
   expect_one_error_line(run_hybridgen(s + "--shards 4"), {"--shards goes with --slurm only"});
   expect_one_error_line(run_hybridgen(s + "--partition cpu"), {"--partition goes with --slurm only"});
+  expect_one_error_line(run_hybridgen(s + "--slurm -t 4"), {"-t does not go with --slurm", "--cpus-per-task"});
   expect_one_error_line(run_hybridgen(s + "x.jsonl"), {"unexpected argument 'x.jsonl'", "--merge OUT"});
   expect_one_error_line(run_hybridgen(s + "--merge m.jsonl --resume a.jsonl"), {"--resume does not go with --merge"});
   expect_one_error_line(run_hybridgen(s + "--merge " + quoted(dir / "m.jsonl")), {"no shard results files"});

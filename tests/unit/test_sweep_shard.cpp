@@ -340,9 +340,11 @@ TEST(SweepSlurm, TheScriptsRunEveryShardResumableAndMergeAfterAll) {
     EXPECT_NE(s.merge_text.find(want), std::string::npos) << want << "\n" << s.merge_text;
   job.array_parallel = 0;
   job.cpus_per_task = 0;
+  job.plot_dir = "/data/figures";
   const SlurmScripts plain = slurm_scripts(job);
   EXPECT_NE(plain.array_text.find("#SBATCH --array=0-3\n"), std::string::npos);
   EXPECT_EQ(plain.array_text.find("--cpus-per-task"), std::string::npos);
+  EXPECT_NE(plain.merge_text.find(".jsonl --plot '/data/figures'\n"), std::string::npos) << plain.merge_text;
   job.dir = "/data/my out";
   expect_error([&] { slurm_scripts(job); }, {"'/data/my out'", "#SBATCH"});
 }
