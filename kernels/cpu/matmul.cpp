@@ -139,10 +139,13 @@ void gemv_target_rows(CpuIsa isa, const MatmulTarget& t, int64_t cols, const flo
                       const ActSplit& xs, int64_t n_tokens, int64_t row_begin, int64_t row_end) {
   if (t.packed) {
     const GemvPackedArgs a{t.packed, xs, n_tokens, t.Y, t.ldy, t.accumulate};
-    if (dot_int8_for(isa) == DotInt8::Avx512Vnni)
-      gemv_packed_rows_avx512vnni(a, row_begin, row_end);
-    else
-      gemv_packed_rows_scalar(a, row_begin, row_end);
+    switch (dot_int8_for(isa)) {
+      case DotInt8::Avx512Vnni: return gemv_packed_rows_avx512vnni(a, row_begin, row_end);
+      case DotInt8::AvxVnni:  // AVX2 instructions, a superset
+      case DotInt8::Avx2: return gemv_packed_rows_avx2(a, row_begin, row_end);
+      case DotInt8::Scalar: break;
+    }
+    gemv_packed_rows_scalar(a, row_begin, row_end);
     return;
   }
   const auto* W = static_cast<const uint8_t*>(t.W);

@@ -6,6 +6,7 @@ namespace hg::cpu {
 
 namespace {
 struct DotMaddubs {
+  static constexpr int kSuperBlockRows = 1;  // see one_token_rows
   static __m256i dot(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
   }

@@ -1,4 +1,4 @@
-// Packing of Q4_0 / Q4_1 / Q8_0 weights for the AVX512-VNNI GEMV, the activation reorder, and the
+// Packing of Q4_0 / Q4_1 / Q8_0 weights for the packed GEMVs (AVX512-VNNI, AVX2), the activation reorder, and the
 // scalar twin of the packed kernel (see matmul_packed.h for the layout).
 #include "kernels/cpu/matmul_packed.h"
 
@@ -149,7 +149,8 @@ PackedWeight::PackedWeight(DType source, int64_t rows, int64_t cols, PackedStore
 
 bool packing_pays(DType wt) {
   const bool format = wt == DType::Q4_0 || wt == DType::Q4_1 || wt == DType::Q8_0;
-  return format && dot_int8_for(active_cpu_isa()) == DotInt8::Avx512Vnni;
+  const DotInt8 dot = dot_int8_for(active_cpu_isa());
+  return format && (dot == DotInt8::Avx512Vnni || dot == DotInt8::Avx2);
 }
 
 std::unique_ptr<PackedWeight> pack_weight(DType wt, const void* W, int64_t rows, int64_t cols, PackedStore* store) {

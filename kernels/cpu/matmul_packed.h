@@ -1,4 +1,5 @@
-// Weights repacked once at load for the AVX512-VNNI decode GEMV (Q4_0, Q4_1, Q8_0).
+// Weights repacked once at load for the decode GEMV (Q4_0, Q4_1, Q8_0), read by the AVX512-VNNI
+// and the AVX2 kernels.
 //
 // Why: in GGUF's layout every 32-block carries its own f16 scale (and Q4_1 its minimum) in front
 // of its codes, so a GEMV that reads the blocks as stored spends most of its instructions on one
@@ -86,8 +87,9 @@ class PackedWeight {
   uint8_t* data_;
 };
 
-// Whether the decode GEMV of `wt` should take a packed copy on this CPU (a format above, and
-// AVX512-VNNI at the active ISA level: elsewhere the GGUF-layout kernels are as fast).
+// Whether the decode GEMV of `wt` should take a packed copy on this CPU: a format above, and
+// AVX512-VNNI or plain AVX2 dots at the active ISA level (AVX-VNNI CPUs keep the GGUF layout:
+// not measured there).
 bool packing_pays(DType wt);
 // The packed copy of W[rows, cols] (GGUF blocks of `wt`), or null for another format or when a
 // scale would overflow (see above). Independent of the CPU (the scalar twin reads it anywhere).
@@ -120,5 +122,6 @@ struct GemvPackedArgs {
 // Scalar twin (test oracle, and the path when a packed weight meets a lower ISA level in tests).
 void gemv_packed_rows_scalar(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end);
 void gemv_packed_rows_avx512vnni(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end);
+void gemv_packed_rows_avx2(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end);
 
 }  // namespace hg::cpu

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/avx512_intrin.h"
 #include "kernels/cpu/matmul_packed.h"
+#include "kernels/cpu/matmul_packed_rows.h"
 
 namespace hg::cpu {
 
@@ -103,43 +104,26 @@ void packed_tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
       __m128 c = acc_c[r][t];
       c = _mm_add_ps(c, _mm_movehl_ps(c, c));
       c = _mm_add_ss(c, _mm_movehdup_ps(c));
-      const float y = _mm512_reduce_add_ps(acc[r][t]) + _mm_cvtss_f32(c);
-      float& out = a.Y[(t0 + t) * a.ldy + r0 + r];
-      out = a.accumulate ? out + y : y;
+      packed_store(a, r0 + r, t0 + t, _mm512_reduce_add_ps(acc[r][t]) + _mm_cvtss_f32(c));
     }
 }
 
-// Rows [row_begin, row_end) for every token: four rows at a time for one token, two rows for two,
-// else one row with up to four tokens.
 template <bool kNibbles>
-void packed_rows(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
-  int64_t r = row_begin;
-  if (a.n_tokens == 1) {
-    for (; r + 4 <= row_end; r += 4) packed_tile<kNibbles, 4, 1>(a, r, 0);
-  } else if (a.n_tokens == 2) {
-    for (; r + 2 <= row_end; r += 2) packed_tile<kNibbles, 2, 2>(a, r, 0);
+struct Avx512VnniKernel {
+  static constexpr int kRows = 4;
+  template <int R, int T>
+  static void tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
+    packed_tile<kNibbles, R, T>(a, r0, t0);
   }
-  for (; r < row_end; ++r)
-    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += 4) {
-      const int64_t n = a.n_tokens - t0;
-      if (n >= 4)
-        packed_tile<kNibbles, 1, 4>(a, r, t0);
-      else if (n == 3)
-        packed_tile<kNibbles, 1, 3>(a, r, t0);
-      else if (n == 2)
-        packed_tile<kNibbles, 1, 2>(a, r, t0);
-      else
-        packed_tile<kNibbles, 1, 1>(a, r, t0);
-    }
-}
+};
 
 }  // namespace
 
 void gemv_packed_rows_avx512vnni(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
   if (a.w->nibbles())
-    packed_rows<true>(a, row_begin, row_end);
+    packed_rows<Avx512VnniKernel<true>>(a, row_begin, row_end);
   else
-    packed_rows<false>(a, row_begin, row_end);
+    packed_rows<Avx512VnniKernel<false>>(a, row_begin, row_end);
 }
 
 }  // namespace hg::cpu

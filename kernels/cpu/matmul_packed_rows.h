@@ -1,0 +1,44 @@
+// The tiling every packed GEMV kernel shares (matmul_packed_avx2.cpp, matmul_packed_avx512vnni.cpp):
+// rows [row_begin, row_end) for every token in tiles of R rows x T tokens of accumulators, so each
+// weight quad is loaded once per tile and reused T times. One token (decode): Kernel::kRows rows
+// at a time, the streams the prefetcher follows side by side; two tokens: 2 x 2; more: one row with
+// up to four tokens. Kernel provides `template <int R, int T> static void tile(args, r0, t0)`.
+#pragma once
+#include <cstdint>
+
+#include "kernels/cpu/matmul_packed.h"
+
+namespace hg::cpu {
+namespace {
+
+template <class Kernel>
+void packed_rows(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
+  constexpr int kRows = Kernel::kRows;
+  int64_t r = row_begin;
+  if (a.n_tokens == 1) {
+    for (; r + kRows <= row_end; r += kRows) Kernel::template tile<kRows, 1>(a, r, 0);
+  } else if (a.n_tokens == 2) {
+    for (; r + 2 <= row_end; r += 2) Kernel::template tile<2, 2>(a, r, 0);
+  }
+  for (; r < row_end; ++r)
+    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += 4) {
+      const int64_t n = a.n_tokens - t0;
+      if (n >= 4)
+        Kernel::template tile<1, 4>(a, r, t0);
+      else if (n == 3)
+        Kernel::template tile<1, 3>(a, r, t0);
+      else if (n == 2)
+        Kernel::template tile<1, 2>(a, r, t0);
+      else
+        Kernel::template tile<1, 1>(a, r, t0);
+    }
+}
+
+// Y[t, r] = y, or += y when the call accumulates.
+inline void packed_store(const GemvPackedArgs& a, int64_t r, int64_t t, float y) {
+  float& out = a.Y[t * a.ldy + r];
+  out = a.accumulate ? out + y : y;
+}
+
+}  // namespace
+}  // namespace hg::cpu
