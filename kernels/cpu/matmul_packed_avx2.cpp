@@ -142,61 +142,43 @@ __attribute__((always_inline)) inline void quad_step(const QuadAvx2& quad, int h
   }
 }
 
-template <bool kNibbles, int R, int T>
-void packed_tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
-  const PackedWeight& w = *a.w;
-  const int64_t n_blocks = w.cols() / 32, n_quads = n_blocks / 4;
-  const int tail = static_cast<int>(n_blocks % 4);
-  constexpr size_t kQuadBytes = kNibbles ? 4 * 16 + 16 : 4 * 32 + 16;  // codes, d[4], c[4]
-  const uint8_t* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = w.row(r0 + r);
-  const int8_t* xq[T];
-  const float* xd[T];
-  const float* xs[T];
-  for (int t = 0; t < T; ++t) {
-    const int64_t base = (t0 + t) * a.x.quads;
-    xq[t] = a.x.q + 128 * base;
-    xd[t] = a.x.dx + 16 * base;
-    xs[t] = a.x.s + 4 * base;
-  }
-  __m256 acc[R][T];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-  const size_t ahead = kPrefetchTiles * R * w.row_bytes();
-  // Unrolled over rows and prefetch lines, or GCC keeps acc in memory.
-  for (int64_t q = 0; q < n_quads; ++q) {
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const char* g = reinterpret_cast<const char*>(rows[r] + kQuadBytes * q);
-#pragma GCC unroll 3
-      for (size_t line = 0; line < kQuadBytes; line += 64) _mm_prefetch(g + ahead + line, _MM_HINT_T0);
-      quad_step<kNibbles, T>(load_quad<kNibbles>(rows[r] + kQuadBytes * q), 2, xq, xd, xs, q, acc[r]);
-    }
-  }
-  if (tail)
-    for (int r = 0; r < R; ++r)
-      quad_step<kNibbles, T>(load_tail<kNibbles>(rows[r] + kQuadBytes * n_quads, tail), (tail + 1) / 2, xq, xd, xs,
-                             n_quads, acc[r]);
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) packed_store(a, r0 + r, t0 + t, hsum8(acc[r][t]));
-}
-
 template <bool kNibbles>
 struct Avx2Kernel {
   static constexpr int kRows = 4;
+  static constexpr size_t kQuadBytes = kNibbles ? 4 * 16 + 16 : 4 * 32 + 16;  // codes, d[4], c[4]
+
   template <int R, int T>
   static void tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
-    packed_tile<kNibbles, R, T>(a, r0, t0);
+    const int64_t n_blocks = a.w->cols() / 32, n_quads = n_blocks / 4;
+    const int tail = static_cast<int>(n_blocks % 4);
+    const PackedTileInputs<R, T> in(a, r0, t0);
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    const size_t ahead = kPrefetchTiles * R * a.w->row_bytes();
+    // Unrolled over rows and prefetch lines, or GCC keeps acc in memory.
+    for (int64_t q = 0; q < n_quads; ++q) {
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const char* g = reinterpret_cast<const char*>(in.rows[r] + kQuadBytes * q);
+#pragma GCC unroll 3
+        for (size_t line = 0; line < kQuadBytes; line += 64) _mm_prefetch(g + ahead + line, _MM_HINT_T0);
+        quad_step<kNibbles, T>(load_quad<kNibbles>(in.rows[r] + kQuadBytes * q), 2, in.xq, in.xd, in.xs, q, acc[r]);
+      }
+    }
+    if (tail)
+      for (int r = 0; r < R; ++r)
+        quad_step<kNibbles, T>(load_tail<kNibbles>(in.rows[r] + kQuadBytes * n_quads, tail), (tail + 1) / 2, in.xq,
+                               in.xd, in.xs, n_quads, acc[r]);
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) packed_store(a, r0 + r, t0 + t, hsum8(acc[r][t]));
   }
 };
 
 }  // namespace
 
 void gemv_packed_rows_avx2(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
-  if (a.w->nibbles())
-    packed_rows<Avx2Kernel<true>>(a, row_begin, row_end);
-  else
-    packed_rows<Avx2Kernel<false>>(a, row_begin, row_end);
+  packed_gemv<Avx2Kernel>(a, row_begin, row_end);
 }
 
 }  // namespace hg::cpu

@@ -54,17 +54,11 @@ void packed_tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
   const int64_t n_blocks = w.cols() / 32, n_quads = n_blocks / 4;
   const int tail = static_cast<int>(n_blocks % 4);
   const size_t quad_bytes = PackedWeight::code_bytes(w.source(), 4) + 16;
-  const uint8_t* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = w.row(r0 + r);
-  const int8_t* xq[T];
-  const float* xd[T];
-  const float* xs[T];
-  for (int t = 0; t < T; ++t) {
-    const int64_t base = (t0 + t) * a.x.quads;
-    xq[t] = a.x.q + 128 * base;
-    xd[t] = a.x.dx + 16 * base;
-    xs[t] = a.x.s + 4 * base;
-  }
+  const PackedTileInputs<R, T> in(a, r0, t0);
+  const auto& rows = in.rows;
+  const auto& xq = in.xq;
+  const auto& xd = in.xd;
+  const auto& xs = in.xs;
   __m512 acc[R][T];
   __m128 acc_c[R][T];
   for (int r = 0; r < R; ++r)
@@ -120,10 +114,7 @@ struct Avx512VnniKernel {
 }  // namespace
 
 void gemv_packed_rows_avx512vnni(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
-  if (a.w->nibbles())
-    packed_rows<Avx512VnniKernel<true>>(a, row_begin, row_end);
-  else
-    packed_rows<Avx512VnniKernel<false>>(a, row_begin, row_end);
+  packed_gemv<Avx512VnniKernel>(a, row_begin, row_end);
 }
 
 }  // namespace hg::cpu

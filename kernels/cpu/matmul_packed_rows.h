@@ -2,7 +2,7 @@
 // rows [row_begin, row_end) for every token in tiles of R rows x T tokens of accumulators, so each
 // weight quad is loaded once per tile and reused T times. One token (decode): Kernel::kRows rows
 // at a time, the streams the prefetcher follows side by side; two tokens: 2 x 2; more: one row with
-// up to four tokens. Kernel provides `template <int R, int T> static void tile(args, r0, t0)`.
+// up to four tokens. Kernel provides kRows and `template <int R, int T> static void tile(args, r0, t0)`.
 #pragma once
 #include <cstdint>
 
@@ -32,6 +32,33 @@ void packed_rows(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
       else
         Kernel::template tile<1, 1>(a, r, t0);
     }
+}
+
+// Weight rows and activation pointers of an R x T tile.
+template <int R, int T>
+struct PackedTileInputs {
+  const uint8_t* rows[R];
+  const int8_t* xq[T];  // per quad: 128 codes (lo half, hi half)
+  const float* xd[T];   // per quad: 16 block scales (each over its four int32 lanes)
+  const float* xs[T];   // per quad: 4 block sums
+  PackedTileInputs(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
+    for (int r = 0; r < R; ++r) rows[r] = a.w->row(r0 + r);
+    for (int t = 0; t < T; ++t) {
+      const int64_t base = (t0 + t) * a.x.quads;
+      xq[t] = a.x.q + 128 * base;
+      xd[t] = a.x.dx + 16 * base;
+      xs[t] = a.x.s + 4 * base;
+    }
+  }
+};
+
+// The entry point of a packed kernel: Kernel<kNibbles> per code width.
+template <template <bool kNibbles> class Kernel>
+void packed_gemv(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
+  if (a.w->nibbles())
+    packed_rows<Kernel<true>>(a, row_begin, row_end);
+  else
+    packed_rows<Kernel<false>>(a, row_begin, row_end);
 }
 
 // Y[t, r] = y, or += y when the call accumulates.
