@@ -32,7 +32,10 @@ inline void cpu_relax() {
 int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
 ThreadPool::ThreadPool(int n_threads, std::vector<int> pin_cpus)
-    : n_threads_(std::max(1, n_threads)), mailboxes_(std::make_unique<Mailbox[]>(static_cast<size_t>(n_threads_))) {
+    : n_threads_(std::max(1, n_threads)),
+      mailboxes_(std::make_unique<Mailbox[]>(static_cast<size_t>(n_threads_))),
+      claims_(std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(n_threads_))) {
+  for (int i = 0; i < n_threads_; ++i) claims_[static_cast<size_t>(i)].store(1, std::memory_order_relaxed);
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) {
     int cpu = pin_cpus.empty() ? -1 : pin_cpus[static_cast<size_t>(i) % pin_cpus.size()];
@@ -94,9 +97,19 @@ void ThreadPool::worker_loop(int index) {
     }
     seen = now;
     if (stop_.load(std::memory_order_acquire)) return;
+    // A failed claim: the caller ran this chunk itself (or this wake-up is for a job already
+    // over); the next post bumps the mailbox again.
+    if (!claim(index, job_.load(std::memory_order_acquire))) continue;
+    const int others = job_chunks_ - 1;  // read before done_ lets the caller go on
     run_chunk(index);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == others) done_.notify_one();
   }
+}
+
+bool ThreadPool::claim(int index, uint64_t job) {
+  uint64_t waiting = 2 * job;
+  return claims_[static_cast<size_t>(index)].compare_exchange_strong(waiting, 2 * job + 1, std::memory_order_acq_rel,
+                                                                     std::memory_order_relaxed);
 }
 
 void ThreadPool::run(int64_t n, int64_t grain, Invoke invoke, const void* fn) {
@@ -107,25 +120,34 @@ void ThreadPool::run(int64_t n, int64_t grain, Invoke invoke, const void* fn) {
     invoke(fn, 0, n, 0);
     return;
   }
+  // No worker touches the fields below now: every chunk of the previous job was claimed and done.
   job_invoke_ = invoke;
   job_fn_ = fn;
   job_n_ = n;
   job_grain_ = grain;
   job_chunks_ = chunks;
-  pending_.store(chunks - 1, std::memory_order_release);
+  done_.store(0, std::memory_order_relaxed);
+  const uint64_t job = job_.load(std::memory_order_relaxed) + 1;
+  for (int i = 1; i < chunks; ++i) claims_[static_cast<size_t>(i)].store(2 * job, std::memory_order_relaxed);
+  job_.store(job, std::memory_order_release);
   for (int i = 1; i < chunks; ++i) {
     mailboxes_[static_cast<size_t>(i)].posted.fetch_add(1, std::memory_order_acq_rel);
     mailboxes_[static_cast<size_t>(i)].posted.notify_one();
   }
   run_chunk(0);
-  int left = pending_.load(std::memory_order_acquire);
-  for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {
+  for (int i = 1; i < chunks; ++i)
+    if (claim(i, job)) {
+      run_chunk(i);
+      done_.fetch_add(1, std::memory_order_acq_rel);
+    }
+  int finished = done_.load(std::memory_order_acquire);
+  for (int spin = 0; finished != chunks - 1 && spin < kSpinIterations; ++spin) {
     cpu_relax();
-    left = pending_.load(std::memory_order_acquire);
+    finished = done_.load(std::memory_order_acquire);
   }
-  while (left != 0) {
-    pending_.wait(left, std::memory_order_acquire);
-    left = pending_.load(std::memory_order_acquire);
+  while (finished != chunks - 1) {
+    done_.wait(finished, std::memory_order_acquire);
+    finished = done_.load(std::memory_order_acquire);
   }
 }
 

@@ -4,6 +4,12 @@
 // wait, a futex), so decode's many small ops avoid syscalls on an idle machine without starving an
 // oversubscribed one, and a job wakes exactly the workers it uses.
 //
+// A chunk is claimed before it runs, by its worker or by the caller: once the caller has run its
+// own chunk it takes the chunks whose workers have not started yet. On a quiet machine the
+// spinning workers have long claimed theirs; on a busy one (other processes runnable, a worker
+// descheduled) the caller does the work instead of waiting a scheduler time slice at every
+// barrier — decode issues ~150 barriers per token on a small model.
+//
 // Active width: another stage that runs threads on this pool's cores (the host stage on the CPU
 // device, src/sched/cores.h) reserve()s them while it computes; parallel_for then uses only
 // width() = size() - reserved threads, and the parked workers sleep (they stop spinning as soon as
@@ -56,11 +62,17 @@ class ThreadPool {
   void worker_loop(int index);
   void stop_workers();
   void run_chunk(int index);
+  bool claim(int index, uint64_t job);
 
   int n_threads_;
   std::vector<std::thread> workers_;
   std::unique_ptr<Mailbox[]> mailboxes_;  // [n_threads]; index 0 (the caller) unused
-  std::atomic<int> pending_{0};
+  // Per chunk index: 2 * job while chunk `index` of that job waits for a runner, 2 * job + 1 once
+  // claimed. A claim of job j succeeds only while the caller is still inside job j, so the job
+  // fields below stay valid for whoever holds a claim.
+  std::unique_ptr<std::atomic<uint64_t>[]> claims_;
+  std::atomic<uint64_t> job_{0};  // the current job's number, 1, 2, ...
+  std::atomic<int> done_{0};      // chunks other than 0 finished in the current job
   std::atomic<int> reserved_{0};
   std::atomic<bool> stop_{false};
   // The job, written before the mailboxes are bumped and read only by the workers posted.

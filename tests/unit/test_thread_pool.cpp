@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hybridgen/error.h"
@@ -103,6 +105,28 @@ TEST(ThreadPool, FewerUnitsThanThreadsWakeOnlyWhatTheyNeed) {
     ++calls;
   });
   EXPECT_EQ(calls.load(), 2);
+}
+
+TEST(ThreadPool, CallerRunsTheChunksOfWorkersNotStartedYet) {
+  // Workers asleep (past their spin) wake through a futex, later than the caller finishes a
+  // trivial chunk 0: the caller then runs their chunks, each once, with the chunk's index.
+  ThreadPool pool(3);
+  const auto caller = std::this_thread::get_id();
+  int by_caller = 0;
+  for (int job = 0; job < 20; ++job) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::vector<std::atomic<int>> hits(3);
+    std::atomic<int> stolen{0};
+    pool.parallel_for(3, [&](int64_t b, int64_t e, int t) {
+      ASSERT_EQ(e - b, 1);
+      ASSERT_EQ(b, t);  // thread_index is the chunk's, whoever runs it
+      hits[static_cast<size_t>(b)].fetch_add(1);
+      if (t != 0 && std::this_thread::get_id() == caller) stolen.fetch_add(1);
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+    by_caller += stolen.load();
+  }
+  EXPECT_GT(by_caller, 0);
 }
 
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // sanitizers reserve terabytes of address space
