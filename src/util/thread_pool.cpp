@@ -43,6 +43,7 @@ ThreadPool::ThreadPool(int n_threads, std::vector<int> pin_cpus)
       workers_.emplace_back([this, i, cpu] {
         block_interrupt_signal();
         if (cpu >= 0) pin_current_thread(cpu);
+        if (started_.fetch_add(1, std::memory_order_acq_rel) + 2 == n_threads_) started_.notify_one();
         worker_loop(i);
       });
     } catch (const std::system_error& e) {
@@ -53,6 +54,12 @@ ThreadPool::ThreadPool(int n_threads, std::vector<int> pin_cpus)
                   e.what() + " (use fewer threads)");
     }
   }
+  // Every worker has blocked SIGINT before the pool is used: the caller may run a job's chunks
+  // itself, so a job no longer guarantees that its workers have started, and a worker not yet
+  // started would take a SIGINT meant for an InterruptScope's watcher (test_interrupt_scope).
+  for (int n = started_.load(std::memory_order_acquire); n != n_threads_ - 1;
+       n = started_.load(std::memory_order_acquire))
+    started_.wait(n, std::memory_order_acquire);
 }
 
 ThreadPool::~ThreadPool() { stop_workers(); }

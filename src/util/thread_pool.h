@@ -73,6 +73,7 @@ class ThreadPool {
   std::unique_ptr<std::atomic<uint64_t>[]> claims_;
   std::atomic<uint64_t> job_{0};  // the current job's number, 1, 2, ...
   std::atomic<int> done_{0};      // chunks other than 0 finished in the current job
+  std::atomic<int> started_{0};   // workers past their start-up (SIGINT blocked, pinned)
   std::atomic<int> reserved_{0};
   std::atomic<bool> stop_{false};
   // The job, written before the mailboxes are bumped and read only by the workers posted.
