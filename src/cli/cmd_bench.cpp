@@ -36,7 +36,7 @@ struct BenchOptions {
 };
 
 // A comma list of integers in [lo, hi]; `why` says where the bounds come from.
-std::vector<int> parse_list(const std::string& s, const std::string& flag, int lo, int hi, const std::string& why) {
+std::vector<int> parse_bench_list(const std::string& s, const std::string& flag, int lo, int hi, const std::string& why) {
   std::vector<int> out;
   std::stringstream ss(s);
   std::string item;
@@ -157,13 +157,13 @@ eval::BenchConfig bench_config(const BenchOptions& o, int max_ctx) {
   check_real_range("--peak-gbps", o.peak_gbps, 0.0, 1e6, "GB/s");
   eval::BenchConfig c;
   c.policies = split_policies(o.policy.preset);
-  c.batches = parse_list(o.batches, "-b", 1, kMaxBatch, "sequences decoded together");
-  c.threads = parse_list(o.threads, "-t", 1, hardware_threads(), "the CPUs of this machine");
+  c.batches = parse_bench_list(o.batches, "-b", 1, kMaxBatch, "sequences decoded together");
+  c.threads = parse_bench_list(o.threads, "-t", 1, hardware_threads(), "the CPUs of this machine");
   const int ctx_hi = max_ctx > 0 ? std::max(max_ctx, o.runtime.ctx) : std::numeric_limits<int>::max();
   const std::string ctx_why = max_ctx > 0 ? "the model's context" : "";
-  c.prompts = parse_list(o.prompts, "-p", 0, ctx_hi, ctx_why);
-  c.gens = parse_list(o.gens, "-n", 0, ctx_hi, ctx_why);
-  c.depths = parse_list(o.depths, "-d", 0, ctx_hi, ctx_why);
+  c.prompts = parse_bench_list(o.prompts, "-p", 0, ctx_hi, ctx_why);
+  c.gens = parse_bench_list(o.gens, "-n", 0, ctx_hi, ctx_why);
+  c.depths = parse_bench_list(o.depths, "-d", 0, ctx_hi, ctx_why);
   c.reps = o.reps;
   c.ctx = o.runtime.ctx;
   c.peak_gbps = o.peak_gbps;

@@ -24,7 +24,7 @@ struct TokenizeOptions {
 };
 
 std::unique_ptr<Tokenizer> open_tokenizer(const TokenizeOptions& o) {
-  if (!o.tokenizer.empty()) return load_tokenizer(o.tokenizer);
+  if (!o.tokenizer.empty()) return hg::load_tokenizer(o.tokenizer);
   auto path = resolve_model_path(o.model);
   auto tok = load_model_tokenizer(path);
   if (!tok) throw Error(path.string() + ": the model has no tokenizer (use --tokenizer FILE)");
