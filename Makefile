@@ -12,8 +12,10 @@ all: build
 setup:
 	bash scripts/setup.sh
 
+CONFIGURE = cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
 configure: setup
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	$(CONFIGURE)
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -21,8 +23,11 @@ build: configure
 model:
 	bash tools/fetch_model.sh
 
-# `make run` builds only the CLI (not the tests and benchmarks), as `--target llama-cli` does.
-run: configure model
+# `make run` installs only what the build needs and builds only the CLI (not the tests and
+# benchmarks), as `--target llama-cli` does.
+run: model
+	bash scripts/setup.sh --build-only
+	$(CONFIGURE)
 	cmake --build $(BUILD) -j $(JOBS) --target hybridgen
 	$(BUILD)/bin/hybridgen generate -m $(MODEL) -p "$(PROMPT)" -n 64 --temp 0 --stats
 

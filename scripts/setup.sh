@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
 # Installs what hybridgen needs to build and test. Idempotent: installs only what is missing.
+#   scripts/setup.sh               everything: the build, the tests, the sanitizers, plots, Slurm
+#   scripts/setup.sh --build-only  what configuring and building hybridgen needs (`make run`)
 set -euo pipefail
 
-APT_PACKAGES=(
-  build-essential cmake ninja-build pkg-config git
+# CMake finds GoogleTest and Google Benchmark at configure time, so the build needs their headers.
+BUILD_PACKAGES=(
+  build-essential cmake ninja-build pkg-config git ccache
   libdnnl-dev libnuma-dev numactl libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
-  nlohmann-json3-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev libbenchmark-dev
-  python3-numpy python3-matplotlib clang libclang-rt-14-dev ccache libeigen3-dev
-  slurm-wlm munge
+  nlohmann-json3-dev libpcre2-dev libutf8proc-dev libeigen3-dev libgtest-dev libbenchmark-dev
 )
+# The tests' references (numpy), sweep plots (matplotlib), the sanitizer and fuzz builds (clang),
+# and the one-node Slurm cluster of the cluster test.
+TEST_PACKAGES=(
+  libgmock-dev python3-numpy python3-matplotlib clang libclang-rt-14-dev slurm-wlm munge
+)
+case "${1:-}" in
+  --build-only) APT_PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+  "") APT_PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  *) echo "usage: scripts/setup.sh [--build-only]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -29,6 +40,8 @@ if ((${#missing[@]})); then
     $SUDO systemctl disable --now munge.service >/dev/null 2>&1 || true
   fi
 fi
+
+[[ "${1:-}" == --build-only ]] && exit 0
 
 # The test tools run under whatever python3 is first on PATH (a pyenv one, say), which does
 # not see Debian's python3-numpy: give that interpreter numpy from PyPI if it lacks it.
