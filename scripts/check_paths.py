@@ -51,7 +51,7 @@ def comment_lines(path, text):
             s = line.strip()
             if in_block or s.startswith("/*"):
                 result.append((n, s))
-                in_block = "*/" not in s if not in_block else "*/" not in s
+                in_block = "*/" not in s
                 continue
             if "//" in line:
                 result.append((n, line[line.index("//") + 2:]))
