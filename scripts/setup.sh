@@ -50,3 +50,11 @@ if ! "$PY" -c "import numpy" 2>/dev/null; then
   echo "setup: installing numpy for $PY"
   "$PY" -m pip install -q "numpy>=1.24,<3"
 fi
+# The gguf package (llama.cpp's gguf-py): the independent oracle for the GGUF block formats
+# (tools/gguf_quants.py, tests/unit/test_quant_types.cpp) and the dequantizer of the numpy
+# reference for real GGUF models (tools/reference.py). Pinned: its dequantizers are the oracle.
+if ! "$PY" -c "import gguf, sys; sys.exit(gguf.__version__ != '0.19.0' if hasattr(gguf, '__version__') else 0)" 2>/dev/null \
+   || [ "$("$PY" -m pip show gguf 2>/dev/null | sed -n 's/^Version: //p')" != 0.19.0 ]; then
+  echo "setup: installing gguf 0.19.0 for $PY"
+  "$PY" -m pip install -q "gguf==0.19.0"
+fi

@@ -130,12 +130,18 @@ std::vector<int32_t> random_ids(int n, uint32_t seed, int vocab) {
   return ids;
 }
 
-std::string smollm2_path() {
+namespace {
+std::string cached_model(const std::string& file) {
   const char* cache = std::getenv("HG_CACHE");
   fs::path base = cache ? fs::path(cache) : fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/root") / ".cache/hybridgen";
-  fs::path p = base / "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  fs::path p = base / "models" / file;
   return fs::exists(p) ? p.string() : std::string();
 }
+}  // namespace
+
+std::string smollm2_path() { return cached_model("SmolLM2-135M-Instruct.Q4_1.gguf"); }
+
+std::string qwen_path() { return cached_model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"); }
 
 std::vector<cpu::CpuIsa> supported_cpu_isas() {
   std::vector<cpu::CpuIsa> out;

@@ -49,7 +49,10 @@ std::vector<cpu::CpuIsa> supported_cpu_isas();
 
 // The cached default model (SmolLM2 GGUF) or "" when it is not fetched.
 std::string smollm2_path();
+// The cached Qwen2.5-Coder-0.5B-Instruct GGUF (tools/fetch_model.sh qwen2.5-0.5b) or "".
+std::string qwen_path();
 // Why a test that needs it skips when it is not (one wording, so the skip summary groups them).
 inline constexpr const char* kNoSmolLM2Message = "SmolLM2 GGUF not fetched (run tools/fetch_model.sh)";
+inline constexpr const char* kNoQwenMessage = "Qwen2.5-0.5B GGUF not fetched (run tools/fetch_model.sh qwen2.5-0.5b)";
 
 }  // namespace hg::test

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Independent numpy reference forward pass for HF checkpoints (opt, llama, qwen2).
+"""Independent numpy reference forward pass for HF checkpoints (opt, llama, qwen2)
+and GGUF files (llama, qwen2; weights dequantized by the gguf package).
 
 Follows the Hugging Face transformers modeling code (modeling_opt.py,
 modeling_llama.py, modeling_qwen2.py) for a single un-padded sequence.
@@ -7,7 +8,7 @@ Computes in float64 (or float32 with --compute f32) and writes float32 logits
 of shape [T, vocab_size] with np.save.
 
 Usage:
-  reference.py MODEL_DIR (--ids "[1,2,3]" | --ids-file F) --out logits.npy
+  reference.py MODEL_DIR|FILE.gguf (--ids "[1,2,3]" | --ids-file F) --out logits.npy
                [--dtype-kv f32|f16|bf16] [--compute f64|f32]
 
 --ids-file: a JSON list of ints (or {"ids": [...]}), or whitespace/comma
@@ -71,6 +72,79 @@ def load_weights(model_dir):
     for fn in files:
         w.update(load_safetensors(os.path.join(model_dir, fn)))
     return w
+
+
+# --------------------------------------------------------------------------
+# GGUF loading: the config from the metadata, the tensors under their HF names,
+# dequantized by the gguf package (llama.cpp's gguf-py), not by hybridgen
+# --------------------------------------------------------------------------
+_GGUF_NAMES = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+_GGUF_LAYER_NAMES = {
+    "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+
+
+def _gguf_value(reader, key, default=None):
+    field = reader.fields.get(key)
+    if field is None:
+        return default
+    v = field.parts[field.data[0]]
+    if field.types and field.types[0].name == "STRING":
+        return bytes(v).decode("utf-8")
+    return v.tolist()[0] if hasattr(v, "tolist") else v
+
+
+def _unpermute(w, n_head):
+    """Undoes llama.cpp's convert_hf_to_gguf permute of llama Q/K rows (HF rotate_half order)."""
+    return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def load_gguf(path):
+    from gguf import GGUFReader, quants  # pip install gguf (scripts/setup.sh)
+    r = GGUFReader(path)
+    arch = _gguf_value(r, "general.architecture")
+    if arch not in ("llama", "qwen2"):
+        raise NotImplementedError("GGUF architecture %r" % arch)
+    g = lambda k, d=None: _gguf_value(r, "%s.%s" % (arch, k), d)  # noqa: E731
+    nh = int(g("attention.head_count"))
+    nkv = int(g("attention.head_count_kv", nh))
+    w = {}
+    for t in r.tensors:
+        if t.name == "rope_freqs.weight":
+            raise NotImplementedError("rope_freqs.weight (llama3 rope scaling) in a GGUF")
+        a = quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+        shape = tuple(int(n) for n in reversed(t.shape.tolist()))
+        a = a.reshape(shape)
+        name = _GGUF_NAMES.get(t.name)
+        if name is None:
+            blk, i, kind, what = t.name.split(".")
+            name = "model.layers.%s.%s.%s" % (i, _GGUF_LAYER_NAMES[kind], what)
+            if arch == "llama" and kind in ("attn_q", "attn_k"):
+                a = _unpermute(a, nh if kind == "attn_q" else nkv)
+        w[name] = a
+    cfg = {
+        "model_type": arch,
+        "hidden_size": int(g("embedding_length")),
+        "num_hidden_layers": int(g("block_count")),
+        "num_attention_heads": nh,
+        "num_key_value_heads": nkv,
+        "rms_norm_eps": float(g("attention.layer_norm_rms_epsilon", 1e-6)),
+        "rope_theta": float(g("rope.freq_base", 10000.0)),
+        "vocab_size": int(w["model.embed_tokens.weight"].shape[0]),
+        "tie_word_embeddings": "lm_head.weight" not in w,
+        "hidden_act": "silu",
+    }
+    key_len = g("attention.key_length")
+    if key_len is not None:
+        cfg["head_dim"] = int(key_len)
+    return cfg, w
 
 
 # --------------------------------------------------------------------------
@@ -309,6 +383,8 @@ def forward_opt(cfg, w, ids, dt, kv_dtype):
 
 
 def forward(model_dir, ids, compute="f64", kv_dtype="f32", weights=None, cfg=None):
+    if cfg is None and str(model_dir).endswith(".gguf"):
+        cfg, weights = load_gguf(model_dir)
     if cfg is None:
         with open(os.path.join(model_dir, "config.json")) as f:
             cfg = json.load(f)
@@ -351,18 +427,24 @@ def main(argv=None):
     ap.add_argument("model_dir")
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--ids")
-    g.add_argument("--ids-file")
-    ap.add_argument("--out", required=True)
+    g.add_argument("--ids-file", action="append",
+                   help="repeatable, one sequence each, with one --out each (the model loads once)")
+    ap.add_argument("--out", required=True, action="append")
     ap.add_argument("--dtype-kv", default="f32", choices=["f32", "f16", "bf16"])
     ap.add_argument("--compute", default="f64", choices=["f64", "f32"])
     a = ap.parse_args(argv)
     if a.ids is not None:
-        ids = parse_ids(a.ids)
+        sequences = [parse_ids(a.ids)]
     else:
-        with open(a.ids_file) as f:
-            ids = parse_ids(f.read())
-    logits = forward(a.model_dir, ids, a.compute, a.dtype_kv)
-    np.save(a.out, logits)
+        sequences = []
+        for fn in a.ids_file:
+            with open(fn) as f:
+                sequences.append(parse_ids(f.read()))
+    if len(sequences) != len(a.out):
+        ap.error("one --out per sequence")
+    cfg, weights = load_gguf(a.model_dir) if a.model_dir.endswith(".gguf") else (None, None)
+    for ids, out in zip(sequences, a.out):
+        np.save(out, forward(a.model_dir, ids, a.compute, a.dtype_kv, weights=weights, cfg=cfg))
     return 0
 
 

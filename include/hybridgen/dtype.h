@@ -6,7 +6,11 @@
 
 namespace hg {
 
-enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K };
+enum class DType : uint8_t {
+  F32, F16, BF16,                               // plain
+  Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,         // blocks of 32
+  Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,         // super-blocks of 256
+};
 
 // Elements per quantization block (1 for plain types) and bytes per block.
 int dtype_block_elems(DType t);

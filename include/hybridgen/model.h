@@ -113,7 +113,7 @@ class Model {
 };
 
 // Loads an HF directory (config.json + safetensors) or a .gguf file. `name_or_path` may be the
-// alias "smollm2" (the cached default model, see tools/fetch_model.sh).
+// alias of a cached real model: "smollm2" (the default) or "qwen2.5-0.5b" (see tools/fetch_model.sh).
 std::unique_ptr<Model> load_model(const std::string& name_or_path);
 // Builds a seeded random model from a shape config (configs/models/NAME.yaml).
 std::unique_ptr<Model> make_synthetic_model(const std::filesystem::path& shape_yaml, DType weight_dtype,
@@ -122,7 +122,7 @@ std::unique_ptr<Model> make_synthetic_model(const std::filesystem::path& shape_y
 ModelSpec load_shape_config(const std::filesystem::path& shape_yaml);
 // Parameters a model of this spec has (tied weights once), without loading it.
 int64_t count_params(const ModelSpec& spec);
-// Resolves aliases like "smollm2" to a path; returns the input otherwise. Throws hg::Error
+// Resolves aliases ("smollm2", "qwen2.5-0.5b") to a path; returns the input otherwise. Throws hg::Error
 // (telling the user to run tools/fetch_model.sh) when the alias's file is not cached.
 std::filesystem::path resolve_model_path(const std::string& name_or_path);
 // ${HG_CACHE:-~/.cache/hybridgen}: cached models (models/) and K_min profiles (profiles/).

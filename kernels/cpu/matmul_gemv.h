@@ -135,14 +135,8 @@ void dequantize_span_simd(DType wt, const uint8_t* row, int64_t n, float* out) {
         for (int k = 0; k < NV; ++k) V::store(out + 32 * b + k * V::W, V::fmadd(q[k], d, m));
       }
       return;
-    case DType::Q4_K:
-      for (int64_t b = 0; b < n / 256; ++b)
-        dequantize_block(reinterpret_cast<const BlockQ4_K*>(row)[b], out + 256 * b);
-      return;
-    case DType::Q6_K:
-      for (int64_t b = 0; b < n / 256; ++b)
-        dequantize_block(reinterpret_cast<const BlockQ6_K*>(row)[b], out + 256 * b);
-      return;
+    default:  // the other block types: the scalar code, compiled for this ISA
+      return dequantize_block_row(wt, row, n, out);
   }
 }
 

@@ -30,8 +30,9 @@ namespace {
 struct Int8Block {
   __m256i u;     // unsigned codes, or |w|
   __m256i w;     // signed codes (signed formats only)
-  __m256 scale;  // per int32 lane (Q6_K: two scales, lanes 0-3 and 4-7)
+  __m256 scale;  // per int32 lane (Q6_K, Q3_K, Q2_K: two scales, lanes 0-3 and 4-7)
   float c;
+  __m256 mins;   // per int32 lane, times the lane's sum of q (formats with kLaneMins only)
 };
 
 inline float f16_scalar(uint16_t h) { return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h))); }
@@ -42,7 +43,30 @@ inline __m256i nibbles(const uint8_t* qs) {  // 16 bytes -> low nibbles (0..15),
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), mask), _mm_and_si128(v, mask));
 }
 
-// Per format: kGroup 32-blocks per storage block, and whether the codes are signed.
+// Byte i = 0xff where bit i of `bits` is set (i < 32).
+inline __m256i bit_mask_bytes(uint32_t bits) {
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), spread);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+// Q5_0 / Q5_1 codes: the nibbles plus 16 where the block's high bit is set.
+inline __m256i q5_codes(const uint8_t* qs, const uint8_t* qh_bytes) {
+  uint32_t qh;
+  __builtin_memcpy(&qh, qh_bytes, 4);
+  return _mm256_or_si256(nibbles(qs), _mm256_and_si256(bit_mask_bytes(qh), _mm256_set1_epi8(0x10)));
+}
+
+// kIq4nlValues[i] for each byte i (0..15) of idx.
+inline __m256i iq4nl_lookup(__m256i idx) {
+  const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  return _mm256_shuffle_epi8(grid, idx);
+}
+
+// Per format: kGroup 32-blocks per storage block, whether the codes are signed, and whether the
+// block has minimums per 16 values (kLaneMins: Q2_K).
 template <DType WT>
 struct Int8Format;
 
@@ -140,6 +164,148 @@ struct Int8Format<DType::Q6_K> {
   }
 };
 
+template <>
+struct Int8Format<DType::Q5_0> {
+  static constexpr int kGroup = 1;
+  static constexpr bool kSigned = false;
+  static void decode(const uint8_t* row, int64_t g, Int8Block* out) {
+    const auto& b = reinterpret_cast<const BlockQ5_0*>(row)[g];
+    const float d = f16_scalar(b.d);
+    out->u = q5_codes(b.qs, b.qh);
+    out->scale = _mm256_set1_ps(d);
+    out->c = -16.0f * d;
+  }
+};
+
+template <>
+struct Int8Format<DType::Q5_1> {
+  static constexpr int kGroup = 1;
+  static constexpr bool kSigned = false;
+  static void decode(const uint8_t* row, int64_t g, Int8Block* out) {
+    const auto& b = reinterpret_cast<const BlockQ5_1*>(row)[g];
+    out->u = q5_codes(b.qs, b.qh);
+    out->scale = _mm256_set1_ps(f16_scalar(b.d));
+    out->c = f16_scalar(b.m);
+  }
+};
+
+template <>
+struct Int8Format<DType::IQ4_NL> {
+  static constexpr int kGroup = 1;
+  static constexpr bool kSigned = true;
+  static void decode(const uint8_t* row, int64_t g, Int8Block* out) {
+    const auto& b = reinterpret_cast<const BlockIQ4_NL*>(row)[g];
+    out->w = iq4nl_lookup(nibbles(b.qs));
+    out->u = _mm256_abs_epi8(out->w);
+    out->scale = _mm256_set1_ps(f16_scalar(b.d));
+    out->c = 0.0f;
+  }
+};
+
+// Two scales per 32-block (one per 16 values): lanes 0-3 and 4-7.
+inline __m256 half_scales(float lo, float hi) { return _mm256_set_m128(_mm_set1_ps(hi), _mm_set1_ps(lo)); }
+
+template <>
+struct Int8Format<DType::Q2_K> {
+  static constexpr int kGroup = 8;
+  static constexpr bool kSigned = false;
+  static constexpr bool kLaneMins = true;
+  static void decode(const uint8_t* row, int64_t g, Int8Block* out) {
+    const auto& b = reinterpret_cast<const BlockQ2_K*>(row)[g];
+    const __m256i three = _mm256_set1_epi8(3);
+    for (int half = 0; half < 2; ++half) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * half));
+      for (int k = 0; k < 4; ++k) out[4 * half + k].u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), three);
+    }
+    const float d = f16_scalar(b.d), dmin = f16_scalar(b.dmin);
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t lo = b.scales[2 * j], hi = b.scales[2 * j + 1];
+      out[j].scale = half_scales(d * static_cast<float>(lo & 0xf), d * static_cast<float>(hi & 0xf));
+      out[j].mins = half_scales(-dmin * static_cast<float>(lo >> 4), -dmin * static_cast<float>(hi >> 4));
+      out[j].c = 0.0f;
+    }
+  }
+};
+
+template <>
+struct Int8Format<DType::Q3_K> {
+  static constexpr int kGroup = 8;
+  static constexpr bool kSigned = true;
+  static void decode(const uint8_t* row, int64_t g, Int8Block* out) {
+    const auto& b = reinterpret_cast<const BlockQ3_K*>(row)[g];
+    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
+    const __m256i hmask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
+    for (int half = 0; half < 2; ++half) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * half));
+      for (int k = 0; k < 4; ++k) {
+        const int sub = 4 * half + k;
+        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), three);
+        const __m256i high = _mm256_and_si256(_mm256_srli_epi16(hmask, sub), one);  // 1: no -4
+        Int8Block& o = out[sub];
+        o.w = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 2)), four);
+        o.u = _mm256_abs_epi8(o.w);
+      }
+    }
+    int8_t scales[16];
+    q3_k_scales(b.scales, scales);
+    const float d = f16_scalar(b.d);
+    for (int j = 0; j < 8; ++j) {
+      out[j].scale = half_scales(d * static_cast<float>(scales[2 * j]), d * static_cast<float>(scales[2 * j + 1]));
+      out[j].c = 0.0f;
+    }
+  }
+};
+
+template <>
+struct Int8Format<DType::Q5_K> {
+  static constexpr int kGroup = 8;
+  static constexpr bool kSigned = false;
+  static void decode(const uint8_t* row, int64_t g, Int8Block* out) {
+    const auto& b = reinterpret_cast<const BlockQ5_K*>(row)[g];
+    const float d = f16_scalar(b.d), dmin = f16_scalar(b.dmin);
+    const __m256i mask = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+    for (int k = 0; k < 4; ++k) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * k));
+      const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), one);
+      const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k + 1), one);
+      out[2 * k].u = _mm256_or_si256(_mm256_and_si256(v, mask), _mm256_slli_epi16(h0, 4));
+      out[2 * k + 1].u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), mask), _mm256_slli_epi16(h1, 4));
+    }
+    for (int j = 0; j < 8; ++j) {
+      int scale, min;
+      q4_k_scale_min(b.scales, j, scale, min);
+      out[j].scale = _mm256_set1_ps(d * static_cast<float>(scale));
+      out[j].c = -dmin * static_cast<float>(min);
+    }
+  }
+};
+
+template <>
+struct Int8Format<DType::IQ4_XS> {
+  static constexpr int kGroup = 8;
+  static constexpr bool kSigned = true;
+  static void decode(const uint8_t* row, int64_t g, Int8Block* out) {
+    const auto& b = reinterpret_cast<const BlockIQ4_XS*>(row)[g];
+    const float d = f16_scalar(b.d);
+    for (int k = 0; k < 8; ++k) {
+      Int8Block& o = out[k];
+      o.w = iq4nl_lookup(nibbles(b.qs + 16 * k));
+      o.u = _mm256_abs_epi8(o.w);
+      o.scale = _mm256_set1_ps(d * static_cast<float>(iq4_xs_scale(b, k)));
+      o.c = 0.0f;
+    }
+  }
+};
+
+template <class Fmt>
+constexpr bool has_lane_mins() {
+  if constexpr (requires { Fmt::kLaneMins; })
+    return Fmt::kLaneMins;
+  else
+    return false;
+}
+
 inline float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -181,7 +347,12 @@ void gemv_int8_tile(const GemvInt8Args& a, int64_t r0, int64_t t0) {
           const Int8Block& b = blk[r][k];
           const __m256i p = Fmt::kSigned ? D::dot(b.u, _mm256_sign_epi8(x, b.w)) : D::dot(b.u, x);
           acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(b.scale, dx), acc[r][t]);
-          if constexpr (!Fmt::kSigned) offset[r][t] += b.c * xs[t][j];
+          if constexpr (has_lane_mins<Fmt>()) {
+            const __m256i sums = D::dot(_mm256_set1_epi8(1), x);  // sum of q per lane
+            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(b.mins, dx), acc[r][t]);
+          } else if constexpr (!Fmt::kSigned) {
+            offset[r][t] += b.c * xs[t][j];
+          }
         }
       }
     }
@@ -252,6 +423,13 @@ void gemv_int8_dispatch(const GemvInt8Args& a, int64_t row_begin, int64_t row_en
     case DType::Q4_1: return gemv_int8_rows_of<D, DType::Q4_1>(a, row_begin, row_end);
     case DType::Q4_K: return gemv_int8_rows_of<D, DType::Q4_K>(a, row_begin, row_end);
     case DType::Q6_K: return gemv_int8_rows_of<D, DType::Q6_K>(a, row_begin, row_end);
+    case DType::Q5_0: return gemv_int8_rows_of<D, DType::Q5_0>(a, row_begin, row_end);
+    case DType::Q5_1: return gemv_int8_rows_of<D, DType::Q5_1>(a, row_begin, row_end);
+    case DType::IQ4_NL: return gemv_int8_rows_of<D, DType::IQ4_NL>(a, row_begin, row_end);
+    case DType::Q2_K: return gemv_int8_rows_of<D, DType::Q2_K>(a, row_begin, row_end);
+    case DType::Q3_K: return gemv_int8_rows_of<D, DType::Q3_K>(a, row_begin, row_end);
+    case DType::Q5_K: return gemv_int8_rows_of<D, DType::Q5_K>(a, row_begin, row_end);
+    case DType::IQ4_XS: return gemv_int8_rows_of<D, DType::IQ4_XS>(a, row_begin, row_end);
     default: return;  // plain types take the fp32 GEMV (matmul.cpp never sends them here)
   }
 }

@@ -21,31 +21,7 @@ void dequantize_span(DType wt, const void* row, int64_t n, float* out) {
       for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_fp32(h[i]);
       return;
     }
-    case DType::Q8_0: {
-      const auto* b = static_cast<const BlockQ8_0*>(row);
-      for (int64_t i = 0; i < n / 32; ++i) dequantize_block(b[i], out + 32 * i);
-      return;
-    }
-    case DType::Q4_0: {
-      const auto* b = static_cast<const BlockQ4_0*>(row);
-      for (int64_t i = 0; i < n / 32; ++i) dequantize_block(b[i], out + 32 * i);
-      return;
-    }
-    case DType::Q4_1: {
-      const auto* b = static_cast<const BlockQ4_1*>(row);
-      for (int64_t i = 0; i < n / 32; ++i) dequantize_block(b[i], out + 32 * i);
-      return;
-    }
-    case DType::Q4_K: {
-      const auto* b = static_cast<const BlockQ4_K*>(row);
-      for (int64_t i = 0; i < n / 256; ++i) dequantize_block(b[i], out + 256 * i);
-      return;
-    }
-    case DType::Q6_K: {
-      const auto* b = static_cast<const BlockQ6_K*>(row);
-      for (int64_t i = 0; i < n / 256; ++i) dequantize_block(b[i], out + 256 * i);
-      return;
-    }
+    default: return dequantize_block_row(wt, row, n, out);
   }
 }
 

@@ -23,6 +23,7 @@ struct PerplexityOptions {
   std::string ref;  // --ref full: also run the reference policy and compare
   std::string file, ids_file;
   int max_windows = 0;
+  bool second_half = false;  // llama-perplexity's scoring
   bool json = false;
   std::string save_logits;
   bool decode_path = false;    // token by token even for full attention without --ref (fidelity)
@@ -37,6 +38,9 @@ void add_perplexity_options(CLI::App& cmd, PerplexityOptions& o) {
   cmd.add_option("-f,--file", o.file, "text file to evaluate");
   cmd.add_option("--ids-file", o.ids_file, "file holding a JSON array of token ids to evaluate");
   cmd.add_option("--max-windows", o.max_windows, "evaluate at most this many windows (0: all)");
+  cmd.add_flag("--score-second-half", o.second_half,
+               "score only the second half of each window, whole windows only, as llama-perplexity does "
+               "(the first half is context)");
   cmd.add_option("--save-logits", o.save_logits,
                  "write the logits of every evaluated position as float32 .npy [positions, vocab]");
 }
@@ -57,7 +61,7 @@ nlohmann::json measure_perplexity(const PerplexityOptions& o, ModelCache& models
                                  : models.tokenizer(o.model, "perplexity").encode(read_text_file(o.file), false);
   const int ctx = o.runtime.ctx > 0 ? o.runtime.ctx
                                     : std::min<int>(static_cast<int>(ids.size()), std::min(model.spec.max_ctx, 2048));
-  const std::vector<eval::TokenWindow> windows = eval::split_windows(ids.size(), ctx, o.max_windows);
+  const std::vector<eval::TokenWindow> windows = eval::split_windows(ids.size(), ctx, o.max_windows, o.second_half);
 
   eval::ScoreHooks hooks;
   std::unique_ptr<NpyWriter> npy;

@@ -89,7 +89,7 @@ void add_tokenize_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("tokenize", "Text to token ids with a model's tokenizer (or ids to text with --decode)");
   auto* tokenizer = cmd->add_option("--tokenizer", opts->tokenizer,
                                     "tokenizer.json, GPT-2 vocab.json (merges.txt beside it) or .gguf file");
-  auto* model = cmd->add_option("-m,--model", opts->model, "model directory, .gguf file or alias (smollm2)");
+  auto* model = cmd->add_option("-m,--model", opts->model, "model directory, .gguf file or alias (smollm2, qwen2.5-0.5b)");
   tokenizer->excludes(model);
   auto* prompt = cmd->add_option("-p,--prompt", opts->prompt, "text to tokenize");
   auto* file = cmd->add_option("-f,--file", opts->file, "file whose contents to tokenize");

@@ -19,9 +19,9 @@
 namespace hg::cli {
 
 void add_model_options(CLI::App& cmd, ModelOptions& o) {
-  cmd.add_option("-m,--model", o.model, "model: HF directory, .gguf file, or 'smollm2' (the default model)");
+  cmd.add_option("-m,--model", o.model, "model: HF directory, .gguf file, or an alias: 'smollm2' (the default model), 'qwen2.5-0.5b'");
   cmd.add_option("--synthetic", o.synthetic, "build a seeded random model from a shape config (configs/models/X.yaml)");
-  cmd.add_option("--synthetic-dtype", o.synthetic_dtype, "weight dtype of a synthetic model: f32|f16|bf16|q8_0|q4_0|q4_1")
+  cmd.add_option("--synthetic-dtype", o.synthetic_dtype, "weight dtype of a synthetic model: f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1")
       ->capture_default_str();
   cmd.add_option("--synthetic-seed", o.synthetic_seed, "seed of a synthetic model")->capture_default_str();
   cmd.add_option("--tokenizer", o.tokenizer, "tokenizer file (tokenizer.json, vocab.json or .gguf) instead of the model's");
@@ -120,18 +120,11 @@ void check_engine_options(const RuntimeOptions& r, const PolicyOptions& o, const
   apply_policy_options(o, preset, e, compared);
 }
 
-namespace {
-DType parse_weight_dtype(const std::string& s) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1})
-    if (dtype_name(t) == s) return t;
-  throw Error("--synthetic-dtype: '" + s + "' is not one of f32, f16, bf16, q8_0, q4_0, q4_1");
-}
-}  // namespace
 
 std::unique_ptr<Model> load_model(const ModelOptions& o) {
   if (!o.synthetic.empty() && !o.model.empty()) throw Error("give either -m or --synthetic, not both");
-  if (!o.synthetic.empty()) return make_synthetic_model(o.synthetic, parse_weight_dtype(o.synthetic_dtype), o.synthetic_seed);
-  if (o.model.empty()) throw Error("no model: give -m MODEL (a directory, a .gguf file or 'smollm2') or --synthetic");
+  if (!o.synthetic.empty()) return make_synthetic_model(o.synthetic, hg::parse_weight_dtype(o.synthetic_dtype), o.synthetic_seed);
+  if (o.model.empty()) throw Error("no model: give -m MODEL (a directory, a .gguf file, 'smollm2' or 'qwen2.5-0.5b') or --synthetic");
   return hg::load_model(o.model);
 }
 

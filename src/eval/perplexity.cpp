@@ -9,15 +9,18 @@
 
 namespace hg::eval {
 
-std::vector<TokenWindow> split_windows(size_t n_tokens, int ctx, int max_windows) {
+std::vector<TokenWindow> split_windows(size_t n_tokens, int ctx, int max_windows, bool second_half) {
   if (ctx < 2) throw Error("perplexity needs a context of at least 2 tokens, got " + std::to_string(ctx));
   std::vector<TokenWindow> windows;
+  const size_t min_size = second_half ? static_cast<size_t>(ctx) : 2;
+  const size_t skip = second_half ? static_cast<size_t>(ctx) / 2 : 0;
   for (size_t b = 0; b < n_tokens; b += static_cast<size_t>(ctx)) {
     const size_t e = std::min(n_tokens, b + static_cast<size_t>(ctx));
-    if (e - b >= 2) windows.push_back({b, e});
+    if (e - b >= min_size) windows.push_back({b, e, skip});
     if (max_windows > 0 && static_cast<int>(windows.size()) == max_windows) break;
   }
-  if (windows.empty()) throw Error("perplexity needs at least 2 tokens, got " + std::to_string(n_tokens));
+  if (windows.empty())
+    throw Error("perplexity needs at least " + std::to_string(min_size) + " tokens, got " + std::to_string(n_tokens));
   return windows;
 }
 
@@ -52,9 +55,9 @@ PerplexityResult score_prefill(Engine& engine, std::span<const int32_t> ids, con
     const std::span<const int32_t> window = ids.subspan(windows[w].begin, windows[w].end - windows[w].begin);
     engine.reset(0);
     engine.prefill(0, window, nullptr, logits.data());
-    for (size_t i = 0; i + 1 < window.size(); ++i)
+    for (size_t i = windows[w].skip; i + 1 < window.size(); ++i)
       r.nll_sum -= log_prob(logits.data() + i * static_cast<size_t>(vocab), vocab, window[i + 1]);
-    r.scored += static_cast<int64_t>(window.size()) - 1;
+    r.scored += static_cast<int64_t>(window.size() - 1 - windows[w].skip);
     if (hooks.on_logits) hooks.on_logits(logits.data(), static_cast<int64_t>(window.size()));
     positions += static_cast<int64_t>(window.size());
     if (hooks.on_progress) hooks.on_progress({positions, w, windows.size(), r.ppl()});
@@ -73,7 +76,8 @@ void feed_token(Engine& e, int seq, bool first, int32_t tok, float* logits) {
 }
 
 // The token-by-token loop; ref_row(position index, token, first of window) gives the reference
-// row of a position (nullptr: no reference) after the policy's engine has run it.
+// row of a position (nullptr: no reference) after the policy's engine has run it; positions a
+// window skips run (they are the context of the rest) but are not scored.
 template <typename RefRow>
 PerplexityResult decode_loop(Engine& engine, std::span<const int32_t> ids, const std::vector<TokenWindow>& windows,
                              const ScoreHooks& hooks, bool has_ref, RefRow ref_row) {
@@ -85,16 +89,20 @@ PerplexityResult decode_loop(Engine& engine, std::span<const int32_t> ids, const
   size_t position = 0;  // scored positions so far
   int64_t ran = 0;      // positions run so far (the windows' last ones too)
   for (size_t w = 0; w < windows.size(); ++w) {
-    const auto [b, e] = windows[w];
+    const auto [b, e, skip] = windows[w];
     engine.reset(seq);
     for (size_t i = b; i + 1 < e; ++i, ++position) {
       feed_token(engine, seq, i == b, ids[i], logits.data());
+      const float* ref = ref_row(position, ids[i], i == b);
+      if (hooks.on_logits) hooks.on_logits(logits.data(), 1);
+      if (hooks.on_progress && i - b < skip) hooks.on_progress({++ran, w, windows.size(), r.ppl()});
+      if (i - b < skip) continue;
       r.nll_sum -= log_prob(logits.data(), vocab, ids[i + 1]);
-      if (const float* ref = ref_row(position, ids[i], i == b, ids[i + 1], r)) {
+      if (ref) {
+        r.ref_nll_sum -= log_prob(ref, vocab, ids[i + 1]);
         r.agree += argmax(logits.data(), vocab) == argmax(ref, vocab);
         r.kl_sum += kl_divergence(ref, logits.data(), vocab);
       }
-      if (hooks.on_logits) hooks.on_logits(logits.data(), 1);
       ++r.scored;
       if (hooks.on_progress) hooks.on_progress({++ran, w, windows.size(), r.ppl()});
     }
@@ -113,11 +121,10 @@ PerplexityResult score_decode(Engine& engine, Engine* ref, std::span<const int32
                               const std::vector<TokenWindow>& windows, const ScoreHooks& hooks) {
   std::vector<float> ref_logits(ref ? static_cast<size_t>(ref->vocab_size()) : 0);  // [vocab]
   return decode_loop(engine, ids, windows, hooks, ref != nullptr,
-                     [&](size_t, int32_t tok, bool first, int32_t next, PerplexityResult& r) -> const float* {
+                     [&](size_t, int32_t tok, bool first) -> const float* {
                        if (!ref) return nullptr;
                        if (first) ref->reset(0);
                        feed_token(*ref, 0, first, tok, ref_logits.data());
-                       r.ref_nll_sum -= log_prob(ref_logits.data(), ref->vocab_size(), next);
                        return ref_logits.data();
                      });
 }
@@ -151,12 +158,9 @@ PerplexityResult score_decode(Engine& engine, const ReferenceLogits& ref, std::s
   for (const auto& w : windows) positions += w.end - w.begin - 1;
   if (ref.vocab != engine.vocab_size() || ref.rows.size() != positions * static_cast<size_t>(ref.vocab))
     throw Error("reference logits do not match the engine's vocabulary and the windows scored");
-  PerplexityResult r = decode_loop(engine, ids, windows, hooks, true,
-                                   [&](size_t position, int32_t, bool, int32_t, PerplexityResult&) -> const float* {
-                                     return ref.rows.data() + position * static_cast<size_t>(ref.vocab);
-                                   });
-  r.ref_nll_sum = ref.nll_sum;
-  return r;
+  return decode_loop(engine, ids, windows, hooks, true, [&](size_t position, int32_t, bool) -> const float* {
+    return ref.rows.data() + position * static_cast<size_t>(ref.vocab);
+  });
 }
 
 }  // namespace hg::eval

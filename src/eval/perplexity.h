@@ -1,6 +1,6 @@
 // Perplexity and fidelity measurement (library code shared by `perplexity`, `eval` and `sweep`):
 // a token stream split into non-overlapping windows of ctx tokens, every token of a window after
-// its first scored (llama.cpp-style, without the half-window skip). Fidelity runs the policy
+// its first scored, or (second_half, as llama-perplexity does) only the tokens after ctx / 2. Fidelity runs the policy
 // token by token through the decode path beside a reference engine (full attention) and compares
 // the two logits rows at every position: top-1 agreement and mean KL(ref || policy).
 #pragma once
@@ -19,11 +19,13 @@ namespace hg::eval {
 
 struct TokenWindow {
   size_t begin = 0, end = 0;  // [begin, end) of the token stream
+  size_t skip = 0;            // leading predictions not scored (they only give the rest a context)
 };
 
 // [w*ctx, min((w+1)*ctx, n)); a final partial window counts when it has 2+ tokens; at most
-// max_windows windows (0: all).
-std::vector<TokenWindow> split_windows(size_t n_tokens, int ctx, int max_windows);
+// max_windows windows (0: all). second_half: llama-perplexity's scoring: whole windows only, and
+// in each the predictions of tokens ctx/2 + 1 .. ctx - 1 scored (skip = ctx / 2).
+std::vector<TokenWindow> split_windows(size_t n_tokens, int ctx, int max_windows, bool second_half = false);
 
 struct ScoreProgress {
   int64_t positions = 0;  // positions run so far (of every window, its last included)

@@ -385,7 +385,7 @@ std::optional<TensorView> File::find_tensor(const std::string& name) const {
   std::optional<DType> dt = dtype_from_ggml(t.ggml_type);
   if (!dt)
     fail("tensor '" + name + "': ggml type " + std::to_string(t.ggml_type) + " (" + ggml_type_name(t.ggml_type) +
-         ") is not supported (supported: f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q6_k)");
+         ") is not supported (supported: " + supported_ggml_types() + ")");
   TensorView v;
   v.name = name;
   v.dtype = *dt;

@@ -37,6 +37,7 @@ struct TensorInfo {
 std::string ggml_type_name(uint32_t ggml_type);  // "q5_k", or "unknown(77)"
 std::optional<DType> dtype_from_ggml(uint32_t ggml_type);
 uint32_t ggml_type_from_dtype(DType t);
+std::string supported_ggml_types();  // "f32, f16, …": the names dtype_from_ggml accepts
 
 class File {
  public:

@@ -1,6 +1,7 @@
 // The ggml tensor types: block layouts of all of them (so that any valid GGUF file can be
 // bounds-checked and its metadata read), and the mapping to the DTypes the engine computes on.
 #include <array>
+#include <utility>
 
 #include "model/gguf.h"
 
@@ -44,32 +45,29 @@ std::string ggml_type_name(uint32_t ggml_type) {
   return kGgmlTypes[ggml_type].name;
 }
 
+// ggml type numbers of the DTypes (the inverse of dtype_from_ggml).
+constexpr std::pair<DType, uint32_t> kDTypeGgml[] = {
+    {DType::F32, 0},   {DType::F16, 1},   {DType::BF16, 30},   {DType::Q8_0, 8},   {DType::Q4_0, 2},
+    {DType::Q4_1, 3},  {DType::Q5_0, 6},  {DType::Q5_1, 7},    {DType::IQ4_NL, 20}, {DType::Q2_K, 10},
+    {DType::Q3_K, 11}, {DType::Q4_K, 12}, {DType::Q5_K, 13},   {DType::Q6_K, 14},  {DType::IQ4_XS, 23},
+};
+
 std::optional<DType> dtype_from_ggml(uint32_t ggml_type) {
-  switch (ggml_type) {
-    case 0: return DType::F32;
-    case 1: return DType::F16;
-    case 30: return DType::BF16;
-    case 8: return DType::Q8_0;
-    case 2: return DType::Q4_0;
-    case 3: return DType::Q4_1;
-    case 12: return DType::Q4_K;
-    case 14: return DType::Q6_K;
-    default: return std::nullopt;
-  }
+  for (const auto& [t, g] : kDTypeGgml)
+    if (g == ggml_type) return t;
+  return std::nullopt;
 }
 
 uint32_t ggml_type_from_dtype(DType t) {
-  switch (t) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::BF16: return 30;
-    case DType::Q8_0: return 8;
-    case DType::Q4_0: return 2;
-    case DType::Q4_1: return 3;
-    case DType::Q4_K: return 12;
-    case DType::Q6_K: return 14;
-  }
+  for (const auto& [d, g] : kDTypeGgml)
+    if (d == t) return g;
   return 0;
+}
+
+std::string supported_ggml_types() {
+  std::string out;
+  for (const auto& [t, g] : kDTypeGgml) out += (out.empty() ? "" : ", ") + std::string(dtype_name(t));
+  return out;
 }
 
 }  // namespace hg::gguf

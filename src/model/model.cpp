@@ -18,7 +18,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kSmolLM2File = "SmolLM2-135M-Instruct.Q4_1.gguf";
+// The real models tools/fetch_model.sh puts in the cache, by alias.
+struct ModelAlias {
+  const char* alias;
+  const char* file;
+};
+constexpr ModelAlias kModelAliases[] = {
+    {"smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"},
+    {"qwen2.5-0.5b", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"},
+};
 
 class GgufSource : public TensorSource {
  public:
@@ -113,27 +121,31 @@ size_t Model::weight_bytes() const {
 fs::path resolve_model_path(const std::string& name_or_path) {
   std::string lower = name_or_path;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (lower != "smollm2") return name_or_path;
-  fs::path p = cache_dir() / "models" / kSmolLM2File;
-  if (!fs::exists(p))
-    throw Error("model 'smollm2': " + p.string() + " not found; run tools/fetch_model.sh (or `make run`) to download it");
-  return p;
+  for (const ModelAlias& a : kModelAliases) {
+    if (lower != a.alias) continue;
+    fs::path p = cache_dir() / "models" / a.file;
+    if (!fs::exists(p))
+      throw Error("model '" + lower + "': " + p.string() + " not found; run tools/fetch_model.sh " + lower +
+                  (lower == "smollm2" ? " (or `make run`)" : "") + " to download it");
+    return p;
+  }
+  return name_or_path;
 }
 
 std::unique_ptr<Model> load_model(const std::string& name_or_path) {
   fs::path p = resolve_model_path(name_or_path);
-  if (!fs::exists(p)) throw Error(p.string() + ": no such file or directory (expected an HF model directory, a .gguf file or 'smollm2')");
+  if (!fs::exists(p)) throw Error(p.string() + ": no such file or directory (expected an HF model directory, a .gguf file, 'smollm2' or 'qwen2.5-0.5b')");
   if (fs::is_directory(p)) return load_hf_dir(p);
   if (p.extension() == ".gguf") return model_from_gguf(gguf::File::open(p));
-  throw Error(p.string() + ": not a model (expected an HF model directory, a .gguf file or 'smollm2')");
+  throw Error(p.string() + ": not a model (expected an HF model directory, a .gguf file, 'smollm2' or 'qwen2.5-0.5b')");
 }
 
 DType parse_weight_dtype(const std::string& name) {
   std::string s = name;
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1})
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1})
     if (s == dtype_name(t)) return t;
-  throw Error("weight dtype '" + name + "' is not supported (expected f32, f16, bf16, q8_0, q4_0 or q4_1)");
+  throw Error("weight dtype '" + name + "' is not supported (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0 or q5_1)");
 }
 
 }  // namespace hg

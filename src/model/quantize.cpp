@@ -68,6 +68,51 @@ void quantize_q4_1(const float* x, uint8_t* out) {
   }
 }
 
+// Q5_0 / Q5_1 as ggml's reference quantizers write them (quantize_row_q5_{0,1}_ref): codes
+// truncated after adding 16.5 (Q5_0) or 0.5 (Q5_1), the fifth bits gathered in qh.
+void pack_q5(const int* code, uint8_t* qh_out, uint8_t* qs) {
+  uint32_t qh = 0;
+  for (int j = 0; j < kBlock / 2; ++j) {
+    qs[j] = static_cast<uint8_t>((code[j] & 0xf) | ((code[j + 16] & 0xf) << 4));
+    qh |= static_cast<uint32_t>((code[j] >> 4) & 1) << j;
+    qh |= static_cast<uint32_t>((code[j + 16] >> 4) & 1) << (j + 16);
+  }
+  std::memcpy(qh_out, &qh, 4);
+}
+
+void quantize_q5_0(const float* x, uint8_t* out) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < kBlock; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  const float d = max / -16.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const uint16_t dh = cpu::fp32_to_f16(d);
+  std::memcpy(out, &dh, 2);
+  int code[kBlock];
+  for (int j = 0; j < kBlock; ++j) code[j] = std::min(31, static_cast<int>(static_cast<int8_t>(x[j] * id + 16.5f)));
+  pack_q5(code, out + 2, out + 6);
+}
+
+void quantize_q5_1(const float* x, uint8_t* out) {
+  float min = x[0], max = x[0];
+  for (int j = 1; j < kBlock; ++j) {
+    min = std::min(min, x[j]);
+    max = std::max(max, x[j]);
+  }
+  const float d = (max - min) / 31.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const uint16_t dh = cpu::fp32_to_f16(d), mh = cpu::fp32_to_f16(min);
+  std::memcpy(out, &dh, 2);
+  std::memcpy(out + 2, &mh, 2);
+  int code[kBlock];
+  for (int j = 0; j < kBlock; ++j) code[j] = static_cast<int>(static_cast<uint8_t>((x[j] - min) * id + 0.5f));
+  pack_q5(code, out + 4, out + 8);
+}
+
 float read_f16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
@@ -94,7 +139,9 @@ void quantize_row(DType t, const float* x, int64_t n, void* out) {
       return;
     case DType::Q8_0:
     case DType::Q4_0:
-    case DType::Q4_1: {
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1: {
       if (n % kBlock != 0)
         throw Error("quantize: row of " + std::to_string(n) + " elements is not a multiple of 32 for " +
                     std::string(dtype_name(t)));
@@ -104,14 +151,16 @@ void quantize_row(DType t, const float* x, int64_t n, void* out) {
         uint8_t* ob = o + static_cast<size_t>(b) * bb;
         if (t == DType::Q8_0) quantize_q8_0(xb, ob);
         else if (t == DType::Q4_0) quantize_q4_0(xb, ob);
-        else quantize_q4_1(xb, ob);
+        else if (t == DType::Q4_1) quantize_q4_1(xb, ob);
+        else if (t == DType::Q5_0) quantize_q5_0(xb, ob);
+        else quantize_q5_1(xb, ob);
       }
       return;
     }
-    case DType::Q4_K:
-    case DType::Q6_K: break;
+    default: break;
   }
-  throw Error("quantize: writing " + std::string(dtype_name(t)) + " is not supported (use f32, f16, bf16, q8_0, q4_0, q4_1)");
+  throw Error("quantize: writing " + std::string(dtype_name(t)) +
+              " is not supported (use f32, f16, bf16, q8_0, q4_0, q4_1, q5_0 or q5_1)");
 }
 
 void dequantize_row_ref(DType t, const void* in, int64_t n, float* out) {
@@ -152,8 +201,7 @@ void dequantize_row_ref(DType t, const void* in, int64_t n, float* out) {
         }
       }
       return;
-    case DType::Q4_K:
-    case DType::Q6_K: break;
+    default: break;
   }
   throw Error("dequantize_row_ref: " + std::string(dtype_name(t)) + " is not supported");
 }

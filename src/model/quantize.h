@@ -1,5 +1,6 @@
 // Reference quantizers for the GGUF block types we write (synthetic weights): Q8_0, Q4_0, Q4_1,
-// with ggml's block layouts, and their dequantizers (used by tests as an oracle).
+// Q5_0, Q5_1, with ggml's block layouts, and dequantizers of the first three (used by tests as an
+// oracle; the others are checked against the gguf package's, tools/gguf_quants.py).
 //   Q8_0: f16 d, int8 q[32];            x = d * q
 //   Q4_0: f16 d, u8 nibbles[16];        x = d * (q - 8)
 //   Q4_1: f16 d, f16 m, u8 nibbles[16]; x = d * q + m
@@ -12,7 +13,7 @@
 namespace hg {
 
 // Writes n elements of x (n a multiple of dtype_block_elems(t)) as type t into out
-// (dtype_row_bytes(t, n) bytes). Plain types convert; Q4_K/Q6_K are not supported (throws).
+// (dtype_row_bytes(t, n) bytes). Plain types convert; the K-quants and IQ4 types are not written (throws).
 void quantize_row(DType t, const float* x, int64_t n, void* out);
 void dequantize_row_ref(DType t, const void* in, int64_t n, float* out);
 

@@ -5,7 +5,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include <vector>
+
 #include "hybridgen/error.h"
+#include "kernels/cpu/matmul.h"
 #include "model/gguf.h"
 #include "model/loaders.h"
 
@@ -18,6 +21,20 @@ void touch(const hg::TensorView& t, const uint8_t* data, size_t size) {
   if (p < data || p + t.nbytes > data + size || t.nbytes > size) __builtin_trap();
   volatile uint8_t sink = p[0] ^ p[t.nbytes - 1];
   (void)sink;
+}
+
+// Decodes the first row of a tensor with every kernel that reads its blocks as stored (scalar and
+// SIMD dequantizers, the decode GEMV): any bytes, NaN / Inf scales included, must be read inside
+// the tensor and never trap.
+void decode(const hg::TensorView& t) {
+  if (t.shape.empty() || t.nbytes == 0) return;
+  const int64_t cols = t.shape.back();
+  if (cols <= 0 || cols > 4096 || cols % hg::dtype_block_elems(t.dtype) != 0) return;
+  std::vector<float> row(static_cast<size_t>(cols)), x(static_cast<size_t>(cols), 0.5f);
+  hg::cpu::dequantize_row_scalar(t.dtype, t.data, cols, 0, row.data());
+  hg::cpu::dequantize_row(t.dtype, t.data, cols, 0, row.data());
+  float y = 0.0f;
+  hg::cpu::matmul_rows(t.dtype, t.data, cols, x.data(), 1, &y, 1, 0, 1);
 }
 
 }  // namespace
@@ -45,7 +62,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (const auto& info : f->tensors()) {
     try {
-      touch(f->tensor(info.name), data, size);
+      const hg::TensorView t = f->tensor(info.name);
+      touch(t, data, size);
+      decode(t);
     } catch (const hg::Error&) {
     }
   }

@@ -14,6 +14,7 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/rope.h"
+#include "matmul_test_util.h"
 #include "test_cuda_common.h"
 
 namespace hg::test {
@@ -41,50 +42,7 @@ std::vector<uint8_t> f32_bytes(const std::vector<float>& f) {
   return b;
 }
 
-// Random weights with sane f16 scales for the block types (as in test_matmul.cpp).
-std::vector<uint8_t> random_weights(DType wt, int64_t rows, int64_t cols, std::mt19937& rng) {
-  using namespace cpu;
-  std::vector<uint8_t> w(dtype_row_bytes(wt, cols) * static_cast<size_t>(rows));
-  std::uniform_int_distribution<int> byte(0, 255);
-  for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f), scale(0.002f, 0.05f);
-  const int64_t n = rows * cols;
-  switch (wt) {
-    case DType::F32:
-      for (int64_t i = 0; i < n; ++i) reinterpret_cast<float*>(w.data())[i] = u(rng);
-      break;
-    case DType::F16:
-      for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(w.data())[i] = fp32_to_f16(u(rng));
-      break;
-    case DType::BF16:
-      for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(w.data())[i] = fp32_to_bf16(u(rng));
-      break;
-    case DType::Q8_0:
-      for (int64_t b = 0; b < n / 32; ++b) reinterpret_cast<BlockQ8_0*>(w.data())[b].d = fp32_to_f16(scale(rng));
-      break;
-    case DType::Q4_0:
-      for (int64_t b = 0; b < n / 32; ++b) reinterpret_cast<BlockQ4_0*>(w.data())[b].d = fp32_to_f16(scale(rng) * 8);
-      break;
-    case DType::Q4_1:
-      for (int64_t b = 0; b < n / 32; ++b) {
-        auto& blk = reinterpret_cast<BlockQ4_1*>(w.data())[b];
-        blk.d = fp32_to_f16(scale(rng) * 8);
-        blk.m = fp32_to_f16(u(rng) * 0.5f);
-      }
-      break;
-    case DType::Q4_K:
-      for (int64_t b = 0; b < n / 256; ++b) {
-        auto& blk = reinterpret_cast<BlockQ4_K*>(w.data())[b];
-        blk.d = fp32_to_f16(scale(rng) * 0.2f);
-        blk.dmin = fp32_to_f16(scale(rng) * 0.2f);
-      }
-      break;
-    case DType::Q6_K:
-      for (int64_t b = 0; b < n / 256; ++b) reinterpret_cast<BlockQ6_K*>(w.data())[b].d = fp32_to_f16(scale(rng) * 0.02f);
-      break;
-  }
-  return w;
-}
+using cpu::random_weights;  // matmul_test_util.h
 
 // The weights as the GPU holds them, in fp32: quantized types are bf16-rounded at upload.
 std::vector<float> held_weights(DType wt, const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
@@ -272,7 +230,7 @@ TEST(CudaOps, EmbedEveryTableDtype) {
   HG_REQUIRE_CUDA_GPU();
   auto d = gpu();
   std::mt19937 rng(5);
-  const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K};
+  const auto& types = cpu::kAllTypes;
   for (DType t : types) {
     const int64_t rows = 37;
     for (int64_t cols : {int64_t{33}, int64_t{256}, int64_t{576}}) {
@@ -304,7 +262,7 @@ TEST(CudaOps, MatmulEveryWeightDtype) {
   HG_REQUIRE_CUDA_GPU();
   auto d = gpu();
   std::mt19937 rng(6);
-  const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K};
+  const auto& types = cpu::kAllTypes;
   struct Shape {
     int64_t rows, cols;
     int n;

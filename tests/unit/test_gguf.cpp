@@ -273,10 +273,10 @@ TEST_F(GgufTest, UnknownGgmlType) {
 
 TEST_F(GgufTest, UnsupportedGgmlTypeNamedOnUse) {
   GgufWriter w;
-  w.tensor("k5", 13, {2, 256}, std::string(2 * 176, '\0'));  // q5_k: valid GGUF, we do not compute on it
+  w.tensor("iq2", 16, {2, 256}, std::string(2 * 66, '\0'));  // iq2_xxs: valid GGUF, we do not compute on it
   auto f = gguf::File::open(write(w));
   ASSERT_EQ(f->tensors().size(), 1u);
-  expect_error([&] { f->tensor("k5"); }, {"m.gguf", "tensor 'k5'", "ggml type 13 (q5_k)", "not supported"});
+  expect_error([&] { f->tensor("iq2"); }, {"m.gguf", "tensor 'iq2'", "ggml type 16 (iq2_xxs)", "not supported", "q5_k"});
 }
 
 TEST_F(GgufTest, TooManyDimsAndBadRowLength) {

@@ -15,145 +15,12 @@
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/matmul_packed.h"
 #include "kernels/cpu/quant_blocks.h"
+#include "matmul_test_util.h"
 #include "util/cpu_info.h"
 #include "util/thread_pool.h"
 
 namespace hg::cpu {
 namespace {
-
-const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
-                           DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K};
-
-std::vector<CpuIsa> supported_isas() {
-  std::vector<CpuIsa> out;
-  for (CpuIsa i : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Bf16})
-    if (cpu_isa_supported(i)) out.push_back(i);
-  return out;
-}
-
-// Random weights of `rows` x `cols` in dtype `wt`: random bytes for the quants with sane f16 scales
-// (never NaN / inf), so every bit pattern of the quants is exercised.
-std::vector<uint8_t> random_weights(DType wt, int64_t rows, int64_t cols, std::mt19937& rng) {
-  std::vector<uint8_t> w(dtype_row_bytes(wt, cols) * static_cast<size_t>(rows));
-  std::uniform_int_distribution<int> byte(0, 255);
-  for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f), scale(0.002f, 0.05f);
-  const int64_t n = rows * cols;
-  auto f16 = [&](float v) { return fp32_to_f16(v); };
-  switch (wt) {
-    case DType::F32:
-      for (int64_t i = 0; i < n; ++i) reinterpret_cast<float*>(w.data())[i] = u(rng);
-      break;
-    case DType::F16:
-      for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(w.data())[i] = f16(u(rng));
-      break;
-    case DType::BF16:
-      for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(w.data())[i] = fp32_to_bf16(u(rng));
-      break;
-    case DType::Q8_0:
-      for (int64_t b = 0; b < n / 32; ++b) reinterpret_cast<BlockQ8_0*>(w.data())[b].d = f16(scale(rng));
-      break;
-    case DType::Q4_0:
-      for (int64_t b = 0; b < n / 32; ++b) reinterpret_cast<BlockQ4_0*>(w.data())[b].d = f16(scale(rng) * 8);
-      break;
-    case DType::Q4_1:
-      for (int64_t b = 0; b < n / 32; ++b) {
-        auto& blk = reinterpret_cast<BlockQ4_1*>(w.data())[b];
-        blk.d = f16(scale(rng) * 8);
-        blk.m = f16(u(rng) * 0.5f);
-      }
-      break;
-    case DType::Q4_K:
-      for (int64_t b = 0; b < n / 256; ++b) {
-        auto& blk = reinterpret_cast<BlockQ4_K*>(w.data())[b];
-        blk.d = f16(scale(rng) * 0.2f);
-        blk.dmin = f16(scale(rng) * 0.2f);
-      }
-      break;
-    case DType::Q6_K:
-      for (int64_t b = 0; b < n / 256; ++b) reinterpret_cast<BlockQ6_K*>(w.data())[b].d = f16(scale(rng) * 0.02f);
-      break;
-  }
-  return w;
-}
-
-std::vector<float> random_floats(int64_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = u(rng);
-  return v;
-}
-
-// Double-precision reference from dequantize_row; also returns sum |w x| for the tolerance.
-void reference(DType wt, const std::vector<uint8_t>& W, int64_t rows, int64_t cols, const std::vector<float>& X,
-               int64_t n_tokens, std::vector<double>& ref, std::vector<double>& magnitude) {
-  ref.assign(static_cast<size_t>(n_tokens * rows), 0.0);
-  magnitude.assign(ref.size(), 0.0);
-  std::vector<float> w(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    dequantize_row_scalar(wt, W.data(), cols, r, w.data());
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      double s = 0, m = 0;
-      for (int64_t c = 0; c < cols; ++c) {
-        const double p = static_cast<double>(w[c]) * X[t * cols + c];
-        s += p;
-        m += std::fabs(p);
-      }
-      ref[t * rows + r] = s;
-      magnitude[t * rows + r] = m;
-    }
-  }
-}
-
-// What the int8 GEMV's activation rounding may cost, output by output: X is quantized in
-// 32-blocks with step d = max|x| / 127 and each element moves by at most d / 2, so
-//   |W·x - W·x̂| <= sum over blocks of (d / 2) * sum |w| over the block.
-// Computed from X alone (not from the quantizer under test).
-std::vector<double> int8_rounding_bound(DType wt, const std::vector<uint8_t>& W, int64_t rows, int64_t cols,
-                                        const std::vector<float>& X, int64_t n_tokens) {
-  std::vector<double> bound(static_cast<size_t>(n_tokens * rows), 0.0);
-  std::vector<float> w(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    dequantize_row_scalar(wt, W.data(), cols, r, w.data());
-    for (int64_t t = 0; t < n_tokens; ++t)
-      for (int64_t b = 0; b < cols / 32; ++b) {
-        double amax = 0, wsum = 0;
-        for (int64_t i = 32 * b; i < 32 * b + 32; ++i) {
-          amax = std::max(amax, static_cast<double>(std::fabs(X[t * cols + i])));
-          wsum += std::fabs(w[i]);
-        }
-        bound[t * rows + r] += amax / 127.0 / 2.0 * wsum;
-      }
-  }
-  return bound;
-}
-
-// fp32 accumulation over `cols` terms: error grows ~ cols * eps * sum|w x|; allow a margin.
-// `extra` (optional): a further allowance per output (the int8 activation rounding).
-void expect_close(const float* Y, int64_t ldy, const std::vector<double>& ref, const std::vector<double>& magnitude,
-                  int64_t rows, int64_t n_tokens, int64_t cols, const std::string& what,
-                  const std::vector<double>* extra = nullptr) {
-  const double tol_rel = 4e-7 * std::sqrt(static_cast<double>(cols)) + 2e-6;
-  for (int64_t t = 0; t < n_tokens; ++t)
-    for (int64_t r = 0; r < rows; ++r) {
-      const double want = ref[t * rows + r];
-      const double tol = tol_rel * magnitude[t * rows + r] + (extra ? 1.001 * (*extra)[t * rows + r] : 0.0) + 1e-30;
-      ASSERT_NEAR(Y[t * ldy + r], want, tol) << what << " t=" << t << " r=" << r;
-    }
-}
-
-// Columns beyond `rows` in each Y row (filled with NaN) are not the kernel's: untouched.
-void expect_untouched(const std::vector<float>& Y, int64_t ldy, int64_t rows, int64_t n_tokens,
-                      const std::string& what) {
-  for (int64_t t = 0; t < n_tokens; ++t)
-    for (int64_t r = rows; r < ldy; ++r) ASSERT_TRUE(std::isnan(Y[t * ldy + r])) << what << " t=" << t << " r=" << r;
-}
-
-std::vector<int64_t> cols_for(DType wt) {
-  if (wt == DType::Q4_K || wt == DType::Q6_K) return {256, 512};
-  if (dtype_is_quantized(wt)) return {32, 64, 96, 256, 512};
-  return {1, 7, 32, 33, 96, 100, 512};
-}
 
 TEST(Matmul, RowsEveryDtypeIsaShape) {
   std::mt19937 rng(1234);
@@ -239,7 +106,8 @@ TEST(Matmul, PublicEntryPointsAgree) {
 
 // ---- int8 GEMV: every dot instruction set against the scalar twin, on the same int8 X ----
 
-const DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K};
+const DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1,   DType::Q5_0, DType::Q5_1, DType::IQ4_NL,
+                             DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS};
 
 std::vector<DotInt8> supported_dots() {
   std::vector<DotInt8> out;
@@ -561,111 +429,13 @@ TEST(Matmul, RejectsColsNotWholeBlocks) {
 
 // ---- block decoders vs blocks packed like llama.cpp's quantize_row_*_ref ----
 
-TEST(Dequantize, Q4_0AndQ4_1NibbleOrder) {
-  BlockQ4_0 b0{};
-  BlockQ4_1 b1{};
-  b0.d = b1.d = fp32_to_f16(0.5f);
-  b1.m = fp32_to_f16(-1.0f);
-  for (int j = 0; j < 16; ++j) b0.qs[j] = b1.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
-  float o0[32], o1[32];
-  dequantize_row_scalar(DType::Q4_0, &b0, 32, 0, o0);
-  dequantize_row_scalar(DType::Q4_1, &b1, 32, 0, o1);
-  for (int j = 0; j < 16; ++j) {
-    EXPECT_EQ(o0[j], (j - 8) * 0.5f);
-    EXPECT_EQ(o0[j + 16], (15 - j - 8) * 0.5f);
-    EXPECT_EQ(o1[j], j * 0.5f - 1.0f);
-    EXPECT_EQ(o1[j + 16], (15 - j) * 0.5f - 1.0f);
-  }
-  BlockQ8_0 b8{};
-  b8.d = fp32_to_f16(0.25f);
-  for (int j = 0; j < 32; ++j) b8.qs[j] = static_cast<int8_t>(j * 8 - 128);
-  float o8[32];
-  dequantize_row_scalar(DType::Q8_0, &b8, 32, 0, o8);
-  for (int j = 0; j < 32; ++j) EXPECT_EQ(o8[j], (j * 8 - 128) * 0.25f);
-}
-
-TEST(Dequantize, Q4_KMatchesQuantizerPacking) {
-  std::mt19937 rng(5);
-  std::uniform_int_distribution<int> six(0, 63), four(0, 15);
-  for (int trial = 0; trial < 20; ++trial) {
-    int ls[8], lm[8], L[256];
-    for (int j = 0; j < 8; ++j) ls[j] = six(rng), lm[j] = six(rng);
-    for (int& l : L) l = four(rng);
-    BlockQ4_K b{};
-    b.d = fp32_to_f16(0.01f);
-    b.dmin = fp32_to_f16(0.02f);
-    // Packing of the 6-bit scales and mins as in quantize_row_q4_K_ref.
-    for (int j = 0; j < 8; ++j) {
-      if (j < 4) {
-        b.scales[j] = static_cast<uint8_t>(ls[j]);
-        b.scales[j + 4] = static_cast<uint8_t>(lm[j]);
-      } else {
-        b.scales[j + 4] = static_cast<uint8_t>((ls[j] & 0xf) | ((lm[j] & 0xf) << 4));
-        b.scales[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
-        b.scales[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
-      }
-    }
-    for (int j = 0; j < 256; j += 64)
-      for (int l = 0; l < 32; ++l) b.qs[j / 2 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
-    float out[256];
-    dequantize_row_scalar(DType::Q4_K, &b, 256, 0, out);
-    const float d = f16_to_fp32(b.d), dmin = f16_to_fp32(b.dmin);
-    for (int i = 0; i < 256; ++i) {
-      const int sub = i / 32;
-      EXPECT_NEAR(out[i], d * ls[sub] * L[i] - dmin * lm[sub], 1e-5f) << "i=" << i;
-    }
-  }
-}
-
-TEST(Dequantize, Q6_KMatchesQuantizerPacking) {
-  std::mt19937 rng(6);
-  std::uniform_int_distribution<int> q6(0, 63), sc(-128, 127);
-  BlockQ6_K b{};
-  int L[256], scales[16];
-  for (int& l : L) l = q6(rng);
-  for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<int8_t>(scales[j] = sc(rng));
-  b.d = fp32_to_f16(0.003f);
-  // Packing of ql / qh as in quantize_row_q6_K_ref.
-  uint8_t* ql = b.ql;
-  uint8_t* qh = b.qh;
-  for (int j = 0; j < 256; j += 128) {
-    for (int l = 0; l < 32; ++l) {
-      ql[l] = static_cast<uint8_t>((L[j + l] & 0xf) | ((L[j + l + 64] & 0xf) << 4));
-      ql[l + 32] = static_cast<uint8_t>((L[j + l + 32] & 0xf) | ((L[j + l + 96] & 0xf) << 4));
-      qh[l] = static_cast<uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
-                                   ((L[j + l + 96] >> 4) << 6));
-    }
-    ql += 64;
-    qh += 32;
-  }
-  float out[256];
-  dequantize_row_scalar(DType::Q6_K, &b, 256, 0, out);
-  const float d = f16_to_fp32(b.d);
-  for (int i = 0; i < 256; ++i) EXPECT_NEAR(out[i], d * scales[i / 16] * (L[i] - 32), 1e-4f) << i;
-}
-
-TEST(Dequantize, RowOffsetsAndPlainTypes) {
-  const float vals[3] = {1.5f, -2.25f, 3.0f};
-  uint16_t h[6], bf[6];
-  for (int i = 0; i < 6; ++i) {
-    h[i] = fp32_to_f16(vals[i % 3] * (i + 1));
-    bf[i] = fp32_to_bf16(vals[i % 3] * (i + 1));
-  }
-  float out[3];
-  dequantize_row_scalar(DType::F16, h, 3, 1, out);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(out[i], vals[i] * (i + 4));
-  dequantize_row_scalar(DType::BF16, bf, 3, 1, out);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(out[i], vals[i] * (i + 4));
-}
-
-// ---- half.h ----
-
 __attribute__((target("f16c"))) uint16_t hw_fp32_to_f16(float f) {
   return static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), 0), 0));
 }
 __attribute__((target("f16c"))) float hw_f16_to_fp32(uint16_t h) {
   return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
 }
+
 
 TEST(Half, F16MatchesF16cExhaustively) {
   // From CPUID (util/cpu_info): clang 14's __builtin_cpu_supports does not know "f16c".

@@ -188,6 +188,7 @@ TEST(ResolvePath, SmolLM2AliasNeedsFetch) {
   if (old) setenv("HG_CACHE", saved.c_str(), 1);
   else unsetenv("HG_CACHE");
   EXPECT_EQ(parse_weight_dtype("Q4_0"), DType::Q4_0);
+  EXPECT_EQ(parse_weight_dtype("q5_1"), DType::Q5_1);
   expect_error([] { parse_weight_dtype("q5_k"); }, {"q5_k", "not supported"});
 }
 
