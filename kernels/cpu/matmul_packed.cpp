@@ -1,4 +1,4 @@
-// Packing of Q4_0 / Q4_1 / Q8_0 weights for the packed GEMVs (AVX512-VNNI, AVX2), the activation reorder, and the
+// Packing of Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights for the packed GEMVs (AVX512-VNNI, AVX2), the activation reorder, and the
 // scalar twin of the packed kernel (see matmul_packed.h for the layout).
 #include "kernels/cpu/matmul_packed.h"
 
@@ -52,6 +52,20 @@ bool unpack_gguf_block(DType wt, const uint8_t* row, int64_t j, uint8_t code[32]
       }
       break;
     }
+    case DType::Q5_0: {
+      const auto& b = reinterpret_cast<const BlockQ5_0*>(row)[j];
+      unpack_q5(b.qs, b.qh, code);
+      d = b.d;
+      c = fp32_to_f16(-16.0f * f16_to_fp32(b.d));
+      break;
+    }
+    case DType::Q5_1: {
+      const auto& b = reinterpret_cast<const BlockQ5_1*>(row)[j];
+      unpack_q5(b.qs, b.qh, code);
+      d = b.d;
+      c = b.m;
+      break;
+    }
     default:
       return false;
   }
@@ -65,7 +79,19 @@ void put_block(DType source, uint8_t* g, int blocks, int k, const uint8_t code[3
     std::memcpy(g + 16 * k, code, 16);
     std::memcpy(g + 16 * (blocks + k), code + 16, 16);
   } else {
-    for (int i = 0; i < 16; ++i) g[16 * k + i] = static_cast<uint8_t>(code[i] | (code[i + 16] << 4));
+    for (int i = 0; i < 16; ++i) g[16 * k + i] = static_cast<uint8_t>((code[i] & 0xf) | ((code[i + 16] & 0xf) << 4));
+  }
+  if (PackedWeight::code_bits(source) == 5) {  // block k's 16 + 16 fifth bits into its half's two words
+    uint32_t qh = 0;
+    for (int i = 0; i < 32; ++i) qh |= static_cast<uint32_t>((code[i] >> 4) & 1) << i;
+    const int shift = 16 * (k % 2);
+    for (int w = 0; w < 2; ++w) {
+      uint8_t* at = g + 16 * blocks + 4 * (2 * (k / 2) + w);
+      uint32_t word;
+      std::memcpy(&word, at, 4);
+      word = (word & ~(0xffffu << shift)) | (((qh >> (16 * w)) & 0xffffu) << shift);
+      std::memcpy(at, &word, 4);
+    }
   }
   std::memcpy(g + L.d + 2 * k, &d, 2);
   std::memcpy(g + L.c + 2 * k, &c, 2);
@@ -79,6 +105,13 @@ void get_block(DType source, const uint8_t* g, int blocks, int k, uint8_t code[3
     std::memcpy(code + 16, g + 16 * (blocks + k), 16);
   } else {
     unpack_nibbles(g + 16 * k, code);
+  }
+  if (PackedWeight::code_bits(source) == 5) {
+    for (int w = 0; w < 2; ++w) {
+      uint32_t word;
+      std::memcpy(&word, g + 16 * blocks + 4 * (2 * (k / 2) + w), 4);
+      for (int i = 0; i < 16; ++i) code[16 * w + i] |= static_cast<uint8_t>(((word >> (16 * (k % 2) + i)) & 1) << 4);
+    }
   }
   uint16_t hd, hc;
   std::memcpy(&hd, g + L.d + 2 * k, 2);
@@ -144,18 +177,23 @@ PackedWeight::PackedWeight(DType source, int64_t rows, int64_t cols, PackedStore
     if (!owned_) throw Error("matmul: out of memory packing a weight of " + std::to_string(total) + " bytes");
     data_ = owned_.get();
   }
-  std::memset(data_ + bytes(), 0, total - bytes());
+  std::memset(data_, 0, total);  // the fifth-bit plane of a tail is written bit by bit
 }
 
+namespace {
+bool packed_format(DType wt) {
+  return wt == DType::Q4_0 || wt == DType::Q4_1 || wt == DType::Q5_0 || wt == DType::Q5_1 || wt == DType::Q8_0;
+}
+}  // namespace
+
 bool packing_pays(DType wt) {
-  const bool format = wt == DType::Q4_0 || wt == DType::Q4_1 || wt == DType::Q8_0;
+  const bool format = packed_format(wt);
   const DotInt8 dot = dot_int8_for(active_cpu_isa());
   return format && (dot == DotInt8::Avx512Vnni || dot == DotInt8::Avx2);
 }
 
 std::unique_ptr<PackedWeight> pack_weight(DType wt, const void* W, int64_t rows, int64_t cols, PackedStore* store) {
-  const bool format = wt == DType::Q4_0 || wt == DType::Q4_1 || wt == DType::Q8_0;
-  if (!format || rows <= 0 || cols <= 0 || cols % 32 != 0) return nullptr;
+  if (!packed_format(wt) || rows <= 0 || cols <= 0 || cols % 32 != 0) return nullptr;
   auto p = std::make_unique<PackedWeight>(wt, rows, cols, store);
   const size_t src_row_bytes = dtype_row_bytes(wt, cols);
   const int64_t n_groups = (cols / 32 + kQuad - 1) / kQuad;

@@ -1,5 +1,5 @@
-// Weights repacked once at load for the decode GEMV (Q4_0, Q4_1, Q8_0), read by the AVX512-VNNI
-// and the AVX2 kernels.
+// Weights repacked once at load for the decode GEMV (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), read by the
+// AVX512-VNNI and the AVX2 kernels.
 //
 // Why: in GGUF's layout every 32-block carries its own f16 scale (and Q4_1 its minimum) in front
 // of its codes, so a GEMV that reads the blocks as stored spends most of its instructions on one
@@ -9,7 +9,8 @@
 // about a third of the instructions per weight, at the same bytes per weight.
 //
 // Every format is read as `value = code * d + c` per block, code unsigned:
-//   Q4_1: code = nibble, c = m;   Q4_0: code = nibble, c = -8 d;   Q8_0: code = q + 128, c = -128 d.
+//   Q4_1: code = nibble, c = m;   Q4_0: code = nibble, c = -8 d;   Q8_0: code = q + 128, c = -128 d;
+//   Q5_1: code = q5, c = m;       Q5_0: code = q5, c = -16 d.
 // With x ~ dx * qx (ActQ8), block b of a row adds d_b dx_b Σ code·qx + c_b s_b, one vpdpbusd
 // (u8 x s8) per half-quad and one FMA of the c's with the activation block sums s.
 //
@@ -19,10 +20,14 @@
 // Codes: lane order "lo, hi": the first half holds values 0..15 of each block in turn, the second
 // values 16..31. Nibble formats keep GGUF's bytes (byte i of a block = value i low, value i + 16
 // high), so one 64-byte load is both halves: lo = bytes & 15, hi = bytes >> 4. Q8_0 stores the
-// two halves as 64 bytes each (a tail: 16 tail bytes per half).
+// two halves as 64 bytes each (a tail: 16 tail bytes per half). Five-bit formats (Q5_0, Q5_1) keep
+// the low four bits as nibbles and add a plane of the fifth bits after them: per half of the quad
+// (blocks 2h, 2h+1) two 32-bit words, one per 32-byte lane register the kernel builds: word "lo"
+// has bit i = value i of block 2h and bit 16 + i = value i of block 2h + 1 (i < 16); word "hi" the
+// same for values 16 + i. A tail has the words of the halves it has.
 // The activations take the same order once per matmul (ActSplit), padded with zeros to whole quads.
 //
-// c = -8 d and -128 d are exact in f16 (a power-of-two scaling) unless they overflow; a tensor with
+// c = -8 d, -16 d and -128 d are exact in f16 (a power-of-two scaling) unless they overflow; a tensor with
 // a scale that large is not packed and keeps the GGUF path.
 #pragma once
 #include <cstddef>
@@ -65,15 +70,23 @@ class PackedWeight {
   DType source() const { return source_; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
-  bool nibbles() const { return source_ != DType::Q8_0; }
+  int code_bits() const { return code_bits(source_); }  // 4, 5 or 8
   size_t row_bytes() const { return row_bytes_; }
   size_t bytes() const { return row_bytes_ * static_cast<size_t>(rows_); }
   const uint8_t* row(int64_t r) const { return data_ + row_bytes_ * static_cast<size_t>(r); }
   uint8_t* row(int64_t r) { return data_ + row_bytes_ * static_cast<size_t>(r); }
 
-  // Bytes of the codes of `blocks` blocks (a quad: 4) and of a quad with its scales.
-  static size_t code_bytes(DType source, int blocks) {
-    return static_cast<size_t>(blocks) * (source == DType::Q8_0 ? 32 : 16);
+  static constexpr int code_bits(DType source) {
+    return source == DType::Q8_0 ? 8 : source == DType::Q5_0 || source == DType::Q5_1 ? 5 : 4;
+  }
+  // Bytes of the codes of `blocks` blocks (a quad: 4), the fifth-bit plane included.
+  static constexpr size_t code_bytes(DType source, int blocks) {
+    const auto n = static_cast<size_t>(blocks);
+    switch (code_bits(source)) {
+      case 8: return 32 * n;
+      case 5: return 16 * n + 8 * ((n + 1) / 2);
+      default: return 16 * n;
+    }
   }
 
  private:

@@ -5,9 +5,10 @@
 // spends about twice that on scalar f16 conversions, broadcasts and the scalar offset FMA. One
 // thread on Zen 3, SmolLM2's Q4_1 matrices from DRAM: 7.6-8.5 GB/s against 3.1-3.8.
 //
-// vpmaddubsw saturates at int16, which shapes the two formats:
-//  - nibbles (Q4_0, Q4_1): a pair of products is at most 2 * 15 * 127, so the lo and hi halves'
-//    pair sums add in int16 before one vpmaddwd;
+// vpmaddubsw saturates at int16, which shapes the formats:
+//  - nibbles (Q4_0, Q4_1) and five-bit codes (Q5_0, Q5_1: the nibbles plus 16 where the plane's
+//    bit is set, 4 broadcasts, shuffles and compares per quad): a pair of products is at most
+//    2 * 31 * 127, so the lo and hi halves' pair sums (<= 15748) add in int16 before one vpmaddwd;
 //  - Q8_0: codes are q + 128 (the layout serves vpdpbusd), and 255 * 127 * 2 overflows int16, so
 //    the codes go back to signed (xor 0x80) and take the sign trick (|w| as u8, sign(x, w) as s8,
 //    at most 2 * 128 * 127 per pair); the c = -128 d term is then not needed and skipped.
@@ -35,16 +36,32 @@ struct QuadAvx2 {
   __m128 c;
 };
 
-template <bool kNibbles>
+// 0x10 in byte i where bit i of the 32-bit word at p is set.
+inline __m256i fifth_bits(const uint8_t* p) {
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  int32_t word;
+  __builtin_memcpy(&word, p, 4);
+  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(word), spread);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+template <int kBits>
 inline QuadAvx2 load_quad(const uint8_t* g) {
+  constexpr bool kNibbles = kBits != 8;
   QuadAvx2 o;
-  constexpr size_t codes = kNibbles ? 64 : 128;
+  constexpr size_t codes = PackedWeight::code_bytes(kBits == 8 ? DType::Q8_0 : kBits == 5 ? DType::Q5_0 : DType::Q4_0, 4);
   if constexpr (kNibbles) {
     const __m256i mask = _mm256_set1_epi8(0x0f);
     for (int h = 0; h < 2; ++h) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32 * h));
       o.lo[h] = _mm256_and_si256(v, mask);
       o.hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+      if constexpr (kBits == 5) {
+        o.lo[h] = _mm256_or_si256(o.lo[h], fifth_bits(g + 64 + 8 * h));
+        o.hi[h] = _mm256_or_si256(o.hi[h], fifth_bits(g + 64 + 8 * h + 4));
+      }
     }
   } else {
     for (int h = 0; h < 2; ++h) {
@@ -70,8 +87,9 @@ inline __m256i load_half(const uint8_t* p, int blocks_in_half) {
 // have zero codes and d = c = 0; their activations are zero too (ActSplit pads), so they add
 // exactly 0. The 8-byte scale loads may read past the group: the next row, or the 64 bytes of
 // padding after the last one (PackedWeight), masked off here.
-template <bool kNibbles>
+template <int kBits>
 inline QuadAvx2 load_tail(const uint8_t* g, int blocks) {
+  constexpr bool kNibbles = kBits != 8;
   QuadAvx2 o;
   const size_t half_bytes = 16 * static_cast<size_t>(blocks);  // Q8_0: lo codes, then hi codes
   for (int h = 0; h < 2; ++h) {
@@ -80,12 +98,16 @@ inline QuadAvx2 load_tail(const uint8_t* g, int blocks) {
       const __m256i mask = _mm256_set1_epi8(0x0f), v = load_half(g + 32 * h, in_half);
       o.lo[h] = _mm256_and_si256(v, mask);
       o.hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+      if (kBits == 5 && in_half > 0) {  // the plane: two words per half the tail has
+        o.lo[h] = _mm256_or_si256(o.lo[h], fifth_bits(g + half_bytes + 8 * h));
+        o.hi[h] = _mm256_or_si256(o.hi[h], fifth_bits(g + half_bytes + 8 * h + 4));
+      }
     } else {
       o.lo[h] = load_half(g + 32 * h, in_half);
       o.hi[h] = load_half(g + half_bytes + 32 * h, in_half);
     }
   }
-  const uint8_t* scales = g + (kNibbles ? half_bytes : 2 * half_bytes);
+  const uint8_t* scales = g + PackedWeight::code_bytes(kBits == 8 ? DType::Q8_0 : kBits == 5 ? DType::Q5_0 : DType::Q4_0, blocks);
   const __m128 live = _mm_castsi128_ps(_mm_cmpgt_epi32(_mm_set1_epi32(blocks), _mm_setr_epi32(0, 1, 2, 3)));
   const __m128 d4 = _mm_and_ps(live, _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales))));
   const __m256 d = _mm256_castps128_ps256(d4);
@@ -142,13 +164,15 @@ __attribute__((always_inline)) inline void quad_step(const QuadAvx2& quad, int h
   }
 }
 
-template <bool kNibbles>
+template <int kBits>
 struct Avx2Kernel {
+  static constexpr bool kNibbles = kBits != 8;
   // One token: Q8_0 one row at a time, nibbles four. One thread on Zen 3, SmolLM2's shapes from
   // DRAM, three alternating rounds: Q8_0 9.8-10.7 GB/s with one row against 4.9-5.4 with four;
   // Q4_1 8.1-8.5 against 7.0-9.3 (no difference beyond the noise).
   static constexpr int kRows = kNibbles ? 4 : 1;
-  static constexpr size_t kQuadBytes = kNibbles ? 4 * 16 + 16 : 4 * 32 + 16;  // codes, d[4], c[4]
+  static constexpr size_t kQuadBytes =  // codes (and the fifth-bit plane), d[4], c[4]
+      PackedWeight::code_bytes(kBits == 8 ? DType::Q8_0 : kBits == 5 ? DType::Q5_0 : DType::Q4_0, 4) + 16;
 
   template <int R, int T>
   static void tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
@@ -166,12 +190,12 @@ struct Avx2Kernel {
         const char* g = reinterpret_cast<const char*>(in.rows[r] + kQuadBytes * q);
 #pragma GCC unroll 3
         for (size_t line = 0; line < kQuadBytes; line += 64) _mm_prefetch(g + ahead + line, _MM_HINT_T0);
-        quad_step<kNibbles, T>(load_quad<kNibbles>(in.rows[r] + kQuadBytes * q), 2, in.xq, in.xd, in.xs, q, acc[r]);
+        quad_step<kNibbles, T>(load_quad<kBits>(in.rows[r] + kQuadBytes * q), 2, in.xq, in.xd, in.xs, q, acc[r]);
       }
     }
     if (tail)
       for (int r = 0; r < R; ++r)
-        quad_step<kNibbles, T>(load_tail<kNibbles>(in.rows[r] + kQuadBytes * n_quads, tail), (tail + 1) / 2, in.xq,
+        quad_step<kNibbles, T>(load_tail<kBits>(in.rows[r] + kQuadBytes * n_quads, tail), (tail + 1) / 2, in.xq,
                                in.xd, in.xs, n_quads, acc[r]);
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) packed_store(a, r0 + r, t0 + t, hsum8(acc[r][t]));
@@ -181,7 +205,11 @@ struct Avx2Kernel {
 }  // namespace
 
 void gemv_packed_rows_avx2(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
-  packed_gemv<Avx2Kernel>(a, row_begin, row_end);
+  switch (a.w->code_bits()) {
+    case 4: return packed_rows<Avx2Kernel<4>>(a, row_begin, row_end);
+    case 5: return packed_rows<Avx2Kernel<5>>(a, row_begin, row_end);
+    default: return packed_rows<Avx2Kernel<8>>(a, row_begin, row_end);
+  }
 }
 
 }  // namespace hg::cpu

@@ -114,7 +114,12 @@ struct Avx512VnniKernel {
 }  // namespace
 
 void gemv_packed_rows_avx512vnni(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
-  packed_gemv<Avx512VnniKernel>(a, row_begin, row_end);
+  switch (a.w->code_bits()) {
+    case 4: return packed_rows<Avx512VnniKernel<true>>(a, row_begin, row_end);
+    case 8: return packed_rows<Avx512VnniKernel<false>>(a, row_begin, row_end);
+    default:  // five-bit codes: the AVX2 kernel (every AVX512-VNNI CPU has AVX2); not measured against
+      return gemv_packed_rows_avx2(a, row_begin, row_end);  // the GGUF-layout VNNI kernel
+  }
 }
 
 }  // namespace hg::cpu

@@ -52,15 +52,6 @@ struct PackedTileInputs {
   }
 };
 
-// The entry point of a packed kernel: Kernel<kNibbles> per code width.
-template <template <bool kNibbles> class Kernel>
-void packed_gemv(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
-  if (a.w->nibbles())
-    packed_rows<Kernel<true>>(a, row_begin, row_end);
-  else
-    packed_rows<Kernel<false>>(a, row_begin, row_end);
-}
-
 // Y[t, r] = y, or += y when the call accumulates.
 inline void packed_store(const GemvPackedArgs& a, int64_t r, int64_t t, float y) {
   float& out = a.Y[t * a.ldy + r];

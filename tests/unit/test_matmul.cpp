@@ -291,7 +291,7 @@ TEST(MatmulPacked, TwinEqualsGgufTwinAndKernelEqualsTwinOverAwkwardShapes) {
   if (dot_int8_supported(DotInt8::Avx512Vnni)) kernels.push_back({"avx512_vnni", gemv_packed_rows_avx512vnni});
   if (cpu_isa_supported(CpuIsa::Avx2)) kernels.push_back({"avx2", gemv_packed_rows_avx2});
   // cols: whole quads, and tails of 1, 2, 3 blocks (576 = SmolLM2's width: 4 quads + 2 blocks).
-  for (DType wt : {DType::Q8_0, DType::Q4_0, DType::Q4_1})
+  for (DType wt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1})
     for (int64_t rows : {1, 3, 4, 6, 33})
       for (int64_t cols : {32, 64, 96, 128, 160, 576}) {
         const auto W = random_weights(wt, rows, cols, rng);
@@ -391,7 +391,7 @@ TEST(MatmulPacked, GroupWithPackedTargetsEqualsTheGgufPathOnEveryIsa) {
   ThreadPool pool(2);
   MatmulWorkspace ws;
   const int64_t cols = 576;
-  const DType types[3] = {DType::Q4_1, DType::Q8_0, DType::BF16};  // the last one stays unpacked
+  const DType types[3] = {DType::Q5_0, DType::Q8_0, DType::BF16};  // the last one stays unpacked
   const int64_t rows[3] = {37, 20, 9};
   std::vector<uint8_t> W[3];
   std::unique_ptr<PackedWeight> P[3];
