@@ -34,7 +34,7 @@ struct ActQ8 {
   const float* s;   // [n_tokens, cols / 32]
 };
 
-// One int8 GEMV call over a quantized weight type (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K):
+// One int8 GEMV call over a quantized weight type (any GGUF block type):
 // Y[t, r] (+)= W[r, :] · dequant(x[t]) for t < n_tokens, with integer dot products per 32-block.
 struct GemvInt8Args {
   DType wt;

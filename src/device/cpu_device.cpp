@@ -1,6 +1,6 @@
 // CpuDevice: the Device ops on a CPU thread pool. Memory is host memory, so copies are memcpy
 // and matrices stay zero-copy in the mapped model file; vectors are converted to fp32 once.
-// Where the decode GEMV has a packed layout on this CPU (matmul_packed.h: Q4_0, Q4_1, Q8_0 with
+// Where the decode GEMV has a packed layout on this CPU (matmul_packed.h: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 with
 // AVX512-VNNI or AVX2), a matrix also gets a packed copy at upload, which decode reads instead; prefill
 // and embedding lookups keep reading the mapped file.
 #include <sys/mman.h>

@@ -4,7 +4,7 @@
 // Weights as stored on the GPU (see upload_weight):
 //   - F32 / F16 / BF16 matrices keep their dtype: F32 stays exact (fp32 SGEMM, no TF32), which
 //     is what the CPU-vs-GPU logits tests lean on; 16-bit weights run bf16/f16 tensor-core GEMMs.
-//   - GGUF block types (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) are dequantized on the host, row by row
+//   - GGUF block types (Q8_0 … IQ4_XS, every type hybridgen reads) are dequantized on the host, row by row
 //     (cpu::dequantize_row), and stored as bf16: one GEMM path for all of them, at 2 bytes/weight.
 //   - vectors (norm weights, biases) become fp32.
 // Uploads stream through two pinned 32 MiB buffers on the copy stream, so filling one buffer
