@@ -95,15 +95,15 @@ PerplexityResult decode_loop(Engine& engine, std::span<const int32_t> ids, const
       feed_token(engine, seq, i == b, ids[i], logits.data());
       const float* ref = ref_row(position, ids[i], i == b);
       if (hooks.on_logits) hooks.on_logits(logits.data(), 1);
-      if (hooks.on_progress && i - b < skip) hooks.on_progress({++ran, w, windows.size(), r.ppl()});
-      if (i - b < skip) continue;
-      r.nll_sum -= log_prob(logits.data(), vocab, ids[i + 1]);
-      if (ref) {
-        r.ref_nll_sum -= log_prob(ref, vocab, ids[i + 1]);
-        r.agree += argmax(logits.data(), vocab) == argmax(ref, vocab);
-        r.kl_sum += kl_divergence(ref, logits.data(), vocab);
+      if (i - b >= skip) {
+        r.nll_sum -= log_prob(logits.data(), vocab, ids[i + 1]);
+        if (ref) {
+          r.ref_nll_sum -= log_prob(ref, vocab, ids[i + 1]);
+          r.agree += argmax(logits.data(), vocab) == argmax(ref, vocab);
+          r.kl_sum += kl_divergence(ref, logits.data(), vocab);
+        }
+        ++r.scored;
       }
-      ++r.scored;
       if (hooks.on_progress) hooks.on_progress({++ran, w, windows.size(), r.ppl()});
     }
     if (hooks.on_logits) {  // the window's last position: its logits predict past the window
@@ -144,10 +144,8 @@ ReferenceLogits reference_logits(Engine& ref, std::span<const int32_t> ids, cons
     const std::span<const int32_t> window = ids.subspan(w.begin, w.end - w.begin);
     ref.reset(0);
     ref.prefill(0, window, nullptr, logits.data());
-    for (size_t i = 0; i + 1 < window.size(); ++i, ++at) {
+    for (size_t i = 0; i + 1 < window.size(); ++i, ++at)
       std::copy_n(logits.data() + i * vocab, vocab, out.rows.data() + at * vocab);
-      out.nll_sum -= log_prob(logits.data() + i * vocab, out.vocab, window[i + 1]);
-    }
   }
   return out;
 }

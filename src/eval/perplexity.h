@@ -67,14 +67,13 @@ PerplexityResult score_prefill(Engine& engine, std::span<const int32_t> ids, con
 PerplexityResult score_decode(Engine& engine, Engine* ref, std::span<const int32_t> ids,
                               const std::vector<TokenWindow>& windows, const ScoreHooks& hooks = {});
 
-// The reference's logits at every scored position ([positions, vocab], windows in order, each
-// window's last position left out), computed once with prefill so that many policies can be
+// The reference's logits at every position that predicts a token of its window ([positions, vocab],
+// windows in order, each window's last position left out; positions a window skips included), computed once with prefill so that many policies can be
 // compared with one reference (kmin runs one policy per K). Prefill and decode of full attention
 // compute the same sums in another order: agreement of `full` with these rows is 1 up to ties.
 struct ReferenceLogits {
   int vocab = 0;
   std::vector<float> rows;  // [positions, vocab]
-  double nll_sum = 0.0;     // of the reference itself
 };
 ReferenceLogits reference_logits(Engine& ref, std::span<const int32_t> ids, const std::vector<TokenWindow>& windows);
 
