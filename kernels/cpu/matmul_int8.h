@@ -19,6 +19,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/bits_avx2.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quant_blocks.h"
 
@@ -43,21 +44,8 @@ inline __m256i nibbles(const uint8_t* qs) {  // 16 bytes -> low nibbles (0..15),
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), mask), _mm_and_si128(v, mask));
 }
 
-// Byte i = 0xff where bit i of `bits` is set (i < 32).
-inline __m256i bit_mask_bytes(uint32_t bits) {
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), spread);
-  return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-}
-
 // Q5_0 / Q5_1 codes: the nibbles plus 16 where the block's high bit is set.
-inline __m256i q5_codes(const uint8_t* qs, const uint8_t* qh_bytes) {
-  uint32_t qh;
-  __builtin_memcpy(&qh, qh_bytes, 4);
-  return _mm256_or_si256(nibbles(qs), _mm256_and_si256(bit_mask_bytes(qh), _mm256_set1_epi8(0x10)));
-}
+inline __m256i q5_codes(const uint8_t* qs, const uint8_t* qh) { return _mm256_or_si256(nibbles(qs), fifth_bits(qh)); }
 
 // kIq4nlValues[i] for each byte i (0..15) of idx.
 inline __m256i iq4nl_lookup(__m256i idx) {

@@ -177,7 +177,13 @@ PackedWeight::PackedWeight(DType source, int64_t rows, int64_t cols, PackedStore
     if (!owned_) throw Error("matmul: out of memory packing a weight of " + std::to_string(total) + " bytes");
     data_ = owned_.get();
   }
-  std::memset(data_, 0, total);  // the fifth-bit plane of a tail is written bit by bit
+  // put_block writes each block's half of a fifth-bit word, so those words start at zero (a tail
+  // with one block in its last half leaves the other half as it found it); other formats write
+  // every byte of a row and need only the padding cleared.
+  if (code_bits() == 5)
+    std::memset(data_, 0, total);
+  else
+    std::memset(data_ + bytes(), 0, total - bytes());
 }
 
 namespace {

@@ -79,15 +79,17 @@ class PackedWeight {
   static constexpr int code_bits(DType source) {
     return source == DType::Q8_0 ? 8 : source == DType::Q5_0 || source == DType::Q5_1 ? 5 : 4;
   }
-  // Bytes of the codes of `blocks` blocks (a quad: 4), the fifth-bit plane included.
-  static constexpr size_t code_bytes(DType source, int blocks) {
+  // Bytes of the codes of `blocks` blocks (a quad: 4) of a format with codes of `bits` bits, the
+  // fifth-bit plane included.
+  static constexpr size_t code_bytes_of_width(int bits, int blocks) {
     const auto n = static_cast<size_t>(blocks);
-    switch (code_bits(source)) {
+    switch (bits) {
       case 8: return 32 * n;
       case 5: return 16 * n + 8 * ((n + 1) / 2);
       default: return 16 * n;
     }
   }
+  static constexpr size_t code_bytes(DType source, int blocks) { return code_bytes_of_width(code_bits(source), blocks); }
 
  private:
   struct Free {

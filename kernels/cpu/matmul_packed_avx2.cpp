@@ -16,6 +16,7 @@
 // streams one contiguous range and the prefetch only has to cover DRAM latency.
 #include <immintrin.h>
 
+#include "kernels/cpu/bits_avx2.h"
 #include "kernels/cpu/matmul_packed.h"
 #include "kernels/cpu/matmul_packed_rows.h"
 
@@ -36,22 +37,11 @@ struct QuadAvx2 {
   __m128 c;
 };
 
-// 0x10 in byte i where bit i of the 32-bit word at p is set.
-inline __m256i fifth_bits(const uint8_t* p) {
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-  int32_t word;
-  __builtin_memcpy(&word, p, 4);
-  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(word), spread);
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
-}
-
 template <int kBits>
 inline QuadAvx2 load_quad(const uint8_t* g) {
   constexpr bool kNibbles = kBits != 8;
   QuadAvx2 o;
-  constexpr size_t codes = PackedWeight::code_bytes(kBits == 8 ? DType::Q8_0 : kBits == 5 ? DType::Q5_0 : DType::Q4_0, 4);
+  constexpr size_t codes = PackedWeight::code_bytes_of_width(kBits, 4);
   if constexpr (kNibbles) {
     const __m256i mask = _mm256_set1_epi8(0x0f);
     for (int h = 0; h < 2; ++h) {
@@ -107,7 +97,7 @@ inline QuadAvx2 load_tail(const uint8_t* g, int blocks) {
       o.hi[h] = load_half(g + half_bytes + 32 * h, in_half);
     }
   }
-  const uint8_t* scales = g + PackedWeight::code_bytes(kBits == 8 ? DType::Q8_0 : kBits == 5 ? DType::Q5_0 : DType::Q4_0, blocks);
+  const uint8_t* scales = g + PackedWeight::code_bytes_of_width(kBits, blocks);
   const __m128 live = _mm_castsi128_ps(_mm_cmpgt_epi32(_mm_set1_epi32(blocks), _mm_setr_epi32(0, 1, 2, 3)));
   const __m128 d4 = _mm_and_ps(live, _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales))));
   const __m256 d = _mm256_castps128_ps256(d4);
@@ -172,7 +162,7 @@ struct Avx2Kernel {
   // Q4_1 8.1-8.5 against 7.0-9.3 (no difference beyond the noise).
   static constexpr int kRows = kNibbles ? 4 : 1;
   static constexpr size_t kQuadBytes =  // codes (and the fifth-bit plane), d[4], c[4]
-      PackedWeight::code_bytes(kBits == 8 ? DType::Q8_0 : kBits == 5 ? DType::Q5_0 : DType::Q4_0, 4) + 16;
+      PackedWeight::code_bytes_of_width(kBits, 4) + 16;
 
   template <int R, int T>
   static void tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
