@@ -127,7 +127,7 @@ int64_t count_params(const ModelSpec& spec);
 std::filesystem::path resolve_model_path(const std::string& name_or_path);
 // ${HG_CACHE:-~/.cache/hybridgen}: cached models (models/) and K_min profiles (profiles/).
 std::filesystem::path cache_dir();
-// Parses a weight dtype name: f32, f16, bf16, q8_0, q4_0, q4_1 (case-insensitive).
+// Parses a weight dtype name (case-insensitive): a type the quantizers write, f32 … q5_1.
 DType parse_weight_dtype(const std::string& name);
 // Multi-line human-readable summary for `hybridgen info`: spec, parameters, bytes, dtypes.
 std::string describe(const Model& model);

@@ -9,6 +9,7 @@
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/loaders.h"
+#include "model/quantize.h"
 #include "model/safetensors.h"
 #include "model/weight_table.h"
 
@@ -143,9 +144,9 @@ std::unique_ptr<Model> load_model(const std::string& name_or_path) {
 DType parse_weight_dtype(const std::string& name) {
   std::string s = name;
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1})
+  for (DType t : kWritableDTypes)
     if (s == dtype_name(t)) return t;
-  throw Error("weight dtype '" + name + "' is not supported (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0 or q5_1)");
+  throw Error("weight dtype '" + name + "' is not supported (expected " + writable_dtype_names() + ")");
 }
 
 }  // namespace hg

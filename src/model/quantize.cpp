@@ -1,6 +1,7 @@
 #include "model/quantize.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -121,6 +122,18 @@ float read_f16(const uint8_t* p) {
 
 }  // namespace
 
+bool dtype_writable(DType t) {
+  return std::find(std::begin(kWritableDTypes), std::end(kWritableDTypes), t) != std::end(kWritableDTypes);
+}
+
+std::string writable_dtype_names() {
+  std::string out;
+  const size_t n = std::size(kWritableDTypes);
+  for (size_t i = 0; i < n; ++i)
+    out += (i == 0 ? "" : i + 1 == n ? " or " : ", ") + std::string(dtype_name(kWritableDTypes[i]));
+  return out;
+}
+
 void quantize_row(DType t, const float* x, int64_t n, void* out) {
   auto* o = static_cast<uint8_t*>(out);
   switch (t) {
@@ -159,8 +172,8 @@ void quantize_row(DType t, const float* x, int64_t n, void* out) {
     }
     default: break;
   }
-  throw Error("quantize: writing " + std::string(dtype_name(t)) +
-              " is not supported (use f32, f16, bf16, q8_0, q4_0, q4_1, q5_0 or q5_1)");
+  throw Error("quantize: writing " + std::string(dtype_name(t)) + " is not supported (use " + writable_dtype_names() +
+              ")");
 }
 
 void dequantize_row_ref(DType t, const void* in, int64_t n, float* out) {

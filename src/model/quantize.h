@@ -7,10 +7,18 @@
 // Nibble layout: byte j holds element j in its low nibble and element j + 16 in its high nibble.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "hybridgen/dtype.h"
 
 namespace hg {
+
+// The types quantize_row writes (synthetic weights, converted HF weights), and their names as a
+// list for error messages: "f32, f16, …, q5_0 or q5_1".
+inline constexpr DType kWritableDTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
+                                            DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1};
+bool dtype_writable(DType t);
+std::string writable_dtype_names();
 
 // Writes n elements of x (n a multiple of dtype_block_elems(t)) as type t into out
 // (dtype_row_bytes(t, n) bytes). Plain types convert; the K-quants and IQ4 types are not written (throws).

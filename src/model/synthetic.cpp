@@ -178,9 +178,9 @@ void fill_chunk(const Job& job, int64_t chunk, std::vector<float>& buf) {
 
 std::unique_ptr<Model> make_synthetic_model(const fs::path& shape_yaml, DType weight_dtype, uint64_t seed) {
   const std::string file = shape_yaml.string();
-  if (dtype_block_elems(weight_dtype) > 32 || weight_dtype == DType::IQ4_NL)
-    throw Error(file + ": synthetic weights in " + std::string(dtype_name(weight_dtype)) +
-                " are not supported (use f32, f16, bf16, q8_0, q4_0, q4_1, q5_0 or q5_1)");
+  if (!dtype_writable(weight_dtype))
+    throw Error(file + ": synthetic weights in " + std::string(dtype_name(weight_dtype)) + " are not supported (use " +
+                writable_dtype_names() + ")");
   auto model = std::make_unique<Model>();
   model->spec = load_shape_config(shape_yaml);
   model->source = shape_yaml;
