@@ -96,25 +96,30 @@ struct Int8Format<DType::Q4_1> {
   }
 };
 
+// Q4_K and Q5_K: the eight sub-blocks' nibbles (bytes qs[32k .. 32k+31] hold sub-block 2k low,
+// 2k+1 high), scales d * scale and offsets -dmin * min.
+inline void decode_k4(const uint8_t* qs, const uint8_t* scales, float d, float dmin, Int8Block* out) {
+  const __m256i mask = _mm256_set1_epi8(0x0f);
+  for (int k = 0; k < 4; ++k) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * k));
+    out[2 * k].u = _mm256_and_si256(v, mask);
+    out[2 * k + 1].u = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+  }
+  for (int j = 0; j < 8; ++j) {
+    int scale, min;
+    q4_k_scale_min(scales, j, scale, min);
+    out[j].scale = _mm256_set1_ps(d * static_cast<float>(scale));
+    out[j].c = -dmin * static_cast<float>(min);
+  }
+}
+
 template <>
 struct Int8Format<DType::Q4_K> {
   static constexpr int kGroup = 8;
   static constexpr bool kSigned = false;
   static void decode(const uint8_t* row, int64_t g, Int8Block* out) {
     const auto& b = reinterpret_cast<const BlockQ4_K*>(row)[g];
-    const float d = f16_scalar(b.d), dmin = f16_scalar(b.dmin);
-    const __m256i mask = _mm256_set1_epi8(0x0f);
-    for (int k = 0; k < 4; ++k) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * k));
-      out[2 * k].u = _mm256_and_si256(v, mask);
-      out[2 * k + 1].u = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
-    }
-    for (int j = 0; j < 8; ++j) {
-      int scale, min;
-      q4_k_scale_min(b.scales, j, scale, min);
-      out[j].scale = _mm256_set1_ps(d * static_cast<float>(scale));
-      out[j].c = -dmin * static_cast<float>(min);
-    }
+    decode_k4(b.qs, b.scales, f16_scalar(b.d), f16_scalar(b.dmin), out);
   }
 };
 
@@ -250,22 +255,10 @@ struct Int8Format<DType::Q5_K> {
   static constexpr bool kSigned = false;
   static void decode(const uint8_t* row, int64_t g, Int8Block* out) {
     const auto& b = reinterpret_cast<const BlockQ5_K*>(row)[g];
-    const float d = f16_scalar(b.d), dmin = f16_scalar(b.dmin);
-    const __m256i mask = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
-    for (int k = 0; k < 4; ++k) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * k));
-      const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), one);
-      const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k + 1), one);
-      out[2 * k].u = _mm256_or_si256(_mm256_and_si256(v, mask), _mm256_slli_epi16(h0, 4));
-      out[2 * k + 1].u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), mask), _mm256_slli_epi16(h1, 4));
-    }
-    for (int j = 0; j < 8; ++j) {
-      int scale, min;
-      q4_k_scale_min(b.scales, j, scale, min);
-      out[j].scale = _mm256_set1_ps(d * static_cast<float>(scale));
-      out[j].c = -dmin * static_cast<float>(min);
-    }
+    decode_k4(b.qs, b.scales, f16_scalar(b.d), f16_scalar(b.dmin), out);
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)), one = _mm256_set1_epi8(1);
+    for (int j = 0; j < 8; ++j)  // sub-block j's fifth bits: bit j of qh[l]
+      out[j].u = _mm256_or_si256(out[j].u, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, j), one), 4));
   }
 };
 
