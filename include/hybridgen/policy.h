@@ -40,7 +40,7 @@ struct Policy {
   int heavy = 260;
   float tau_init = 1.0f;     // keyformer: Gumbel-softmax temperature at the first generated token
   float tau_end = 2.0f;      // keyformer: ... and at the last position of the context
-  uint64_t seed = 0;         // keyformer: seed of the Gumbel noise (the sampler's --seed)
+  uint64_t seed = 0;         // keyformer: seed of the Gumbel noise (--seed of every command; generate's is also the sampler's)
   // infinigen
   float partial_ratio = 0.2f;  // share of each head's skewed channels used for speculation
   float alpha = 4.0f;          // fetch the tokens whose partial score is within alpha of the max

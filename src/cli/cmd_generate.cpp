@@ -69,7 +69,9 @@ void run_generate(const GenerateOptions& o) {
 
   const int needed = static_cast<int>(history.size()) + o.n_predict;
   EngineOptions eo = engine_options(o.runtime, model->spec, std::min(needed, model->spec.max_ctx), 1);
-  apply_policy_options(o.policy, o.policy.preset, eo);
+  PolicyOptions po = o.policy;
+  po.seed = o.sampler.seed;
+  apply_policy_options(po, po.preset, eo);
   if (static_cast<int>(history.size()) > eo.ctx)
     throw Error("prompt of " + std::to_string(history.size()) + " tokens is longer than the context (" +
                 std::to_string(eo.ctx) + " tokens)");
@@ -120,6 +122,9 @@ void add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "generate text from a prompt, streaming it as it is produced");
   add_model_options(*cmd, o->model);
   add_runtime_options(*cmd, o->runtime);
+  // one seed for the sampler and the policy's noise (keyformer): copied in run_generate
+  cmd->add_option("-s,--seed", o->sampler.seed, "seed of the sampler and of the policy's noise (keyformer)")
+      ->capture_default_str();
   add_policy_options(*cmd, o->policy);
   cmd->add_option("-p,--prompt", o->prompt, "prompt text");
   cmd->add_option("-f,--file", o->prompt_file, "read the prompt from a file");
@@ -132,7 +137,6 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--min-p", o->sampler.min_p, "min-p (0: off)")->capture_default_str();
   cmd->add_option("--repeat-penalty", o->sampler.repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
   cmd->add_option("--repeat-last-n", o->sampler.repeat_last_n, "tokens the penalty looks back (-1: all)")->capture_default_str();
-  cmd->add_option("-s,--seed", o->sampler.seed, "sampling seed")->capture_default_str();
   cmd->add_flag("--chat", o->chat, "wrap the prompt in the model's chat template");
   cmd->add_option("--chat-template", o->chat_template, "auto|chatml|llama3|llama2")->capture_default_str();
   cmd->add_option("--system", o->system, "system prompt for --chat");

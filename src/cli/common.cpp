@@ -73,11 +73,16 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list) {
       ->capture_default_str();
   cmd.add_flag("--no-kv-huge-pages", o.no_kv_huge_pages,
                "do not ask for transparent huge pages on the host KV arenas (madvise)");
+  if (!cmd.get_option_no_throw("--seed"))
+    cmd.add_option("--seed", o.seed, "seed of the policy's random noise (keyformer's Gumbel noise)")
+        ->capture_default_str()
+        ->group("Policy knobs");
   cmd.footer(preset_help());
 }
 
 Policy make_policy(const PolicyOptions& o, const std::string& preset, const std::vector<std::string>& compared) {
   Policy p = policy_preset(preset);
+  p.seed = o.seed;
   if (!o.file.empty()) apply_policy_yaml(p, o.file);
   const KnobRegistry& knobs = knob_registry();
   for (const auto& [name, value] : o.knobs) {

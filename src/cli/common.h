@@ -35,6 +35,10 @@ struct PolicyOptions {
   std::vector<std::pair<std::string, std::string>> knobs;
   std::string kv_placement = "semantic", k_node = "auto", v_node = "auto", k_dram_budget = "0";
   bool no_kv_huge_pages = false;
+  // --seed: the policy's random noise (keyformer's Gumbel noise). Commands with other randomness
+  // (generate's sampler, passkey's keys) declare --seed before add_policy_options and copy it here:
+  // one seed per run, as llama.cpp's --seed.
+  uint64_t seed = 0;
 };
 
 struct RuntimeOptions {
@@ -50,6 +54,7 @@ struct RuntimeOptions {
 void add_model_options(CLI::App& cmd, ModelOptions& o);
 void add_runtime_options(CLI::App& cmd, RuntimeOptions& o);
 // --policy, --policy-file, one option per registered knob, and the host KV placement options.
+// Adds --seed too, unless the command declared its own --seed before (which must then set o.seed).
 void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list = false);
 // The presets, the system each stands for and the knobs each takes (for --help footers).
 std::string preset_help();

@@ -33,6 +33,9 @@ class PasskeyTask : public TaskRun {
   explicit PasskeyTask(CLI::App& app) {
     add_model_options(app, model_);
     add_runtime_options(app, runtime_);
+    // one seed for the keys, the filler offsets and the policy's noise (keyformer): copied in run
+    app.add_option("--seed", config_.seed, "seed of the keys, the filler offsets and the policy's noise (keyformer)")
+        ->capture_default_str();
     add_policy_options(app, policy_);
     runtime_.ctx = config_.ctx;
     app.get_option("--ctx")->description("prompt tokens: the filler text is cut to make the prompt this long");
@@ -41,7 +44,6 @@ class PasskeyTask : public TaskRun {
     app.add_option("--depths", depths_, "comma list of depths of the key in the filler, fractions in [0, 1]")
         ->capture_default_str();
     app.add_option("--trials", config_.trials, "keys per depth")->capture_default_str();
-    app.add_option("--seed", config_.seed, "seed of the keys and filler offsets")->capture_default_str();
     app.add_option("-n,--n-gen", config_.n_gen, "answer tokens generated greedily")->capture_default_str();
     app.add_flag("--chat", config_.chat, "wrap the task in the model's chat template");
   }
@@ -69,7 +71,9 @@ class PasskeyTask : public TaskRun {
     RuntimeOptions rt = runtime_;
     rt.ctx = c.ctx + c.n_gen;  // the prompt and the answer
     EngineOptions eo = engine_options(rt, model.spec, rt.ctx, 1);
-    apply_policy_options(policy_, policy_.preset, eo);
+    PolicyOptions po = policy_;
+    po.seed = c.seed;
+    apply_policy_options(po, po.preset, eo);
     Engine engine(model, eo);
     Progress bar("passkey", c.trials * static_cast<int64_t>(c.depths.size()), "trials", task_progress(ctx, runtime_));
     const eval::PasskeyResult r = eval::run_passkey(engine, tok, filler, c, [&](int done, int) { bar.update(done); });

@@ -181,6 +181,7 @@ std::string describe_policy(const Policy& p) {
     o << sep << k->name << " " << k->describe(p);
     sep = ", ";
   }
+  if (p.name == "keyformer") o << sep << "seed " << p.seed;  // --seed: the Gumbel noise
   return o.str();
 }
 

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "attention/hybrid_attention.h"
 #include "attention/selectors/infinigen.h"
 #include "hybridgen/engine.h"
@@ -165,6 +167,34 @@ TEST(PresetKnobs, BadValuesAndWrongPresetsAreOneErrorLine) {
   expect_one_error_line(run_hybridgen("generate -m '" + tiny_model("llama-gqa").string() +
                                       "' --ids '[1, 2, 3]' -n 2 --policy-file '" + yaml.string() + "'"),
                         "--partial-ratio does not apply to --policy h2o");
+}
+
+// Keyformer's Gumbel noise follows --seed (it was always seed 0): the same seed scores the same,
+// another seed keeps other heavy hitters and scores otherwise; generate's --seed (the sampler's)
+// and eval's reach the policy too.
+TEST(KeyformerSeed, SeedOptionDrivesTheNoise) {
+  const auto dir = temp_dir("keyformer_seed");
+  write_ids(dir / "ids.json", random_ids(120, 21));
+  const std::string model = "-m '" + tiny_model("llama-gqa").string() + "' ";
+  const auto ppl = [&](const std::string& seed) {
+    const RunResult r = run_hybridgen("perplexity " + model + "--ids-file '" + (dir / "ids.json").string() +
+                                      "' --ctx 120 --kv-dtype f32 -t 2 --json --policy keyformer --window 16 "
+                                      "--heavy 6 --evict-block 4 --tau-init 2 --tau-end 4" + seed);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_NE(j["policy"].get<std::string>().find("seed " + (seed.empty() ? "0" : seed.substr(8))), std::string::npos)
+        << j["policy"];
+    return j["ppl"].get<double>();
+  };
+  const double s1 = ppl(" --seed 1"), s1_again = ppl(" --seed 1"), s2 = ppl(" --seed 2"), s0 = ppl("");
+  EXPECT_EQ(s1, s1_again) << "the same seed, the same noise";
+  EXPECT_NE(s1, s2) << "another seed, other heavy hitters";
+  EXPECT_NE(s0, s1);
+
+  // generate: the sampler's --seed is the policy's too
+  const RunResult g = run_hybridgen("generate " + model + "--ids '[1, 2, 3]' -n 2 --ctx 64 --window 16 --heavy 6 --evict-block 4 --policy keyformer --seed 7 --stats");
+  EXPECT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_NE(g.err.find("seed 7"), std::string::npos) << g.err;
 }
 
 }  // namespace
