@@ -9,22 +9,35 @@
 namespace hg {
 
 enum class Selection { All, Post, Pre };             // host tokens: all / Post-QKᵀ top-K / Pre-QKᵀ prediction
-enum class Predictor { Recent, H2O, Partial, Infinigen };  // Pre-QKᵀ predictors
 enum class MergeMode { Logits, Lse };                 // ship logits + V rows, or a partial result + LSE
 enum class QuerySource { Exact, Speculative, Refine };
 // Feedback scheduler: fixed K and mode, both adapted, or one of them (the paper's comparisons).
 enum class SchedMode { Fixed, Adaptive, AdaptiveK, AdaptiveSelect };
+// Where a policy keeps the K and V rows of its tokens.
+enum class KvHome {
+  Device,  // every token on the device (`full`, the oracle)
+  Host,    // every token on the host, each layer's rows streamed to the device (FlexGen's offload)
+  Split,   // sinks + a recent window on the device, the older tokens on the host (or dropped)
+};
+// Which tokens beyond the window a dropping policy keeps on the device (--prune).
+enum class Pruner {
+  None,       // none: the window and the sinks (StreamingLLM)
+  H2O,        // the heavy hitters of accumulated attention
+  Keyformer,  // the heavy hitters of accumulated Gumbel-softmax scores
+};
+// The names of these enums, as the knobs and the reports spell them, are in one table:
+// src/policy/enum_names.h. Pre-QKᵀ predictors are named by their row in the predictor table
+// (src/attention/selectors/predictors.cpp): "recent", "h2o", "partial", "infinigen", ...
 
 struct Policy {
   std::string name = "full";
-  bool hybrid = false;       // false: every token on the device (the `full` oracle path)
-  bool offload = false;      // FlexGen: every token on the host, streamed to the device per layer
+  KvHome kv = KvHome::Device;  // where K and V live
   int window = 1024;         // recent tokens on the device
   int n_sinks = 4;           // first tokens kept on the device
   bool keep_evicted = true;  // false: tokens leaving the window are dropped (pruning)
   Selection select = Selection::Post;
   int K = 256;               // host tokens per kv-head that take part (-1: all)
-  Predictor predictor = Predictor::Recent;
+  std::string predictor = "recent";  // the Pre-QKᵀ predictor (--predictor)
   int partial_dims = 16;     // Partial predictor: query dimensions used for approximate scores
   MergeMode merge = MergeMode::Logits;
   QuerySource query = QuerySource::Speculative;
@@ -35,8 +48,9 @@ struct Policy {
   int host_threads = 1;      // host attention workers
   int evict_block = 16;      // tokens moved from the window to the host at once
   // Knobs of other modules go below, one field a line, each registered in the knob registry
-  // (src/sched/knobs.h) with the presets it applies to.
+  // (src/policy/knobs.h) with the presets it applies to.
   // h2o / keyformer: heavy hitters per kv-head kept on the device beside the window
+  Pruner prune = Pruner::None;
   int heavy = 260;
   float tau_init = 1.0f;     // keyformer: Gumbel-softmax temperature at the first generated token
   float tau_end = 2.0f;      // keyformer: ... and at the last position of the context
@@ -55,6 +69,10 @@ struct Policy {
   int sched_pre_after = 3;             // host-bound steps at k_min before Pre-QKᵀ
   int sched_hysteresis = 8;            // fitting steps before back to Post-QKᵀ
   float sched_post_margin = 0.2f;      // ... fitting within (1 - post_margin) T_dev
+
+  // Sinks + window on the device, the rest on the host or dropped: the attention stage of
+  // src/attention/hybrid_attention.h and the feedback scheduler.
+  bool splits_kv() const { return kv == KvHome::Split; }
 };
 
 // What the attention stage does at one decode step for one sequence: the policy's starting
@@ -63,23 +81,25 @@ struct Policy {
 struct StepPlan {
   int K = 256;                          // host tokens per kv-head that take part (-1: all)
   Selection select = Selection::Post;   // Post-QKᵀ top-K, Pre-QKᵀ prediction, or all host tokens
-  Predictor predictor = Predictor::Recent;  // the Pre-QKᵀ predictor
+  std::string predictor = "recent";     // the Pre-QKᵀ predictor
 };
 // The plan a policy starts every request with.
 StepPlan initial_plan(const Policy& p);
 
-// A preset and the system of the paper it stands for (bench --help, README).
+// A preset and the system of the paper it stands for (bench --help, README): one row of the
+// preset table (src/policy/presets.cpp).
 struct PresetInfo {
   std::string name;
   std::string system;
-  std::string summary;  // what it keeps where, one line
+  std::string summary;            // what it keeps where, one line
+  void (*apply)(Policy&) = nullptr;  // the preset's knob values over Policy's defaults
 };
 const std::vector<PresetInfo>& preset_table();
 
 Policy policy_preset(const std::string& name);   // hg::Error listing the presets for an unknown name
 std::vector<std::string> policy_presets();
 // Applies "key: value" overrides from a YAML mapping (a file's `policy:` section or the whole file);
-// keys are the knob registry's names (src/sched/knobs.h), `preset: NAME` starts over from a preset.
+// keys are the knob registry's names (src/policy/knobs.h), `preset: NAME` starts over from a preset.
 void apply_policy_yaml(Policy& p, const std::string& yaml_path);
 // Checks the knobs against each other and a context length; hg::Error on contradictions.
 void validate_policy(const Policy& p, int ctx);

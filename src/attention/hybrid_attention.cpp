@@ -141,8 +141,8 @@ nlohmann::json HybridAttention::memory_report() const {
   return j;
 }
 
-void HybridAttention::set_up_predictor(Predictor p) {
-  auto& pre = pre_[static_cast<size_t>(p)];
+void HybridAttention::set_up_predictor(const std::string& p) {
+  auto& pre = pre_[p];
   if (pre) return;
   pre = make_selector(Selection::Pre, p, SelectorContext{spec_, policy_, ctx_, n_seqs_});
   if (pre->observes()) observers_.push_back(pre.get());
@@ -152,8 +152,7 @@ void HybridAttention::reset(int seq) {
   kv_->reset(seq);
   post_->reset(seq);
   if (pruner_) pruner_->reset(seq);
-  for (auto& s : pre_)
-    if (s) s->reset(seq);
+  for (auto& [name, s] : pre_) s->reset(seq);
 }
 
 int HybridAttention::effective_k(const StepPlan& plan, int64_t n_host) {
@@ -204,7 +203,7 @@ void HybridAttention::compute_query(int layer, const float* x, int pos, float* q
 
 Selector& HybridAttention::selector_for(const StepPlan& plan, bool all) {
   if (all || plan.select != Selection::Pre) return *post_;
-  return *pre_[static_cast<size_t>(plan.predictor)];  // set up by begin_step
+  return *pre_.at(plan.predictor);  // set up by begin_step
 }
 
 void HybridAttention::select_and_score(ThreadPool& pool, int layer, int seq, SeqResult& r) {
@@ -511,8 +510,8 @@ void HybridAttention::learn_queries(int layer, const float* q, const std::vector
     int j = i + 1;
     while (j < n && rows[static_cast<size_t>(j)].seq == rows[static_cast<size_t>(i)].seq) ++j;
     const int seq = rows[static_cast<size_t>(i)].seq;
-    for (auto& sel : pre_) {
-      if (!sel || !sel->wants_queries(seq, layer)) continue;
+    for (auto& [name, sel] : pre_) {
+      if (!sel->wants_queries(seq, layer)) continue;
       if (!copied) copy_queries(q, n);
       copied = true;
       sel->on_queries(seq, layer, q_host_.data() + static_cast<size_t>(i) * spec_.q_dim(), j - i);

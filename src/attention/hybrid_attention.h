@@ -4,7 +4,7 @@
 // their logits and V rows (or a partial result + LSE) for the device to merge, or, for a fetching
 // selector (InfiniGen), their K and V rows for the device to attend over with the true query.
 #pragma once
-#include <array>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -87,7 +87,7 @@ class HybridAttention final : public LayerAttention {
   // scores them; observing selectors see the probabilities; V rows or a partial result follow.
   void select_and_score(ThreadPool& pool, int layer, int seq, SeqResult& r);
   Selector& selector_for(const StepPlan& plan, bool all);
-  void set_up_predictor(Predictor p);
+  void set_up_predictor(const std::string& name);
   // What an observer is told about `count` tokens per kv-head (`tokens` in `space`); p is the caller's.
   ObservedAttention observation(int seq, int layer, TokenSpace space, int count, const int32_t* tokens) const;
   void observe_selection(int seq, int layer, SeqResult& r, int g_begin, int g_end);
@@ -125,7 +125,7 @@ class HybridAttention final : public LayerAttention {
   std::vector<std::vector<SeqResult>> results_;     // [layer % 2][row]
   std::vector<SelectorScratch> scratch_;            // per host thread
   std::unique_ptr<Selector> post_;                  // Post-QKᵀ top-K (and "every host token")
-  std::array<std::unique_ptr<Selector>, 4> pre_;    // Pre-QKᵀ predictors, by Predictor
+  std::map<std::string, std::unique_ptr<Selector>> pre_;  // Pre-QKᵀ predictors, by name (predictors.h)
   std::vector<Selector*> observers_;                // the selectors that accumulate scores
   HostPrefillAttention prefill_attention_;          // tiled host part of prefill
   std::vector<int64_t> prefill_visible_;            // [rows] host tokens each prefill row sees

@@ -13,7 +13,7 @@
 
 #include "hybridgen/error.h"
 #include "mem/placement.h"
-#include "sched/knobs.h"
+#include "policy/knobs.h"
 #include "util/thread_pool.h"
 
 namespace hg::cli {

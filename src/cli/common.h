@@ -31,7 +31,7 @@ struct ModelOptions {
 struct PolicyOptions {
   std::string preset = "full";
   std::string file;  // --policy-file YAML
-  // --NAME VALUE for each knob of the registry (src/sched/knobs.h), in command-line order
+  // --NAME VALUE for each knob of the registry (src/policy/knobs.h), in command-line order
   std::vector<std::pair<std::string, std::string>> knobs;
   std::string kv_placement = "semantic", k_node = "auto", v_node = "auto", k_dram_budget = "0";
   bool no_kv_huge_pages = false;

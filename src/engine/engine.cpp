@@ -49,8 +49,8 @@ std::unique_ptr<Device> make_device(const EngineOptions& o) {
   const bool cuda = o.device == "cuda" || (o.device == "auto" && cuda_device_count() > 0);
   if (cuda) return make_cuda_device(o.gpu);
   // The CPU device and the host workers share the cores: -t is their total (src/sched/cores.h).
-  const CorePlan cores = plan_cores(o.threads, available_cpus(), o.policy.hybrid ? o.policy.host_threads : 0, true);
-  if (o.policy.hybrid) spdlog::info("cores: {}", cores.describe());
+  const CorePlan cores = plan_cores(o.threads, available_cpus(), o.policy.splits_kv() ? o.policy.host_threads : 0, true);
+  if (o.policy.splits_kv()) spdlog::info("cores: {}", cores.describe());
   return make_cpu_device(cores.device_threads);
 }
 }  // namespace
@@ -78,20 +78,20 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
                                 " tokens, so every token stays on the device (as with --policy full)";
     spdlog::info("{}", impl_->all_on_device_note);
     impl_->attn = make_full_attention(ac);
-  } else if (o.policy.hybrid || o.policy.offload) {
+  } else if (o.policy.kv != KvHome::Device) {
     mem::PlacementOptions po;
     po.policy = mem::parse_placement_policy(o.kv_placement);
     po.k_node = o.k_node;
     po.v_node = o.v_node;
     po.k_dram_budget = o.k_dram_budget;
     po.huge_pages = o.kv_huge_pages;
-    impl_->attn = o.policy.hybrid ? make_hybrid_attention(ac, o.policy, po) : make_offload_attention(ac, po);
+    impl_->attn = o.policy.splits_kv() ? make_hybrid_attention(ac, o.policy, po) : make_offload_attention(ac, po);
   } else {
     impl_->attn = make_full_attention(ac);
   }
   impl_->scratch = std::make_unique<Scratch>(*impl_->device, spec, std::max(o.ubatch, o.batch));
   impl_->plans.assign(static_cast<size_t>(o.batch), initial_plan(o.policy));
-  if (o.policy.hybrid) {
+  if (o.policy.splits_kv()) {
     int k_min = o.policy.sched == SchedMode::Fixed ? 0 : resolve_k_min(o.policy, model);
     if (o.policy.k_min < 0 && k_min > o.policy.k_max) {
       spdlog::info("--k-min auto: k_min {} capped at --k-max {}", k_min, o.policy.k_max);

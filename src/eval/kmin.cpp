@@ -26,7 +26,7 @@ KminResult measure_kmin(const Model& model, const EngineOptions& policy_options,
                         const std::vector<TokenWindow>& windows, const KminConfig& config,
                         const std::function<void(const KminPoint&)>& on_point) {
   config.validate();
-  if (!policy_options.policy.hybrid)
+  if (!policy_options.policy.splits_kv())
     throw Error("eval --task kmin: --policy " + policy_options.policy.name +
                 " keeps no tokens on the host; profile a hybrid policy (--policy hybrid)");
   KminResult r;

@@ -9,7 +9,7 @@
 namespace hg {
 
 int64_t device_kv_tokens(const Policy& policy, int64_t ctx) {
-  if (!policy.hybrid || window_covers_context(policy, static_cast<int>(std::min<int64_t>(ctx, INT32_MAX)))) return ctx;
+  if (!policy.splits_kv() || window_covers_context(policy, static_cast<int>(std::min<int64_t>(ctx, INT32_MAX)))) return ctx;
   return std::min<int64_t>(policy.n_sinks, ctx) + std::min<int64_t>(policy.window, ctx);  // as HybridKv sizes it
 }
 

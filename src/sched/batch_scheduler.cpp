@@ -5,21 +5,12 @@
 #include <algorithm>
 
 #include "hybridgen/error.h"
+#include "policy/enum_names.h"
 #include "sched/kmin_profile.h"
 
 namespace hg {
 
-const char* selection_name(Selection s) {
-  switch (s) {
-    case Selection::All:
-      return "all";
-    case Selection::Post:
-      return "post";
-    case Selection::Pre:
-      return "pre";
-  }
-  return "?";
-}
+const char* selection_name(Selection s) { return enum_name(s).data(); }
 
 FeedbackParams feedback_params(const Policy& p, int k_min) {
   FeedbackParams f;

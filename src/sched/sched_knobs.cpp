@@ -1,11 +1,11 @@
-// The feedback scheduler's knobs in the knob registry (src/sched/knobs.h): --sched, --k-min,
+// The feedback scheduler's knobs in the knob registry (src/policy/knobs.h): --sched, --k-min,
 // --k-max and the rules' constants (src/sched/feedback.h says what each does).
 #include <charconv>
 #include <climits>
 
 #include "hybridgen/error.h"
 #include "sched/batch_scheduler.h"
-#include "sched/knobs.h"
+#include "policy/knobs.h"
 
 namespace hg {
 
@@ -46,12 +46,7 @@ void register_sched_knobs(KnobRegistry& r) {
                              "feedback scheduler: fixed (--k and --select as given), adaptive (K in [k-min, k-max] "
                              "and Post/Pre selection tuned every step), adaptive-k (K only, Post), adaptive-select "
                              "(Post/Pre only, at --k)",
-                             &Policy::sched,
-                             {{"fixed", SchedMode::Fixed},
-                              {"adaptive", SchedMode::Adaptive},
-                              {"adaptive-k", SchedMode::AdaptiveK},
-                              {"adaptive-select", SchedMode::AdaptiveSelect}},
-                             ps));
+                             &Policy::sched, ps));
   r.add(k_min_knob());
   r.add(int_knob("k-max", "largest K of the adaptive scheduler", &Policy::k_max, 1, INT_MAX, ps));
   r.add(float_knob("sched-alpha", "scheduler: EWMA weight of the newest step's timings", &Policy::sched_alpha, 0.01f,

@@ -95,7 +95,7 @@ std::vector<float> run_policy(const Model& model, const Policy& policy, const st
     out.insert(out.end(), step.begin(), step.end());
     int64_t host = 0;  // host tokens of the batch in this step
     for (size_t s = 0; s < seqs.size(); ++s) host += engine.attention().host_tokens(static_cast<int>(s));
-    if (policy.hybrid || policy.offload) {
+    if (policy.kv != KvHome::Device) {
       const StepTiming* timing = engine.last_step_timing();
       EXPECT_NE(timing, nullptr);
       if (!timing) continue;
@@ -104,7 +104,7 @@ std::vector<float> run_policy(const Model& model, const Policy& policy, const st
       for (const auto& l : timing->layers) {
         EXPECT_GE(l.t_dev, 0.0);
         EXPECT_GE(l.t_tx, 0.0);
-        if (policy.offload) {
+        if (policy.kv == KvHome::Host) {
           EXPECT_EQ(l.bytes_h2d, 2 * past * model.spec.kv_dim() * 4);
         }
         if (policy.name == "infinigen") {
@@ -112,7 +112,7 @@ std::vector<float> run_policy(const Model& model, const Policy& policy, const st
         }
       }
     }
-    if (check_map && policy.hybrid) {
+    if (check_map && policy.splits_kv()) {
       auto& kv = dynamic_cast<HybridAttention&>(engine.attention()).kv();
       for (size_t s = 0; s < seqs.size(); ++s) kv.check_invariants(static_cast<int>(s));
     }

@@ -95,7 +95,7 @@ TEST(HybridPipeline, SpeculativeIsDeterministicAndClose) {
 TEST(HybridPipeline, PreQkPredictorsRun) {
   auto model = load_model(tiny_model("llama-mha").string());
   const auto ids = random_ids(70, 3);
-  for (Predictor pr : {Predictor::Recent, Predictor::H2O, Predictor::Partial}) {
+  for (const char* pr : {"recent", "h2o", "partial"}) {
     Policy p = small_window("hybrid");
     p.select = Selection::Pre;
     p.predictor = pr;
@@ -161,7 +161,7 @@ TEST(HybridPipeline, StepPlanChangesKAndModePerStep) {
     StepPlan plan;
     plan.K = t < switch_at ? -1 : 2;
     plan.select = t < 12 ? Selection::Post : Selection::Pre;
-    plan.predictor = t < 16 ? Predictor::Recent : Predictor::H2O;
+    plan.predictor = t < 16 ? "recent" : "h2o";
     engine.set_step_plan(0, plan);
     const int32_t tok = ids[static_cast<size_t>(prompt + t)];
     engine.decode(seqs, std::span(&tok, 1), logits.data());
@@ -179,7 +179,7 @@ TEST(HybridPipeline, StepPlanChangesKAndModePerStep) {
   EXPECT_LT(layers[0].selected, layers[0].host_tokens);
   engine.reset(0);
   EXPECT_EQ(engine.step_plan(0).K, 2);  // a new request starts from the policy's plan
-  EXPECT_THROW(engine.set_step_plan(0, StepPlan{-2, Selection::Post, Predictor::Recent}), Error);
+  EXPECT_THROW(engine.set_step_plan(0, StepPlan{-2, Selection::Post, "recent"}), Error);
 }
 
 TEST(HybridPipeline, ContradictoryKnobsAreClearErrors) {

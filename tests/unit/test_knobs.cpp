@@ -8,7 +8,7 @@
 
 #include "cli/common.h"
 #include "hybridgen/error.h"
-#include "sched/knobs.h"
+#include "policy/knobs.h"
 #include "util/thread_pool.h"
 #include "test_util.h"
 

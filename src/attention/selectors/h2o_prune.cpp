@@ -75,12 +75,17 @@ void HeavyHitterSelector::retain(int seq, int layer, int g, std::span<const int3
 }
 
 std::unique_ptr<HeavyHitterSelector> make_heavy_hitter_pruner(const SelectorContext& c) {
-  if (c.policy.name == "h2o") return std::make_unique<HeavyHitterSelector>(c, HeavyHitterSelector::Score::Attention);
-  if (c.policy.name == "keyformer") return std::make_unique<HeavyHitterSelector>(c, HeavyHitterSelector::Score::Gumbel);
+  if (c.policy.prune == Pruner::H2O) return std::make_unique<HeavyHitterSelector>(c, HeavyHitterSelector::Score::Attention);
+  if (c.policy.prune == Pruner::Keyformer)
+    return std::make_unique<HeavyHitterSelector>(c, HeavyHitterSelector::Score::Gumbel);
   return nullptr;
 }
 
 void register_heavy_hitter_knobs(KnobRegistry& r) {
+  r.add(enum_knob<Pruner>("prune",
+                          "which device tokens stay beyond the window: the heavy hitters of accumulated attention "
+                          "(h2o) or Gumbel-softmax (keyformer), or none",
+                          &Policy::prune, {"h2o", "keyformer"}));
   r.add(int_knob("heavy", "heavy hitters per kv-head kept on the device beside the window", &Policy::heavy, 0, INT_MAX,
                  {"h2o", "keyformer"}));
   r.add(float_knob("tau-init", "Gumbel-softmax temperature at the first generated token", &Policy::tau_init, 0.0625f,

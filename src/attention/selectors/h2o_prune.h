@@ -13,7 +13,7 @@
 
 #include "attention/selectors/h2o_scores.h"
 #include "attention/selectors/selector.h"
-#include "sched/knobs.h"
+#include "policy/knobs.h"
 
 namespace hg {
 
@@ -49,10 +49,10 @@ class HeavyHitterSelector final : public Selector {
   std::vector<HeadScratch> scratch_;  // [n_kv_heads]
 };
 
-// The policy's pruner: a HeavyHitterSelector for the h2o and keyformer presets, else null.
+// The policy's pruner (--prune h2o|keyformer, set by those presets): a HeavyHitterSelector, else null.
 std::unique_ptr<HeavyHitterSelector> make_heavy_hitter_pruner(const SelectorContext& c);
 
-// --heavy (h2o, keyformer), --tau-init, --tau-end (keyformer).
+// --prune, --heavy (h2o, keyformer), --tau-init, --tau-end (keyformer).
 void register_heavy_hitter_knobs(KnobRegistry& r);
 
 }  // namespace hg

@@ -18,7 +18,7 @@
 #include "attention/selectors/infinigen_skew.h"
 #include "attention/selectors/infinigen_speculation.h"
 #include "attention/selectors/selector.h"
-#include "sched/knobs.h"
+#include "policy/knobs.h"
 
 namespace hg {
 

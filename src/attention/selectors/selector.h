@@ -141,6 +141,6 @@ class Selector {
 // The selector a plan's mode names: Post-QKᵀ top-K for Selection::Post and All, otherwise the
 // plan's Pre-QKᵀ predictor. HybridAttention keeps one of each it may need, so a plan can switch
 // modes between steps without losing a predictor's state.
-std::unique_ptr<Selector> make_selector(Selection select, Predictor predictor, const SelectorContext& c);
+std::unique_ptr<Selector> make_selector(Selection select, const std::string& predictor, const SelectorContext& c);
 
 }  // namespace hg

@@ -1,4 +1,4 @@
-#include "sched/knobs.h"
+#include "policy/knobs.h"
 
 #include <algorithm>
 #include <charconv>
@@ -9,6 +9,7 @@
 
 #include "attention/selectors/h2o_prune.h"
 #include "attention/selectors/infinigen.h"
+#include "attention/selectors/predictors.h"
 #include "hybridgen/error.h"
 #include "util/thread_pool.h"
 
@@ -16,9 +17,9 @@ namespace hg {
 
 namespace {
 
-std::string join(const std::vector<std::string>& v) {
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
   std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
   return s;
 }
 
@@ -145,6 +146,25 @@ Knob bool_knob(std::string name, std::string help, bool Policy::*field, PresetLi
   return k;
 }
 
+Knob name_knob(std::string name, std::string help, std::string Policy::*field, std::vector<std::string> (*names)(),
+               PresetList presets) {
+  Knob k;
+  k.name = std::move(name);
+  k.help = std::move(help);
+  std::string range;
+  for (const auto& n : names()) range += (range.empty() ? "" : "|") + n;
+  k.range = range;
+  k.type = "NAME";
+  k.presets = std::move(presets);
+  k.parse = [flag = k.flag(), field, names](Policy& p, const std::string& s) {
+    const auto all = names();
+    if (std::find(all.begin(), all.end(), s) == all.end()) throw_bad_knob(flag, s, join(all, "|"));
+    p.*field = s;
+  };
+  k.describe = [field](const Policy& p) { return p.*field; };
+  return k;
+}
+
 PresetList split_kv_presets() {
   return {"hybrid", "hgca", "cpu-attn", "streaming", "h2o", "keyformer", "infinigen"};
 }
@@ -157,24 +177,12 @@ void register_policy_knobs(KnobRegistry& r) {
                   &Policy::keep_evicted, split));
   r.add(int_knob("evict-block", "tokens moved from the device window to the host at once", &Policy::evict_block, 1,
                  INT_MAX, split));
-  r.add(enum_knob<Selection>("select", "host token selection",
-                             &Policy::select, {{"all", Selection::All}, {"post", Selection::Post}, {"pre", Selection::Pre}},
-                             split));
+  r.add(enum_knob<Selection>("select", "host token selection", &Policy::select, split));
   r.add(int_knob("k", "host tokens per kv-head that take part", &Policy::K, 0, INT_MAX, split, {{-1, "all host tokens"}}));
-  r.add(enum_knob<Predictor>("predictor", "Pre-QK selection predictor", &Policy::predictor,
-                             {{"recent", Predictor::Recent},
-                              {"h2o", Predictor::H2O},
-                              {"partial", Predictor::Partial},
-                              {"infinigen", Predictor::Infinigen}},
-                             split));
+  r.add(name_knob("predictor", "Pre-QK selection predictor", &Policy::predictor, predictor_names, split));
   r.add(int_knob("partial-dims", "query dimensions of the partial predictor", &Policy::partial_dims, 1, INT_MAX, split));
-  r.add(enum_knob<MergeMode>("merge", "merge of host and device results", &Policy::merge,
-                             {{"logits", MergeMode::Logits}, {"lse", MergeMode::Lse}}, split));
-  r.add(enum_knob<QuerySource>("query", "host query source", &Policy::query,
-                               {{"exact", QuerySource::Exact},
-                                {"speculative", QuerySource::Speculative},
-                                {"refine", QuerySource::Refine}},
-                               split));
+  r.add(enum_knob<MergeMode>("merge", "merge of host and device results", &Policy::merge, split));
+  r.add(enum_knob<QuerySource>("query", "host query source", &Policy::query, split));
   r.add(int_knob("exact-layers", "first layers that use the exact query when speculating", &Policy::exact_layers, 0,
                  INT_MAX, split));
   // At most the CPUs of this machine: more workers than CPUs only contend (and 5000 threads abort).

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "hybridgen/policy.h"
+#include "policy/enum_names.h"
 
 namespace hg {
 
@@ -81,32 +82,31 @@ Knob float_knob(std::string name, std::string help, float Policy::*field, float 
                 PresetList presets = {});
 Knob bool_knob(std::string name, std::string help, bool Policy::*field, PresetList presets = {});
 
-// One of a fixed set of names.
+// One of an enum's names (policy/enum_names.h).
 template <typename E>
-Knob enum_knob(std::string name, std::string help, E Policy::*field, std::vector<std::pair<std::string, E>> values,
-               PresetList presets = {}) {
+Knob enum_knob(std::string name, std::string help, E Policy::*field, PresetList presets = {}) {
   std::string range;
-  for (const auto& v : values) range += (range.empty() ? "" : "|") + v.first;
+  for (const auto& v : enum_names<E>()) range += (range.empty() ? "" : "|") + std::string(v.name);
   Knob k;
   k.name = std::move(name);
   k.help = std::move(help);
   k.range = range;
   k.type = "NAME";
   k.presets = std::move(presets);
-  k.parse = [flag = k.flag(), field, values, range](Policy& p, const std::string& s) {
-    for (const auto& v : values)
-      if (v.first == s) {
-        p.*field = v.second;
+  k.parse = [flag = k.flag(), field, range](Policy& p, const std::string& s) {
+    for (const auto& v : enum_names<E>())
+      if (v.name == s) {
+        p.*field = v.value;
         return;
       }
     throw_bad_knob(flag, s, range);
   };
-  k.describe = [field, values](const Policy& p) {
-    for (const auto& v : values)
-      if (v.second == p.*field) return v.first;
-    return std::string("?");
-  };
+  k.describe = [field](const Policy& p) { return std::string(enum_name(p.*field)); };
   return k;
 }
+
+// One of the names `names()` lists (read when parsing, so a table filled later is seen).
+Knob name_knob(std::string name, std::string help, std::string Policy::*field, std::vector<std::string> (*names)(),
+               PresetList presets = {});
 
 }  // namespace hg

@@ -1,0 +1,49 @@
+#include "attention/selectors/predictors.h"
+
+#include "attention/selectors/h2o_predictor.h"
+#include "attention/selectors/infinigen.h"
+#include "attention/selectors/partial.h"
+#include "attention/selectors/recent.h"
+#include "hybridgen/error.h"
+
+namespace hg {
+
+namespace {
+
+template <typename S>
+std::unique_ptr<Selector> make(const SelectorContext& c) {
+  return std::make_unique<S>(c);
+}
+
+const std::vector<PredictorInfo> kPredictors = {
+    {"recent", "the most recent host tokens", [](const SelectorContext&) -> std::unique_ptr<Selector> {
+       return std::make_unique<RecentSelector>();
+     }},
+    {"h2o", "the host tokens of largest accumulated attention", make<H2oPredictor>},
+    {"partial", "top-K of logits over --partial-dims query dimensions",
+     [](const SelectorContext& c) -> std::unique_ptr<Selector> {
+       return std::make_unique<PartialSelector>(c.policy.partial_dims);
+     }},
+    {"infinigen", "InfiniGen's skewed partial scores, tokens within --alpha of the max, K and V fetched",
+     make<InfinigenSelector>},
+};
+
+}  // namespace
+
+const std::vector<PredictorInfo>& predictor_table() { return kPredictors; }
+
+std::vector<std::string> predictor_names() {
+  std::vector<std::string> names;
+  for (const auto& p : predictor_table()) names.push_back(p.name);
+  return names;
+}
+
+const PredictorInfo& find_predictor(const std::string& name) {
+  for (const auto& p : predictor_table())
+    if (p.name == name) return p;
+  std::string names;
+  for (const auto& n : predictor_names()) names += (names.empty() ? "" : ", ") + n;
+  throw Error("--predictor: '" + name + "' is not a predictor (predictors: " + names + ")");
+}
+
+}  // namespace hg

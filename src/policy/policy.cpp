@@ -1,0 +1,90 @@
+// A policy's YAML file, its checks and its one-line description (the presets: presets.cpp; the
+// knobs: knobs.cpp and the parts that own them).
+#include "hybridgen/policy.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <sstream>
+
+#include "hybridgen/error.h"
+#include "policy/knobs.h"
+#include "util/thread_pool.h"
+
+namespace hg {
+
+void apply_policy_yaml(Policy& p, const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    throw Error(path + ": " + e.what());
+  }
+  // Found by fuzz_policy_yaml: a scalar document ("policy" alone) made root["policy"] throw
+  // YAML::BadSubscript past every handler (abort); so did a non-scalar key.
+  if (!root.IsMap()) throw Error(path + ": expected a mapping of policy knobs");
+  YAML::Node node = root["policy"] ? root["policy"] : root;
+  if (!node.IsMap()) throw Error(path + ": expected a mapping of policy knobs");
+  const KnobRegistry& knobs = knob_registry();
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar())
+      throw Error(path + ":" + std::to_string(kv.first.Mark().line + 1) + ": expected a knob name as the key");
+    const std::string key = kv.first.as<std::string>();
+    const YAML::Node& v = kv.second;
+    const std::string where = path + ":" + std::to_string(v.Mark().line + 1);
+    if (!v.IsScalar()) throw Error(where + ": knob '" + key + "': expected a single value");
+    if (key == "preset" || key == "name")
+      p = policy_preset(v.as<std::string>());
+    else
+      knobs.set(p, key, v.as<std::string>(), where);
+  }
+}
+
+bool window_covers_context(const Policy& p, int ctx) {
+  return p.splits_kv() && ctx > 0 && static_cast<int64_t>(p.window) + p.n_sinks >= ctx;
+}
+
+void validate_policy(const Policy& p, int /*ctx*/) {
+  if (!p.splits_kv()) return;
+  // Each knob's own range is checked by the knob registry when it is set; a Policy built in code
+  // (tests, sweeps) is checked against the same ranges here.
+  const KnobRegistry& knobs = knob_registry();
+  for (const Knob* k : knobs.for_preset(p.name)) {
+    Policy copy = p;
+    k->parse(copy, k->describe(p));
+  }
+  if (p.window == 0 && p.keep_evicted == false)
+    throw Error("a window of 0 that drops evicted tokens keeps nothing to attend to");
+  if (!p.keep_evicted && p.K != 0 && p.select != Selection::All)
+    throw Error("--k " + std::to_string(p.K) +
+                " selects host tokens, but this policy drops evicted tokens (streaming)");
+  if (p.window > 0 && p.window < p.evict_block)
+    throw Error("--window " + std::to_string(p.window) + " is smaller than --evict-block " +
+                std::to_string(p.evict_block));
+  validate_sched_knobs(p);
+  if (p.query == QuerySource::Refine && p.select == Selection::All)
+    throw Error("--query refine needs a selection (--select post|pre): with all host tokens use --query exact");
+}
+
+std::string describe_policy(const Policy& p) {
+  std::string system;
+  for (const auto& info : preset_table())
+    if (info.name == p.name) system = info.system;
+  std::ostringstream o;
+  o << p.name;
+  if (!system.empty()) o << " (" << system << ")";
+  const auto knobs = knob_registry().for_preset(p.name);
+  if (!p.splits_kv()) {
+    o << (p.kv == KvHome::Host ? ": every token on the host, streamed to the device layer by layer"
+                    : ": all tokens on the device");
+  }
+  const char* sep = ": ";
+  for (const Knob* k : knobs) {
+    o << sep << k->name << " " << k->describe(p);
+    sep = ", ";
+  }
+  if (p.prune == Pruner::Keyformer) o << sep << "seed " << p.seed;  // --seed: the Gumbel noise
+  return o.str();
+}
+
+}  // namespace hg
