@@ -2,6 +2,7 @@
 // sequences, and runs prefill and decode steps. It orchestrates; it holds no policy logic.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -31,6 +32,9 @@ struct EngineOptions {
   int k_node = -1, v_node = -1;  // -1: auto
   uint64_t k_dram_budget = 0;    // bytes, 0: no limit
   bool kv_huge_pages = true;     // transparent huge pages for the host KV arenas
+  // Instrumentation (tests): called at the start of each decode layer's host job (split policies),
+  // on a host thread, with the decode step (0-based) and the layer; a test slows the host with it.
+  std::function<void(int64_t step, int layer)> host_job_hook;
 };
 
 struct LayerStats;

@@ -73,6 +73,8 @@ struct Policy {
   // Sinks + window on the device, the rest on the host or dropped: the attention stage of
   // src/attention/hybrid_attention.h and the feedback scheduler.
   bool splits_kv() const { return kv == KvHome::Split; }
+  // Host attention workers beside the device (the split policies' --host-threads).
+  int host_workers() const { return splits_kv() ? host_threads : 0; }
 };
 
 // What the attention stage does at one decode step for one sequence: the policy's starting

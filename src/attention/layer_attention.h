@@ -4,6 +4,7 @@
 // on the host, both computing at once) implement it.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -43,6 +44,12 @@ struct LayerStats {
   double t_dev() const { return t_layer - t_wait - t_tx; }
 };
 
+class HybridKv;
+
+// Instrumentation a caller injects (tests): called at the start of each decode layer's host job,
+// on a host thread, with the decode step (0-based, counted by the stage) and the layer.
+using HostJobHook = std::function<void(int64_t step, int layer)>;
+
 class LayerAttention {
  public:
   virtual ~LayerAttention() = default;
@@ -70,6 +77,9 @@ class LayerAttention {
   // Where the host KV stores live, checked page by page (JSON; null when there are none).
   virtual nlohmann::json memory_report() const { return nullptr; }
   virtual std::string describe() const = 0;
+  // The split KV cache's token map and stores (tests, through attention/inspect.h); null when the
+  // stage keeps none.
+  virtual HybridKv* split_kv() { return nullptr; }
 };
 
 struct AttentionContext {
@@ -78,7 +88,18 @@ struct AttentionContext {
   DType kv_dtype;
   int ctx;
   int n_seqs;
+  HostJobHook host_job_hook = {};
 };
+
+// The attention stage of a policy, the one way the engine builds one: where the policy keeps K
+// and V picks it (KvHome: full, offload, or the split stage of every other preset). A split
+// policy whose window and sinks cover the context never moves a token to the host: it runs as
+// full attention, and `note` says so (DESIGN.md: not an error).
+struct AttentionStage {
+  std::unique_ptr<LayerAttention> attention;
+  std::string note;  // empty, or why the stage is not the policy's own
+};
+AttentionStage make_attention(const AttentionContext& c, const Policy& policy, const mem::PlacementOptions& placement);
 
 std::unique_ptr<LayerAttention> make_full_attention(const AttentionContext& c);
 // FlexGen's offload: every token on the host, each layer's K/V streamed to the device.

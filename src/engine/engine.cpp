@@ -14,7 +14,6 @@
 #include "hybridgen/error.h"
 #include "kv/memory_plan.h"
 #include "mem/placement.h"
-#include <spdlog/spdlog.h>
 #include "sched/batch_scheduler.h"
 #include "sched/cores.h"
 
@@ -49,8 +48,8 @@ std::unique_ptr<Device> make_device(const EngineOptions& o) {
   const bool cuda = o.device == "cuda" || (o.device == "auto" && cuda_device_count() > 0);
   if (cuda) return make_cuda_device(o.gpu);
   // The CPU device and the host workers share the cores: -t is their total (src/sched/cores.h).
-  const CorePlan cores = plan_cores(o.threads, available_cpus(), o.policy.splits_kv() ? o.policy.host_threads : 0, true);
-  if (o.policy.splits_kv()) spdlog::info("cores: {}", cores.describe());
+  const CorePlan cores = plan_cores(o.threads, available_cpus(), o.policy.host_workers(), true);
+  if (o.policy.host_workers() > 0) spdlog::info("cores: {}", cores.describe());
   return make_cpu_device(cores.device_threads);
 }
 }  // namespace
@@ -69,37 +68,22 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
   plan_device_memory(model, o.policy, o.kv_dtype, o.ctx, o.batch, impl_->device->name(), impl_->device->memory())
       .require_fits();
   impl_->weights = upload_weights(*impl_->device, model);
-  const AttentionContext ac{*impl_->device, model, o.kv_dtype, o.ctx, o.batch};
-  if (window_covers_context(o.policy, o.ctx)) {
-    // Nothing would ever leave the device window: that is full attention, without the host stage.
-    impl_->all_on_device_note = o.policy.name + ": window " + std::to_string(o.policy.window) + " + " +
-                                std::to_string(o.policy.n_sinks) + " sinks cover the context of " +
-                                std::to_string(o.ctx) +
-                                " tokens, so every token stays on the device (as with --policy full)";
-    spdlog::info("{}", impl_->all_on_device_note);
-    impl_->attn = make_full_attention(ac);
-  } else if (o.policy.kv != KvHome::Device) {
-    mem::PlacementOptions po;
-    po.policy = mem::parse_placement_policy(o.kv_placement);
-    po.k_node = o.k_node;
-    po.v_node = o.v_node;
-    po.k_dram_budget = o.k_dram_budget;
-    po.huge_pages = o.kv_huge_pages;
-    impl_->attn = o.policy.splits_kv() ? make_hybrid_attention(ac, o.policy, po) : make_offload_attention(ac, po);
-  } else {
-    impl_->attn = make_full_attention(ac);
-  }
+  const AttentionContext ac{*impl_->device, model, o.kv_dtype, o.ctx, o.batch, o.host_job_hook};
+  mem::PlacementOptions po;
+  po.policy = mem::parse_placement_policy(o.kv_placement);
+  po.k_node = o.k_node;
+  po.v_node = o.v_node;
+  po.k_dram_budget = o.k_dram_budget;
+  po.huge_pages = o.kv_huge_pages;
+  AttentionStage stage = make_attention(ac, o.policy, po);
+  impl_->attn = std::move(stage.attention);
+  impl_->all_on_device_note = stage.note;
+  if (!stage.note.empty()) spdlog::info("{}", stage.note);
   impl_->scratch = std::make_unique<Scratch>(*impl_->device, spec, std::max(o.ubatch, o.batch));
   impl_->plans.assign(static_cast<size_t>(o.batch), initial_plan(o.policy));
-  if (o.policy.splits_kv()) {
-    int k_min = o.policy.sched == SchedMode::Fixed ? 0 : resolve_k_min(o.policy, model);
-    if (o.policy.k_min < 0 && k_min > o.policy.k_max) {
-      spdlog::info("--k-min auto: k_min {} capped at --k-max {}", k_min, o.policy.k_max);
-      k_min = o.policy.k_max;
-    }
-    impl_->sched = std::make_unique<BatchScheduler>(o.policy, k_min, o.batch);
+  impl_->sched = make_batch_scheduler(o.policy, model, o.batch);
+  if (impl_->sched)
     for (int s = 0; s < o.batch; ++s) impl_->plans[static_cast<size_t>(s)] = impl_->sched->plan(s);
-  }
 }
 
 Engine::~Engine() = default;

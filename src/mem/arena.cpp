@@ -19,8 +19,6 @@ namespace hg::mem {
 
 namespace {
 
-size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
-
 size_t page_bytes() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
 // Faults every page in for writing. MADV_POPULATE_WRITE does it in one call (and reports ENOMEM

@@ -18,6 +18,9 @@
 
 namespace hg::mem {
 
+// v rounded up to a multiple of `to` (> 0): block and huge-page sizes.
+constexpr uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 // Set by the CUDA backend so that host arenas become DMA-able without src/mem including CUDA.

@@ -15,8 +15,6 @@ namespace hg::mem {
 
 namespace {
 
-size_t round_up(uint64_t v, size_t to) { return (v + to - 1) / to * to; }
-
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;

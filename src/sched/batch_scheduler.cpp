@@ -143,4 +143,14 @@ nlohmann::json BatchScheduler::to_json() const {
   return j;
 }
 
+std::unique_ptr<BatchScheduler> make_batch_scheduler(const Policy& policy, const Model& model, int batch) {
+  if (!policy.splits_kv()) return nullptr;
+  int k_min = policy.sched == SchedMode::Fixed ? 0 : resolve_k_min(policy, model);
+  if (policy.k_min < 0 && k_min > policy.k_max) {
+    spdlog::info("--k-min auto: k_min {} capped at --k-max {}", k_min, policy.k_max);
+    k_min = policy.k_max;
+  }
+  return std::make_unique<BatchScheduler>(policy, k_min, batch);
+}
+
 }  // namespace hg

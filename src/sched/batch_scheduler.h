@@ -8,6 +8,7 @@
 // its selected tokens plus, under Post-QKᵀ, the host tokens its key scan reads. Each sequence
 // balancing its share against its budget keeps the sum of host work within T_dev.
 #pragma once
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -25,6 +26,7 @@ FeedbackParams feedback_params(const Policy& p, int k_min);
 // A policy's k_min: its --k-min, or under `auto` the model's K_min profile (logged with the file),
 // else kDefaultKMin (logged). hg::Error naming the file when the profile is corrupt.
 int resolve_k_min(const Policy& p, const Model& model);
+
 constexpr int kDefaultKMin = 64;
 
 const char* selection_name(Selection s);  // "all" | "post" | "pre"
@@ -62,5 +64,9 @@ class BatchScheduler {
   FeedbackParams params_;
   std::vector<Seq> seqs_;
 };
+
+// The scheduler of a policy that splits the KV cache (k_min resolved, capped at --k-max with a
+// note); null for the others, whose every step attends the same tokens.
+std::unique_ptr<BatchScheduler> make_batch_scheduler(const Policy& policy, const Model& model, int batch);
 
 }  // namespace hg

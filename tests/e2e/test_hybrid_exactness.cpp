@@ -12,7 +12,7 @@
 #include <cmath>
 #include <random>
 
-#include "attention/hybrid_attention.h"
+#include "attention/inspect.h"
 #include "hybridgen/engine.h"
 #include "hybridgen/model.h"
 #include "test_util.h"
@@ -113,7 +113,7 @@ std::vector<float> run_policy(const Model& model, const Policy& policy, const st
       }
     }
     if (check_map && policy.splits_kv()) {
-      auto& kv = dynamic_cast<HybridAttention&>(engine.attention()).kv();
+      auto& kv = split_kv(engine);
       for (size_t s = 0; s < seqs.size(); ++s) kv.check_invariants(static_cast<int>(s));
     }
   }

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <random>
 
-#include "attention/hybrid_attention.h"
+#include "attention/inspect.h"
 #include "hybridgen/engine.h"
 #include "hybridgen/error.h"
 #include "hybridgen/model.h"
@@ -123,7 +123,7 @@ TEST(HybridPipeline, StreamingDropsEvictedTokensAndKeepsSinks) {
   engine.prefill(0, std::span(ids.data(), 30), logits.data());
   const int seq = 0;
   for (size_t i = 30; i < ids.size(); ++i) engine.decode(std::span(&seq, 1), std::span(ids.data() + i, 1), logits.data());
-  auto& kv = dynamic_cast<HybridAttention&>(engine.attention()).kv();
+  auto& kv = split_kv(engine);
   kv.check_invariants(0);
   EXPECT_EQ(kv.host(0).n_tokens(), 0);
   EXPECT_EQ(kv.location(0, 0).place, TokenPlace::Sink);

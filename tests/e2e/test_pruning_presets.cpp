@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attention/hybrid_attention.h"
+#include "attention/inspect.h"
 #include "attention/selectors/infinigen.h"
 #include "hybridgen/engine.h"
 #include "test_util.h"
@@ -63,7 +63,7 @@ TEST_P(PruningInvariants, HoldAtEveryStep) {
   o.ubatch = 24;  // prefill chunks longer than the window: tokens skip the ring into heavy slots
   o.policy = p;
   Engine engine(*model, o);
-  auto& kv = dynamic_cast<HybridAttention&>(engine.attention()).kv();
+  auto& kv = split_kv(engine);
   const std::vector<int> lengths = {5, 61, 30};
   std::vector<std::vector<int32_t>> ids;
   for (size_t s = 0; s < lengths.size(); ++s) ids.push_back(random_ids(lengths[s] + 70, 7u + static_cast<uint32_t>(s)));

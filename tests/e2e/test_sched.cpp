@@ -1,10 +1,13 @@
 // The feedback scheduler end to end: adaptive K that keeps every host token equals full
-// attention; a host stage slowed down by the test-only hook (HG_TEST_HOST_DELAY) makes a real run
+// attention; a host stage slowed down by an injected hook (EngineOptions::host_job_hook) makes a real run
 // switch to Pre-QKᵀ and back once the delay is gone; `eval --task kmin` writes a profile that
 // `--k-min auto` reads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -82,24 +85,37 @@ TEST(Sched, AdaptiveWithKMinAboveTheHostTokensEqualsFull) {
 
 // A model large enough that its device stage takes milliseconds per step: the cached SmolLM2,
 // or seeded random weights of its shape.
-std::string timing_model() {
+std::unique_ptr<Model> timing_model() {
   const std::string real = smollm2_path();
-  if (!real.empty()) return "-m '" + real + "'";
-  return "--synthetic '" + (source_dir() / "configs/models/smollm2-135m.yaml").string() + "' --synthetic-dtype q8_0";
+  if (!real.empty()) return load_model(real);
+  return make_synthetic_model(source_dir() / "configs/models/smollm2-135m.yaml", DType::Q8_0, 1);
 }
 
 TEST(Sched, DelayedHostStageSwitchesToPreAndBack) {
-  const auto dir = temp_dir("sched_delay");
-  write_ids(dir / "ids.json", random_ids(300, 5, 30000));
-  const fs::path stats = dir / "stats.json";
-  // The host stage sleeps 80 ms per step (T_dev is ~20 ms) during decode steps [20, 50).
-  const RunResult r = run("HG_TEST_HOST_DELAY=80@20:50 '" + (bin_dir() / "hybridgen").string() + "' generate " +
-                          timing_model() + " --ids-file '" + (dir / "ids.json").string() +
-                          "' -n 110 --temp 0 --ignore-eos --policy hybrid --window 64 --k-min 32 --stats-json '" +
-                          stats.string() + "'");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto j = nlohmann::json::parse(read_file(stats));
-  const auto& trace = j["sched"]["trace"];
+  const auto model = timing_model();
+  EngineOptions o;
+  o.ctx = 410;
+  o.policy = policy_preset("hybrid");
+  o.policy.window = 64;
+  o.policy.k_min = 32;
+  // The host stage sleeps 80 ms per step (T_dev is ~20 ms) during decode steps [20, 50), spread
+  // over its layer jobs: the injected hook stands for a slower host.
+  const int n_layers = model->spec.n_layers;
+  o.host_job_hook = [n_layers](int64_t step, int) {
+    if (step >= 20 && step < 50) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(80.0 / n_layers));
+  };
+  Engine engine(*model, o);
+  const std::vector<int32_t> ids = random_ids(300, 5, 30000);
+  std::vector<float> logits(static_cast<size_t>(engine.vocab_size()));
+  engine.prefill(0, ids, logits.data());
+  const int seq = 0;
+  for (int step = 0; step < 109; ++step) {  // greedy, as generate --temp 0
+    const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    engine.decode(std::span(&seq, 1), std::span(&next, 1), logits.data());
+  }
+  const nlohmann::json j = engine.scheduler()->to_json();
+  const std::string summary = engine.scheduler()->summary(0);
+  const auto& trace = j["trace"];
   ASSERT_EQ(trace.size(), 109u);
   int first_pre = -1, last_pre = -1;
   for (const auto& e : trace) {
@@ -111,14 +127,14 @@ TEST(Sched, DelayedHostStageSwitchesToPreAndBack) {
     EXPECT_GE(e["k"].get<int>(), 32);
     EXPECT_LE(e["k"].get<int>(), 1024);
   }
-  ASSERT_GE(first_pre, 0) << "never switched to Pre: " << j["sched"]["summary"];
+  ASSERT_GE(first_pre, 0) << "never switched to Pre: " << summary;
   EXPECT_GE(first_pre, 20) << "switched before the delay began";
   EXPECT_LT(first_pre, 40) << "the delay began at step 20";
   // Back to Post once the delay is gone (hysteresis 8 steps, plus the EWMA's memory).
   EXPECT_GE(last_pre, 50);
-  EXPECT_LT(last_pre, 90) << j["sched"]["summary"];
+  EXPECT_LT(last_pre, 90) << summary;
   EXPECT_EQ(trace.back()["select"], "post");
-  EXPECT_GE(j["sched"]["switches"].get<int>(), 2);
+  EXPECT_GE(j["switches"].get<int>(), 2);
   // The slow steps show in the trace's host time.
   EXPECT_GT(trace[30]["t_host_ms"].get<double>(), 40.0);
 }

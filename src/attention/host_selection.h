@@ -1,0 +1,74 @@
+// The host selectors of the split policies, driven for one sequence's layer at a time:
+//
+//   step plan (K, mode, predictor) ──► Selector::select over kv-head ranges ──► idx + logits
+//                                      [observers: softmax of the selection ──► Selector::observe]
+//                                      gather V rows (and K rows for a fetch) / partial + LSE
+//
+// It owns the selectors: Post-QKᵀ top-K (which also serves "every host token") and each Pre-QKᵀ
+// predictor a plan has named (predictors.h), kept across mode switches so that a predictor's
+// state survives them. The kv-heads are split over the host workers; each worker has its scratch.
+#pragma once
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "attention/selectors/selector.h"
+#include "util/thread_pool.h"
+
+namespace hg {
+
+// What the host computed for one row's sequence and layer.
+struct HostResult {
+  int K = 0;                  // selected tokens per kv-head
+  int64_t n_host = 0;         // host tokens available
+  std::vector<int32_t> idx;   // [n_kv_heads][K]
+  std::vector<float> logits;  // [n_heads][K]
+  std::vector<float> v;       // [n_kv_heads][K][head_dim]
+  bool fetch = false;         // K and V rows go to the device, which scores them (Shipment::KeyValue)
+  std::vector<float> k;       // [n_kv_heads][K][head_dim] the fetched K rows
+  std::vector<float> out;     // [rows][n_heads][head_dim] (LSE merge; prefill)
+  std::vector<float> lse;     // [rows][n_heads]
+  std::vector<float> q;       // [n_heads][head_dim] the query the host used
+  std::vector<float> p;       // [n_heads][K] the selection's probabilities (observing selectors)
+};
+
+class HostSelection {
+ public:
+  // n_threads: the host workers (one scratch each).
+  HostSelection(const SelectorContext& c, int n_threads);
+
+  // Sets up the predictors the step's plans name; on the device thread, no host job running.
+  void prepare(std::span<const StepPlan> plans);
+  // The sequence's host store grew from `before` to `after` tokens (device thread).
+  void on_host_append(int seq, int64_t before, int64_t after);
+  void reset(int seq);
+
+  // The host part of one sequence's layer with the query r.q: the plan's selector picks K tokens
+  // per kv-head and scores them, observers see the probabilities, then V rows (and K rows for a
+  // fetch) are gathered, or with --merge lse the partial result + LSE computed.
+  void select(ThreadPool& pool, int layer, int seq, const StepPlan& plan, const HostStore& host, HostResult& r);
+  // --query refine: r.q is now the true query; the selected tokens' logits (and partial) again.
+  void rescore(ThreadPool& pool, int layer, const HostStore& host, HostResult& r);
+
+  // The predictors that learn from a layer's true queries (InfiniGen's skew, prefill and decode).
+  bool wants_queries(int seq, int layer) const;
+  void learn_queries(int seq, int layer, const float* q, int n_rows);
+
+ private:
+  Selector& selector_for(const StepPlan& plan, bool all);
+  void observe(int seq, int layer, HostResult& r, int g_begin, int g_end);
+  void partial(ThreadPool& pool, int layer, const HostStore& host, HostResult& r);
+
+  const ModelSpec& spec_;
+  const Policy& policy_;
+  int ctx_, n_seqs_;
+  float scale_;
+  std::unique_ptr<Selector> post_;                        // Post-QKᵀ top-K (and "every host token")
+  std::map<std::string, std::unique_ptr<Selector>> pre_;  // Pre-QKᵀ predictors, by name
+  std::vector<Selector*> observers_;                      // the selectors that accumulate scores
+  std::vector<SelectorScratch> scratch_;                  // per host thread
+};
+
+}  // namespace hg
