@@ -166,7 +166,13 @@ Knob name_knob(std::string name, std::string help, std::string Policy::*field, s
 }
 
 PresetList split_kv_presets() {
-  return {"hybrid", "hgca", "cpu-attn", "streaming", "h2o", "keyformer", "infinigen"};
+  PresetList names;
+  for (const PresetInfo& row : preset_table()) {
+    Policy p;
+    row.apply(p);
+    if (p.splits_kv()) names.push_back(row.name);
+  }
+  return names;
 }
 
 void register_policy_knobs(KnobRegistry& r) {

@@ -32,7 +32,10 @@ void heavy_hitters(Policy& p, Pruner prune) {
   p.prune = prune;
 }
 
-const std::vector<PresetInfo> kPresets = {
+}  // namespace
+
+const std::vector<PresetInfo>& preset_table() {
+  static const std::vector<PresetInfo> table = {
     {"full", "all on device (oracle)", "every token's K and V on the device", [](Policy&) {}},
     {"offload", "FlexGen (attention on the device)",
      "every token on the host; each layer's K and V copied host->device, the next layer's copy overlapping this "
@@ -81,11 +84,20 @@ const std::vector<PresetInfo> kPresets = {
        p.query = QuerySource::Speculative;
        p.exact_layers = InfinigenSelector::kExactLayers;
      }},
-};
-
-}  // namespace
-
-const std::vector<PresetInfo>& preset_table() { return kPresets; }
+    {"quest", "Quest (query-aware pages, Pre-QKᵀ)",
+     "device window + sinks; per kv-head the host pages of 16 tokens of largest logit bound Σ max(q·min, q·max), "
+     "--k tokens, their K and V attended with the true query",
+     [](Policy& p) {
+       // Window 1024 + 4 sinks + 256 host tokens (16 pages) per kv-head: what hybrid's defaults
+       // attend. The pages are ranked with the layer's own query, as Quest does (--query exact).
+       split(p);
+       p.select = Selection::Pre;
+       p.predictor = "quest";
+       p.query = QuerySource::Exact;
+     }},
+  };
+  return table;
+}
 
 std::vector<std::string> policy_presets() {
   std::vector<std::string> names;

@@ -3,10 +3,10 @@
 // than the window and many decode steps, batch 1 and a batch of different lengths. `offload`
 // (every token streamed from the host) is exact by construction. So are the pruning and fetching
 // presets with budgets that cover the whole context (h2o and keyformer with --heavy >= context,
-// infinigen with --max-kv >= context and a huge --alpha). The token map keeps every position in
-// exactly one place throughout; every decode step's timing record is there, offload moves
-// 2·N·kv_dim floats per layer and sequence, and infinigen fetches the K and V rows of every host
-// token (2·n_host·kv_dim floats): the device, not the host, computes their logits.
+// infinigen with --max-kv >= context and a huge --alpha, quest with --k >= context). The token
+// map keeps every position in exactly one place throughout; every decode step's timing record is there, offload moves
+// 2·N·kv_dim floats per layer and sequence, and infinigen and quest fetch the K and V rows of
+// every host token (2·n_host·kv_dim floats): the device, not the host, computes their logits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -40,6 +40,10 @@ Policy exact_policy(const std::string& preset, MergeMode merge) {
   if (preset == "infinigen") {  // every host token is fetched (selected with the speculative query)
     p.max_kv = kCtx;
     p.alpha = 1e9f;
+    return p;
+  }
+  if (preset == "quest") {  // a page budget that covers every host token: all fetched
+    p.K = kCtx;
     return p;
   }
   p.K = -1;
@@ -107,7 +111,7 @@ std::vector<float> run_policy(const Model& model, const Policy& policy, const st
         if (policy.kv == KvHome::Host) {
           EXPECT_EQ(l.bytes_h2d, 2 * past * model.spec.kv_dim() * 4);
         }
-        if (policy.name == "infinigen") {
+        if (policy.name == "infinigen" || policy.name == "quest") {
           EXPECT_EQ(l.bytes_h2d, 2 * host * model.spec.kv_dim() * 4);
         }
       }
@@ -157,6 +161,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, HybridExactness,
                                            Case{"llama3-rope", "keyformer", MergeMode::Logits},
                                            Case{"llama-gqa", "keyformer", MergeMode::Logits},
                                            Case{"llama-gqa", "infinigen", MergeMode::Logits},
+                                           Case{"llama-gqa", "quest", MergeMode::Logits},
+                                           Case{"qwen2", "quest", MergeMode::Logits},
                                            Case{"qwen2-untied", "infinigen", MergeMode::Logits},
                                            Case{"opt", "infinigen", MergeMode::Logits},
                                            Case{"opt-postln", "infinigen", MergeMode::Logits},

@@ -142,6 +142,54 @@ TEST(InfinigenFetch, ShipsTheChosenTokensKAndVRowsPerLayer) {
   EXPECT_GT(attn.host_tokens(1), p.max_kv);  // the budget really left host tokens behind
 }
 
+// Quest under a budget below the host tokens: layers 0 and 1 fetch every host token, the others
+// min(budget in whole pages, host tokens) per kv-head, and the K and V rows of exactly those go
+// to the device; the logits stay finite.
+TEST(QuestFetch, ShipsTheChosenPagesKAndVRowsPerLayer) {
+  auto model = load_model(tiny_model("llama-gqa").string());
+  const ModelSpec& spec = model->spec;
+  Policy p = policy_preset("quest");
+  p.window = 16;
+  p.n_sinks = 2;
+  p.evict_block = 4;
+  p.K = 40;  // two pages of 16
+  p.host_threads = 2;
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_dtype = DType::F32;
+  o.ctx = 160;
+  o.batch = 2;
+  o.policy = p;
+  Engine engine(*model, o);
+  LayerAttention& attn = engine.attention();
+  const std::vector<int> lengths = {90, 20};
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<float> logits(static_cast<size_t>(engine.vocab_size()) * lengths.size());
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    ids.push_back(random_ids(lengths[s] + 10, 31u + static_cast<uint32_t>(s)));
+    engine.prefill(static_cast<int>(s), std::span(ids[s].data(), static_cast<size_t>(lengths[s])), logits.data());
+  }
+  const std::vector<int> seqs = {0, 1};
+  const int64_t row_bytes = static_cast<int64_t>(spec.head_dim) * sizeof(float);
+  for (int t = 0; t < 10; ++t) {
+    const std::vector<int32_t> toks = {ids[0][static_cast<size_t>(lengths[0] + t)],
+                                       ids[1][static_cast<size_t>(lengths[1] + t)]};
+    engine.decode(seqs, toks, logits.data());
+    const StepTiming* timing = engine.last_step_timing();
+    ASSERT_NE(timing, nullptr);
+    for (int l = 0; l < spec.n_layers; ++l) {
+      int64_t fetched = 0;
+      for (int s : seqs) {
+        const int64_t host = attn.host_tokens(s);
+        fetched += (l < 2 ? host : std::min<int64_t>(32, host)) * spec.n_kv_heads;
+      }
+      EXPECT_EQ(timing->layers[static_cast<size_t>(l)].bytes_h2d, fetched * 2 * row_bytes) << "layer " << l;
+    }
+    for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+  }
+  EXPECT_GT(attn.host_tokens(0), 32);  // the budget really left host tokens behind
+}
+
 void expect_one_error_line(const RunResult& r, const std::string& words) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

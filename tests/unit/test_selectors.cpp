@@ -1,7 +1,7 @@
 // The selectors against a direct reference on small hand-made inputs: Post-QKᵀ top-K (ties go to
 // the more recent token, K = 0, K = every token), Recent, Partial (all dimensions = exact
-// scores; a few dimensions = the reference's partial scores) and the H2O predictor's
-// accumulator, for GQA groups of 1 to 8 query heads per kv-head.
+// scores; a few dimensions = the reference's partial scores), Quest's pages (against its rule
+// written out) and the H2O predictor's accumulator, for GQA groups of 1 to 8 query heads per kv-head.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include "attention/selectors/h2o_predictor.h"
 #include "attention/selectors/partial.h"
 #include "attention/selectors/post_top_k.h"
+#include "attention/selectors/predictors.h"
 #include "attention/selectors/recent.h"
 #include "attention/selectors/top_k.h"
 
@@ -180,6 +181,101 @@ TEST_P(SelectorGroups, PartialUsesTheDimensionsOfLargestGroupQuery) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Heads, SelectorGroups, ::testing::Values(1, 2, 3, 4, 8));
+
+// Quest's rule written out independently: pages of 16 host tokens; a page's bound per head is
+// Σ_d max(q_d·min_d, q_d·max_d) over its keys, summed over the kv-head's query heads; whole pages
+// by bound (ties to the newer page) until the budget, the last page cut to its newest tokens.
+std::vector<int32_t> reference_quest(const Inputs& in, int g, int K) {
+  const int64_t pages = (in.n + 15) / 16;
+  std::vector<float> bound(static_cast<size_t>(pages), 0.0f);
+  for (int64_t p = 0; p < pages; ++p)
+    for (int h = g * in.group; h < (g + 1) * in.group; ++h)
+      for (int d = 0; d < in.hd; ++d) {
+        float lo = INFINITY, hi = -INFINITY;
+        for (int64_t t = p * 16; t < std::min<int64_t>(in.n, p * 16 + 16); ++t) {
+          lo = std::min(lo, in.key(g, t, d));
+          hi = std::max(hi, in.key(g, t, d));
+        }
+        const float qd = in.q[static_cast<size_t>(h * in.hd + d)];
+        bound[static_cast<size_t>(p)] += std::max(qd * lo, qd * hi);
+      }
+  std::vector<int32_t> order(static_cast<size_t>(pages));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return bound[static_cast<size_t>(a)] > bound[static_cast<size_t>(b)] ||
+           (bound[static_cast<size_t>(a)] == bound[static_cast<size_t>(b)] && a > b);
+  });
+  std::vector<int32_t> idx;
+  for (int32_t p : order) {
+    const int64_t end = std::min<int64_t>(in.n, p * 16 + 16);
+    for (int64_t t = std::max<int64_t>(p * 16, end - (K - static_cast<int64_t>(idx.size()))); t < end; ++t)
+      idx.push_back(static_cast<int32_t>(t));
+    if (static_cast<int>(idx.size()) == K) break;
+  }
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+TEST_P(SelectorGroups, QuestPicksThePagesOfLargestLogitBound) {
+  ModelSpec spec;
+  spec.n_layers = 4;
+  spec.n_kv_heads = 2;
+  spec.n_heads = 2 * GetParam();
+  spec.head_dim = 8;
+  const Policy policy = policy_preset("quest");
+  const SelectorContext c{spec, policy, 256, 1};
+  auto quest = make_selector(Selection::Pre, "quest", c);
+  EXPECT_EQ(quest->ships(), Shipment::KeyValue);
+  SelectorScratch scratch;
+  const Inputs all = make_inputs(GetParam(), 135, 11, false);
+  for (const int64_t n : {20, 100, 135}) {  // the host store grows; the last page is partial
+    Inputs in = all;  // the first n tokens of `all`
+    in.n = n;
+    in.keys.clear();
+    for (int g = 0; g < in.n_kv; ++g)
+      for (int64_t t = 0; t < n; ++t)
+        for (int d = 0; d < in.hd; ++d) in.keys.push_back(all.key(g, t, d));
+    SelectionRequest r;
+    r.layer = 2;
+    r.k = in.layout();
+    r.q = in.q.data();
+    r.n_heads = in.n_heads();
+    r.n_tokens = n;
+    // the budget in whole pages, at least one; layers 0 and 1 take every host token
+    r.K = 40;
+    EXPECT_EQ(quest->choose_k(r, scratch), std::min<int64_t>(n, 32)) << n;
+    r.K = 3;
+    EXPECT_EQ(quest->choose_k(r, scratch), 16) << n;
+    r.layer = 1;
+    EXPECT_EQ(quest->choose_k(r, scratch), n);
+    r.layer = 2;
+    for (const int K : {16, 48}) {
+      if (K > n) continue;
+      const Result got = run(*quest, in, K, 0, 2);
+      for (int g = 0; g < in.n_kv; ++g) {
+        const std::vector<int32_t> want = reference_quest(in, g, K);
+        EXPECT_EQ(std::vector<int32_t>(got.idx.begin() + g * K, got.idx.begin() + (g + 1) * K), want)
+            << "kv-head " << g << ", n " << n << ", K " << K;
+      }
+      expect_logits(in, got, K);  // an observer asked for the logits
+    }
+    // The bound is an upper bound: no token's q·k exceeds its page's bound (per head).
+    for (int h = 0; h < in.n_heads(); ++h)
+      for (int64_t t = 0; t < n; ++t) {
+        float bound = 0;
+        for (int d = 0; d < in.hd; ++d) {
+          float lo = INFINITY, hi = -INFINITY;
+          for (int64_t u = t / 16 * 16; u < std::min<int64_t>(n, t / 16 * 16 + 16); ++u) {
+            lo = std::min(lo, in.key(h / in.group, u, d));
+            hi = std::max(hi, in.key(h / in.group, u, d));
+          }
+          const float qd = in.q[static_cast<size_t>(h * in.hd + d)];
+          bound += std::max(qd * lo, qd * hi);
+        }
+        EXPECT_LE(in.dot(h, t), bound + 1e-4f);
+      }
+  }
+}
 
 TEST(H2oPredictor, AccumulatesObservedProbabilitiesPerKvHead) {
   ModelSpec spec;

@@ -15,7 +15,12 @@ std::unique_ptr<Selector> make(const SelectorContext& c) {
   return std::make_unique<S>(c);
 }
 
-const std::vector<PredictorInfo> kPredictors = {
+}  // namespace
+
+std::unique_ptr<Selector> make_quest_selector(const SelectorContext& c);  // quest.cpp
+
+const std::vector<PredictorInfo>& predictor_table() {
+  static const std::vector<PredictorInfo> table = {
     {"recent", "the most recent host tokens", [](const SelectorContext&) -> std::unique_ptr<Selector> {
        return std::make_unique<RecentSelector>();
      }},
@@ -26,11 +31,11 @@ const std::vector<PredictorInfo> kPredictors = {
      }},
     {"infinigen", "InfiniGen's skewed partial scores, tokens within --alpha of the max, K and V fetched",
      make<InfinigenSelector>},
-};
-
-}  // namespace
-
-const std::vector<PredictorInfo>& predictor_table() { return kPredictors; }
+    {"quest", "Quest's pages of 16 host tokens ranked by the upper bound of their logits, K and V fetched",
+     make_quest_selector},
+  };
+  return table;
+}
 
 std::vector<std::string> predictor_names() {
   std::vector<std::string> names;
