@@ -1,14 +1,16 @@
 // The pruning presets (h2o, keyformer) with budgets that really drop tokens: the token map and
 // the per-(layer, kv-head) heavy-hitter sets stay consistent at every prefill chunk and decode
 // step (dropped tokens are gone from every structure, kept ones are in exactly one place, the
-// slots of dropped tokens are reused and the device cache never grows); the fetching preset
-// (infinigen) with a budget below the host tokens ships exactly the chosen tokens' K and V rows;
+// slots of dropped tokens are reused and the device cache never grows); the fetching presets
+// (infinigen, quest) with a budget below the host tokens ship exactly the chosen tokens' K and V
+// rows;
 // and the new knobs' bad input: out of range, or given with a preset they do not apply to.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -91,103 +93,77 @@ TEST_P(PruningInvariants, HoldAtEveryStep) {
 
 INSTANTIATE_TEST_SUITE_P(Presets, PruningInvariants, ::testing::Values("h2o", "keyformer"));
 
-TEST(InfinigenFetch, ShipsTheChosenTokensKAndVRowsPerLayer) {
+// A fetching preset on the tiny GQA model (window 16 + 2 sinks, eviction by 4, f32 KV) over a
+// batch of prompts of `lengths` tokens and `steps` decode steps: at every step and layer the
+// device received the K and V rows of exactly `expected(layer, host tokens)` tokens per kv-head
+// and sequence, counted as selected. Returns the host tokens of each sequence at the end.
+std::vector<int64_t> check_fetches(Policy p, const std::vector<int>& lengths, int steps, uint32_t seed,
+                                   const std::function<int64_t(int layer, int64_t host)>& expected) {
   auto model = load_model(tiny_model("llama-gqa").string());
   const ModelSpec& spec = model->spec;
-  Policy p = policy_preset("infinigen");
   p.window = 16;
   p.n_sinks = 2;
   p.evict_block = 4;
-  p.max_kv = 3;
-  p.alpha = 1e9f;  // every token is within alpha of the max: n = max_kv once the host holds more
   p.host_threads = 2;
   EngineOptions o;
   o.threads = 2;
   o.kv_dtype = DType::F32;
   o.ctx = 160;
-  o.batch = 3;
+  o.batch = static_cast<int>(lengths.size());
   o.policy = p;
   Engine engine(*model, o);
   LayerAttention& attn = engine.attention();
-  const std::vector<int> lengths = {5, 61, 30};
   std::vector<std::vector<int32_t>> ids;
+  std::vector<int> seqs;
   std::vector<float> logits(static_cast<size_t>(engine.vocab_size()) * lengths.size());
   for (size_t s = 0; s < lengths.size(); ++s) {
-    ids.push_back(random_ids(lengths[s] + 20, 11u + static_cast<uint32_t>(s)));
+    ids.push_back(random_ids(lengths[s] + steps, seed + static_cast<uint32_t>(s)));
     engine.prefill(static_cast<int>(s), std::span(ids[s].data(), static_cast<size_t>(lengths[s])), logits.data());
+    seqs.push_back(static_cast<int>(s));
   }
-  const std::vector<int> seqs = {0, 1, 2};
   const int64_t row_bytes = static_cast<int64_t>(spec.head_dim) * sizeof(float);  // one K or V row (f32)
-  for (int t = 0; t < 20; ++t) {
+  for (int t = 0; t < steps; ++t) {
     std::vector<int32_t> toks;
     for (size_t s = 0; s < lengths.size(); ++s) toks.push_back(ids[s][static_cast<size_t>(lengths[s] + t)]);
     const std::vector<LayerStats> before = *attn.layer_stats();
     engine.decode(seqs, toks, logits.data());
     const StepTiming* timing = engine.last_step_timing();
-    ASSERT_NE(timing, nullptr);
+    EXPECT_NE(timing, nullptr);
+    if (!timing) break;
     for (int l = 0; l < spec.n_layers; ++l) {
-      // layers 0 and 1 fetch every host token, the others min(max_kv, host tokens) per kv-head
       int64_t fetched = 0;
-      for (int s : seqs) {
-        const int64_t host = attn.host_tokens(s);
-        fetched += (l < InfinigenSelector::kExactLayers ? host : std::min<int64_t>(p.max_kv, host)) * spec.n_kv_heads;
-      }
+      for (int s : seqs) fetched += expected(l, attn.host_tokens(s)) * spec.n_kv_heads;
       const LayerStats& st = (*attn.layer_stats())[static_cast<size_t>(l)];
       EXPECT_EQ(st.selected - before[static_cast<size_t>(l)].selected, fetched) << "layer " << l << ", step " << t;
       EXPECT_EQ(timing->layers[static_cast<size_t>(l)].bytes_h2d, fetched * 2 * row_bytes)
           << "the K and V rows of the fetched tokens, nothing else: layer " << l << ", step " << t;
     }
-    for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+    for (float x : logits) EXPECT_TRUE(std::isfinite(x));
   }
-  EXPECT_GT(attn.host_tokens(1), p.max_kv);  // the budget really left host tokens behind
+  std::vector<int64_t> host;
+  for (int s : seqs) host.push_back(attn.host_tokens(s));
+  return host;
+}
+
+TEST(InfinigenFetch, ShipsTheChosenTokensKAndVRowsPerLayer) {
+  Policy p = policy_preset("infinigen");
+  p.max_kv = 3;
+  p.alpha = 1e9f;  // every token is within alpha of the max: n = max_kv once the host holds more
+  // layers 0 and 1 fetch every host token, the others min(max_kv, host tokens) per kv-head
+  const auto host = check_fetches(p, {5, 61, 30}, 20, 11, [&](int l, int64_t n) {
+    return l < InfinigenSelector::kExactLayers ? n : std::min<int64_t>(p.max_kv, n);
+  });
+  EXPECT_GT(host[1], p.max_kv);  // the budget really left host tokens behind
 }
 
 // Quest under a budget below the host tokens: layers 0 and 1 fetch every host token, the others
-// min(budget in whole pages, host tokens) per kv-head, and the K and V rows of exactly those go
-// to the device; the logits stay finite.
+// min(the budget in whole pages, host tokens) per kv-head.
 TEST(QuestFetch, ShipsTheChosenPagesKAndVRowsPerLayer) {
-  auto model = load_model(tiny_model("llama-gqa").string());
-  const ModelSpec& spec = model->spec;
   Policy p = policy_preset("quest");
-  p.window = 16;
-  p.n_sinks = 2;
-  p.evict_block = 4;
   p.K = 40;  // two pages of 16
-  p.host_threads = 2;
-  EngineOptions o;
-  o.threads = 2;
-  o.kv_dtype = DType::F32;
-  o.ctx = 160;
-  o.batch = 2;
-  o.policy = p;
-  Engine engine(*model, o);
-  LayerAttention& attn = engine.attention();
-  const std::vector<int> lengths = {90, 20};
-  std::vector<std::vector<int32_t>> ids;
-  std::vector<float> logits(static_cast<size_t>(engine.vocab_size()) * lengths.size());
-  for (size_t s = 0; s < lengths.size(); ++s) {
-    ids.push_back(random_ids(lengths[s] + 10, 31u + static_cast<uint32_t>(s)));
-    engine.prefill(static_cast<int>(s), std::span(ids[s].data(), static_cast<size_t>(lengths[s])), logits.data());
-  }
-  const std::vector<int> seqs = {0, 1};
-  const int64_t row_bytes = static_cast<int64_t>(spec.head_dim) * sizeof(float);
-  for (int t = 0; t < 10; ++t) {
-    const std::vector<int32_t> toks = {ids[0][static_cast<size_t>(lengths[0] + t)],
-                                       ids[1][static_cast<size_t>(lengths[1] + t)]};
-    engine.decode(seqs, toks, logits.data());
-    const StepTiming* timing = engine.last_step_timing();
-    ASSERT_NE(timing, nullptr);
-    for (int l = 0; l < spec.n_layers; ++l) {
-      int64_t fetched = 0;
-      for (int s : seqs) {
-        const int64_t host = attn.host_tokens(s);
-        fetched += (l < 2 ? host : std::min<int64_t>(32, host)) * spec.n_kv_heads;
-      }
-      EXPECT_EQ(timing->layers[static_cast<size_t>(l)].bytes_h2d, fetched * 2 * row_bytes) << "layer " << l;
-    }
-    for (float x : logits) ASSERT_TRUE(std::isfinite(x));
-  }
-  EXPECT_GT(attn.host_tokens(0), 32);  // the budget really left host tokens behind
+  const auto host =
+      check_fetches(p, {90, 20}, 10, 31, [](int l, int64_t n) { return l < 2 ? n : std::min<int64_t>(32, n); });
+  EXPECT_GT(host[0], 32);
 }
 
 void expect_one_error_line(const RunResult& r, const std::string& words) {
