@@ -4,7 +4,7 @@
 
 namespace hg {
 
-DeviceObserver::DeviceObserver(Device& device, const ModelSpec& spec, Selector& pruner)
+DeviceObserver::DeviceObserver(Device& device, const ModelSpec& spec, AttentionObserver& pruner)
     : device_(device), spec_(spec), pruner_(pruner) {}
 
 DeviceObserver::~DeviceObserver() {

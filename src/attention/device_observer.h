@@ -1,7 +1,8 @@
 // The observer of the device's attention, for the policies that prune the device's tokens (h2o,
 // keyformer): the device writes the probability each of its tokens received (per row and head)
 // beside its attention; they are copied back and given to the pruner, whose accumulated scores
-// decide, when tokens leave the window, which of them stay (Selector::retain, called by HybridKv).
+// decide, when tokens leave the window, which of them stay (TokenRetainer::retain, called by
+// HybridKv).
 #pragma once
 #include <span>
 #include <vector>
@@ -13,7 +14,7 @@ namespace hg {
 
 class DeviceObserver {
  public:
-  DeviceObserver(Device& device, const ModelSpec& spec, Selector& pruner);
+  DeviceObserver(Device& device, const ModelSpec& spec, AttentionObserver& pruner);
   ~DeviceObserver();
   DeviceObserver(const DeviceObserver&) = delete;
   DeviceObserver& operator=(const DeviceObserver&) = delete;
@@ -27,7 +28,7 @@ class DeviceObserver {
  private:
   Device& device_;
   const ModelSpec& spec_;
-  Selector& pruner_;
+  AttentionObserver& pruner_;
   float* probs_dev_ = nullptr;
   size_t capacity_ = 0;  // floats probs_dev_ holds
   std::vector<float> probs_host_;

@@ -37,12 +37,12 @@ void HostSelection::prepare(std::span<const StepPlan> plans) {
     auto& pre = pre_[plan.predictor];
     if (pre) continue;
     pre = make_selector(Selection::Pre, plan.predictor, SelectorContext{spec_, policy_, ctx_, n_seqs_});
-    if (pre->observes()) observers_.push_back(pre.get());
+    if (AttentionObserver* o = pre->observer()) observers_.push_back(o);
   }
 }
 
 void HostSelection::on_host_append(int seq, int64_t before, int64_t after) {
-  for (Selector* s : observers_) s->on_host_append(seq, before, after);
+  for (AttentionObserver* o : observers_) o->on_host_append(seq, before, after);
 }
 
 void HostSelection::reset(int seq) {
@@ -123,7 +123,7 @@ void HostSelection::observe(int seq, int layer, HostResult& r, int g_begin, int 
                             .count = K,
                             .tokens = r.idx.data(),
                             .p = r.p.data()};
-  for (Selector* s : observers_) s->observe(o, g_begin, g_end);
+  for (AttentionObserver* s : observers_) s->observe(o, g_begin, g_end);
 }
 
 void HostSelection::partial(ThreadPool& pool, int layer, const HostStore& host, HostResult& r) {
@@ -143,12 +143,16 @@ void HostSelection::partial(ThreadPool& pool, int layer, const HostStore& host, 
 }
 
 bool HostSelection::wants_queries(int seq, int layer) const {
-  return std::any_of(pre_.begin(), pre_.end(), [&](const auto& s) { return s.second->wants_queries(seq, layer); });
+  return std::any_of(pre_.begin(), pre_.end(), [&](const auto& s) {
+    const QueryLearner* learner = s.second->query_learner();
+    return learner && learner->wants_queries(seq, layer);
+  });
 }
 
 void HostSelection::learn_queries(int seq, int layer, const float* q, int n_rows) {
   for (auto& [name, s] : pre_)
-    if (s->wants_queries(seq, layer)) s->on_queries(seq, layer, q, n_rows);
+    if (QueryLearner* learner = s->query_learner(); learner && learner->wants_queries(seq, layer))
+      learner->on_queries(seq, layer, q, n_rows);
 }
 
 }  // namespace hg

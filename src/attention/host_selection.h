@@ -1,7 +1,7 @@
 // The host selectors of the split policies, driven for one sequence's layer at a time:
 //
 //   step plan (K, mode, predictor) ──► Selector::select over kv-head ranges ──► idx + logits
-//                                      [observers: softmax of the selection ──► Selector::observe]
+//                                      [observers: softmax of the selection ──► AttentionObserver::observe]
 //                                      gather V rows (and K rows for a fetch) / partial + LSE
 //
 // It owns the selectors: Post-QKᵀ top-K (which also serves "every host token") and each Pre-QKᵀ
@@ -67,7 +67,7 @@ class HostSelection {
   float scale_;
   std::unique_ptr<Selector> post_;                        // Post-QKᵀ top-K (and "every host token")
   std::map<std::string, std::unique_ptr<Selector>> pre_;  // Pre-QKᵀ predictors, by name
-  std::vector<Selector*> observers_;                      // the selectors that accumulate scores
+  std::vector<AttentionObserver*> observers_;             // the selectors that accumulate scores
   std::vector<SelectorScratch> scratch_;                  // per host thread
 };
 

@@ -87,7 +87,7 @@ class HybridAttention final : public LayerAttention {
   HostQuery query_;
   HostSelection selection_;
   HostShipment shipment_;
-  std::unique_ptr<HeavyHitterSelector> pruner_;  // h2o / keyformer: which device tokens stay
+  std::unique_ptr<HeavyHitterPruner> pruner_;  // h2o / keyformer: which device tokens stay
   std::unique_ptr<DeviceObserver> observer_;     // ... and what it learns from
   HostPrefillAttention prefill_attention_;       // tiled host part of prefill
 

@@ -39,11 +39,11 @@ ObservedAttention device_observation(int n_heads, int n_kv_heads, int count, con
   return o;
 }
 
-TEST(HeavyHitterSelector, AccumulatesTheGroupsProbabilitiesAndKeepsTheHeaviest) {
+TEST(HeavyHitterPruner, AccumulatesTheGroupsProbabilitiesAndKeepsTheHeaviest) {
   const ModelSpec spec = small_spec(4, 2, 8);
   const Policy p = policy_preset("full");
   const SelectorContext c{spec, p, 16, 1};
-  HeavyHitterSelector sel(c, HeavyHitterSelector::Score::Attention);
+  HeavyHitterPruner sel(c, HeavyHitterPruner::Score::Attention);
   // kv-head 0 attends positions {0, 1, 2, 3, 4}, kv-head 1 positions {0, 2, 3, 5, 6}
   const int32_t tokens[2 * 5] = {0, 1, 2, 3, 4, 0, 2, 3, 5, 6};
   const float probs[4 * 5] = {0.1f, 0.5f, 0.1f, 0.2f, 0.1f, 0.3f, 0.3f, 0.1f, 0.2f, 0.1f,   // heads 0, 1
@@ -74,14 +74,14 @@ TEST(HeavyHitterSelector, AccumulatesTheGroupsProbabilitiesAndKeepsTheHeaviest) 
   EXPECT_TRUE(kept.empty());
 }
 
-TEST(HeavyHitterSelector, KeyformerAddsTheSeededGumbelSoftmax) {
+TEST(HeavyHitterPruner, KeyformerAddsTheSeededGumbelSoftmax) {
   const ModelSpec spec = small_spec(2, 1, 8, 1);
   Policy p = policy_preset("full");
   p.seed = 42;
   p.tau_init = 1.0f;
   p.tau_end = 3.0f;
   const int ctx = 11;
-  HeavyHitterSelector sel(SelectorContext{spec, p, ctx, 1}, HeavyHitterSelector::Score::Gumbel);
+  HeavyHitterPruner sel(SelectorContext{spec, p, ctx, 1}, HeavyHitterPruner::Score::Gumbel);
   const int32_t tokens[3] = {0, 2, 4};
   const float probs[2 * 3] = {0.2f, 0.5f, 0.3f, 0.6f, 0.3f, 0.1f};
   ObservedAttention o = device_observation(2, 1, 3, tokens, probs);

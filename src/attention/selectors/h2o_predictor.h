@@ -8,13 +8,13 @@
 
 namespace hg {
 
-class H2oPredictor final : public Selector {
+class H2oPredictor final : public Selector, public AttentionObserver {
  public:
   explicit H2oPredictor(const SelectorContext& c);
   std::string name() const override { return "h2o"; }
   bool post_qk() const override { return false; }
   void select(const SelectionRequest& r, int g_begin, int g_end, SelectedTokens out, SelectorScratch& s) override;
-  bool observes() const override { return true; }
+  AttentionObserver* observer() override { return this; }
   void observe(const ObservedAttention& o, int g_begin, int g_end) override;
   void on_host_append(int seq, int64_t before, int64_t after) override;
   void reset(int seq) override;

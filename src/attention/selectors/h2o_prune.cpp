@@ -8,7 +8,7 @@
 
 namespace hg {
 
-HeavyHitterSelector::HeavyHitterSelector(const SelectorContext& c, Score score)
+HeavyHitterPruner::HeavyHitterPruner(const SelectorContext& c, Score score)
     : score_(score),
       n_layers_(c.spec.n_layers),
       ctx_(c.ctx),
@@ -28,17 +28,12 @@ HeavyHitterSelector::HeavyHitterSelector(const SelectorContext& c, Score score)
   }
 }
 
-void HeavyHitterSelector::reset(int seq) {
+void HeavyHitterPruner::reset(int seq) {
   for (int l = 0; l < n_layers_; ++l) mutable_scores(seq, l).clear();
   prompt_len_[static_cast<size_t>(seq)] = 0;
 }
 
-void HeavyHitterSelector::select(const SelectionRequest& r, int, int, SelectedTokens, SelectorScratch&) {
-  throw Error(name() + ": the policy drops evicted tokens; there are no host tokens to select (" +
-              std::to_string(r.n_tokens) + " asked)");
-}
-
-void HeavyHitterSelector::observe(const ObservedAttention& o, int g_begin, int g_end) {
+void HeavyHitterPruner::observe(const ObservedAttention& o, int g_begin, int g_end) {
   if (o.space != TokenSpace::Position) return;  // the device's own tokens only
   if (o.prefill && o.layer == 0)
     prompt_len_[static_cast<size_t>(o.seq)] = std::max(prompt_len_[static_cast<size_t>(o.seq)], o.query_pos + 1);
@@ -64,7 +59,7 @@ void HeavyHitterSelector::observe(const ObservedAttention& o, int g_begin, int g
   }
 }
 
-void HeavyHitterSelector::retain(int seq, int layer, int g, std::span<const int32_t> positions, int keep,
+void HeavyHitterPruner::retain(int seq, int layer, int g, std::span<const int32_t> positions, int keep,
                                  std::vector<int32_t>& kept) {
   // positions: the current heavy hitters and the tokens leaving the recent window
   TokenScores& acc = mutable_scores(seq, layer);
@@ -74,10 +69,10 @@ void HeavyHitterSelector::retain(int seq, int layer, int g, std::span<const int3
   kept.insert(kept.end(), s.keep.begin(), s.keep.end());
 }
 
-std::unique_ptr<HeavyHitterSelector> make_heavy_hitter_pruner(const SelectorContext& c) {
-  if (c.policy.prune == Pruner::H2O) return std::make_unique<HeavyHitterSelector>(c, HeavyHitterSelector::Score::Attention);
+std::unique_ptr<HeavyHitterPruner> make_heavy_hitter_pruner(const SelectorContext& c) {
+  if (c.policy.prune == Pruner::H2O) return std::make_unique<HeavyHitterPruner>(c, HeavyHitterPruner::Score::Attention);
   if (c.policy.prune == Pruner::Keyformer)
-    return std::make_unique<HeavyHitterSelector>(c, HeavyHitterSelector::Score::Gumbel);
+    return std::make_unique<HeavyHitterPruner>(c, HeavyHitterPruner::Score::Gumbel);
   return nullptr;
 }
 

@@ -1,5 +1,6 @@
-// The heavy-hitter pruning policies, h2o and keyformer, as a selector: it keeps no host tokens
-// (the policies drop what they evict), so select() is never asked for any; its work is
+// The heavy-hitter pruning policies, h2o and keyformer: an observer of the device's attention and
+// the retainer of its tokens (the policies keep no host tokens: they drop what they evict). Its
+// work is
 //  - observe(): the device's probabilities over the tokens it attended, every prompt row and every
 //    decode step, accumulated per kv-head (H2O: the probabilities; Keyformer: their Gumbel-softmax
 //    with τ rising over the generated tokens, attention/selectors/keyformer_scores.h);
@@ -17,19 +18,16 @@
 
 namespace hg {
 
-class HeavyHitterSelector final : public Selector {
+class HeavyHitterPruner final : public AttentionObserver, public TokenRetainer {
  public:
   enum class Score { Attention, Gumbel };  // h2o, keyformer
 
-  HeavyHitterSelector(const SelectorContext& c, Score score);
-  std::string name() const override { return score_ == Score::Attention ? "h2o" : "keyformer"; }
-  bool post_qk() const override { return true; }
-  void select(const SelectionRequest& r, int g_begin, int g_end, SelectedTokens out, SelectorScratch& scratch) override;
-  bool observes() const override { return true; }
+  HeavyHitterPruner(const SelectorContext& c, Score score);
+  std::string name() const { return score_ == Score::Attention ? "h2o" : "keyformer"; }
   void observe(const ObservedAttention& o, int g_begin, int g_end) override;
   void retain(int seq, int layer, int g, std::span<const int32_t> positions, int keep,
               std::vector<int32_t>& kept) override;
-  void reset(int seq) override;
+  void reset(int seq);
 
   const TokenScores& scores(int seq, int layer) const { return scores_[static_cast<size_t>(seq) * n_layers_ + layer]; }
 
@@ -49,8 +47,8 @@ class HeavyHitterSelector final : public Selector {
   std::vector<HeadScratch> scratch_;  // [n_kv_heads]
 };
 
-// The policy's pruner (--prune h2o|keyformer, set by those presets): a HeavyHitterSelector, else null.
-std::unique_ptr<HeavyHitterSelector> make_heavy_hitter_pruner(const SelectorContext& c);
+// The policy's pruner (--prune h2o|keyformer, set by those presets): a HeavyHitterPruner, else null.
+std::unique_ptr<HeavyHitterPruner> make_heavy_hitter_pruner(const SelectorContext& c);
 
 // --prune, --heavy (h2o, keyformer), --tau-init, --tau-end (keyformer).
 void register_heavy_hitter_knobs(KnobRegistry& r);

@@ -22,7 +22,7 @@
 
 namespace hg {
 
-class InfinigenSelector final : public Selector {
+class InfinigenSelector final : public Selector, public QueryLearner {
  public:
   static constexpr int kSkewRows = 2048;  // query rows per layer the skew is computed from
   static constexpr int kExactLayers = 2;  // layers that fetch every host token
@@ -32,6 +32,7 @@ class InfinigenSelector final : public Selector {
   bool post_qk() const override { return false; }
   Shipment ships() const override { return Shipment::KeyValue; }
 
+  QueryLearner* query_learner() override { return this; }
   bool wants_queries(int seq, int layer) const override;
   void on_queries(int seq, int layer, const float* q, int n_rows) override;
   int choose_k(const SelectionRequest& r, SelectorScratch& scratch) override;

@@ -1,26 +1,24 @@
-// A Selector decides which host tokens of one sequence's layer take part in attention, and
-// computes their logits: Post-QKᵀ top-K (post_top_k.*), Pre-QKᵀ predictors (recent.*, h2o.*,
-// partial.*). HybridAttention's host stage is a short driver around it (select_and_score):
+// The parts of a policy that decide which tokens take part, by role; a class implements the roles
+// it has (H2O's predictor selects and observes, its pruner observes and retains):
+//
+//   Selector           which host tokens of one sequence's layer take part, and their logits:
+//                      Post-QKᵀ top-K (post_top_k.*), the Pre-QKᵀ predictors (predictors.cpp)
+//   AttentionObserver  accumulates the probabilities tokens received (host selections, or the
+//                      device's own tokens) into scores: H2O, Keyformer
+//   TokenRetainer      which device tokens stay when the window moves on: the pruners (h2o_prune.*)
+//   QueryLearner       learns from a layer's true queries: InfiniGen's skew
+//
+// HostSelection (attention/host_selection.h) drives the selectors:
 //
 //   plan K, mode ──► Selector::select(request, kv-head range) ──► idx [n_kv_heads][K] + logits
-//                    [Selector::observe(probabilities)]          (score-based selectors)
+//                    [AttentionObserver::observe(probabilities)]
 //                    gather V rows / partial attention            (the driver, by merge mode)
 //
-// A selector owns its state (H2O's accumulated scores), per sequence and layer, sized at
+// Each part owns its state (H2O's accumulated scores), per sequence and layer, sized at
 // construction from SelectorContext; reset(seq) clears one sequence at the start of a request.
 // select and observe run concurrently on the host workers for DISJOINT kv-head ranges of one
 // (sequence, layer), each worker with its own SelectorScratch; state must be indexed by kv-head
 // so that those calls never share memory.
-//
-// Extension points for the policies of issue 10 part 2 (documented here so that they plug in
-// instead of branching in the driver):
-//  - Pruning (h2o, keyformer) decides which tokens the DEVICE keeps: observe() also receives the
-//    device's probabilities over its own tokens (ObservedAttention::space == TokenSpace::Position)
-//    and retain() chooses the tokens a kv-head keeps when its device set exceeds its budget; the
-//    device set is a slot table (kernels/device_tokens.h), so kept tokens need not be a ring.
-//  - Fetching (infinigen) selects host tokens whose K AND V rows go to the device, which then
-//    computes exact logits itself: ships() returns Shipment::KeyValue; the request's q is the
-//    speculative query of the next layer (from this layer's input), as with --query speculative.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -93,6 +91,34 @@ enum class Shipment {
   KeyValue,  // K and V rows; the device computes exact logits (InfiniGen's fetch)
 };
 
+class AttentionObserver {
+ public:
+  virtual ~AttentionObserver() = default;
+  // Probabilities the observed tokens received, kv-heads [g_begin, g_end) (heads of those groups).
+  virtual void observe(const ObservedAttention& o, int g_begin, int g_end) = 0;
+  // The sequence's host store grew from `before` to `after` tokens (eviction or prefill); called
+  // on the device thread before any layer of the step runs.
+  virtual void on_host_append(int /*seq*/, int64_t /*before*/, int64_t /*after*/) {}
+};
+
+class TokenRetainer {
+ public:
+  virtual ~TokenRetainer() = default;
+  // Kv-head g of (seq, layer) holds `positions` (increasing) on the device and must keep `keep` of
+  // them; appends the positions to keep (increasing) to `kept`. Without a retainer the device
+  // keeps the most recent ones (the ring of StreamingLLM and HybridGen).
+  virtual void retain(int seq, int layer, int g, std::span<const int32_t> positions, int keep,
+                      std::vector<int32_t>& kept) = 0;
+};
+
+class QueryLearner {
+ public:
+  virtual ~QueryLearner() = default;
+  // Whether it wants this layer's true queries (roped) of the step's rows, prefill and decode.
+  virtual bool wants_queries(int seq, int layer) const = 0;
+  virtual void on_queries(int seq, int layer, const float* q /*[n_rows][q_dim]*/, int n_rows) = 0;
+};
+
 class Selector {
  public:
   virtual ~Selector() = default;
@@ -103,36 +129,19 @@ class Selector {
   virtual Shipment ships() const { return Shipment::Logits; }
 
   // Chooses K tokens per kv-head for kv-heads [g_begin, g_end): writes out.idx (increasing) and
-  // out.logits. K == n_tokens selects every host token (the driver may skip the call then).
+  // out.logits (when not null). K == n_tokens selects every host token (the driver may skip the
+  // call then).
   virtual void select(const SelectionRequest& r, int g_begin, int g_end, SelectedTokens out,
                       SelectorScratch& scratch) = 0;
 
-  // Whether observe() wants probabilities (the driver skips computing them otherwise).
-  virtual bool observes() const { return false; }
-  // Probabilities the observed tokens received, kv-heads [g_begin, g_end) (heads of those groups).
-  virtual void observe(const ObservedAttention& /*o*/, int /*g_begin*/, int /*g_end*/) {}
-
-  // The sequence's host store grew from `before` to `after` tokens (eviction or prefill); called
-  // on the device thread before any layer of the step runs.
-  virtual void on_host_append(int /*seq*/, int64_t /*before*/, int64_t /*after*/) {}
-
-  // Pruning policies: kv-head g of (seq, layer) holds `positions` (increasing) on the device and
-  // must keep `keep` of them; appends the positions to keep (increasing) to `kept`. The default
-  // keeps the most recent ones (the ring of StreamingLLM and HybridGen).
-  virtual void retain(int seq, int layer, int g, std::span<const int32_t> positions, int keep,
-                      std::vector<int32_t>& kept) {
-    (void)seq, (void)layer, (void)g;
-    const size_t first = positions.size() > static_cast<size_t>(keep) ? positions.size() - keep : 0;
-    kept.insert(kept.end(), positions.begin() + static_cast<std::ptrdiff_t>(first), positions.end());
-  }
-
-  // Selectors that choose their own K (InfiniGen's alpha rule): called once per (seq, layer,
-  // step) before select(), on one worker; returns K in [0, n_tokens]. Default: the plan's K.
+  // Selectors that choose their own K (InfiniGen's alpha rule, Quest's whole pages): called once
+  // per (seq, layer, step) before select(), on one worker; returns K in [0, n_tokens]. Default:
+  // the plan's K.
   virtual int choose_k(const SelectionRequest& r, SelectorScratch& /*scratch*/) { return r.K; }
-  // Whether the selector wants this layer's true queries (roped) of the step's rows, prefill and
-  // decode: InfiniGen computes its skew from them.
-  virtual bool wants_queries(int /*seq*/, int /*layer*/) const { return false; }
-  virtual void on_queries(int /*seq*/, int /*layer*/, const float* /*q: [n_rows][q_dim]*/, int /*n_rows*/) {}
+
+  // The selector's other roles, if it has them (the driver wires them up).
+  virtual AttentionObserver* observer() { return nullptr; }
+  virtual QueryLearner* query_learner() { return nullptr; }
 
   // A new request on sequence `seq`: forget its state.
   virtual void reset(int /*seq*/) {}
