@@ -42,7 +42,8 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
       host_job_hook_(c.host_job_hook),
       query_(c.model, policy_),
       selection_(SelectorContext{spec_, policy_, c.ctx, c.n_seqs}, policy_.host_threads),
-      shipment_(c.device, spec_, c.n_seqs) {
+      shipment_(c.device, spec_, c.n_seqs),
+      clock_(c.device, spec_.n_layers) {
   if (policy_.query != QuerySource::Exact && policy_.window < 1)
     throw Error("--query speculative|refine needs --window >= 1: the current token must be on the device");
   // The host K+V per NUMA node must fit: said before any allocation.
@@ -67,9 +68,6 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
   plans_.assign(static_cast<size_t>(c.n_seqs), initial_plan(policy_));
   results_.assign(2, std::vector<HostResult>());
   x_host_.resize(2);
-  stats_.resize(static_cast<size_t>(spec_.n_layers));
-  marks_.resize(static_cast<size_t>(spec_.n_layers));
-  step_timing_.layers.resize(static_cast<size_t>(spec_.n_layers));
 }
 
 HybridAttention::~HybridAttention() = default;
@@ -118,7 +116,7 @@ void HybridAttention::begin_step(const std::vector<TokenRow>& rows, bool prefill
 
 void HybridAttention::layer_input(int layer, const float* x, const std::vector<TokenRow>& rows) {
   if (prefill_) return;
-  marks_[static_cast<size_t>(layer)].start = device_.timing_mark(false);
+  clock_.layer_start(layer);
   // Speculation: the host predicts layer+1 from this layer's input while the device runs this
   // layer. Layer 0's own input is x itself, so its host part is exact and starts now too.
   const bool next = layer + 1 < spec_.n_layers && query_.speculates(layer + 1);
@@ -145,7 +143,7 @@ void HybridAttention::attend(int layer, const float* q, const float* k, const fl
 }
 
 void HybridAttention::end_step(const std::vector<TokenRow>& rows) {
-  if (!prefill_) close_step_timing(device_, marks_, step_timing_, stats_);
+  if (!prefill_) clock_.end_step();
   for_each_sequence(rows, [&](int, int end) {
     const TokenRow& last = rows[static_cast<size_t>(end - 1)];
     kv_->commit(last.seq, last.pos + 1);
@@ -160,7 +158,7 @@ void HybridAttention::start_host_part(int layer, const float* x, const float* q,
 
 void HybridAttention::host_part(ThreadPool& pool, int layer, const float* x, const float* q,
                                 const std::vector<TokenRow>& rows) {
-  if (host_job_hook_) host_job_hook_(step_timing_.step + 1, layer);  // this decode step (end_step counts it)
+  if (host_job_hook_) host_job_hook_(clock_.step(), layer);
   auto& results = results_[static_cast<size_t>(layer % 2)];
   for (size_t i = 0; i < rows.size(); ++i) {
     HostResult& r = results[i];
@@ -175,15 +173,14 @@ void HybridAttention::host_part(ThreadPool& pool, int layer, const float* x, con
 }
 
 void HybridAttention::finish_host_part(int layer, const std::vector<TokenRow>& rows) {
-  LayerStats& st = stats_[static_cast<size_t>(layer)];
-  LayerStepTiming& lt = step_timing_.layers[static_cast<size_t>(layer)];
+  LayerStats& st = clock_.stats(layer);
   const double t0 = now_seconds();
   if (!query_.speculates(layer)) start_host_part(layer, nullptr, q_host_.data(), rows);
-  lt.t_host = stage_->wait(layer);
+  double t_host = stage_->wait(layer);
   if (query_.refines(layer)) {
     // Selected with q̃; now the selected tokens' logits with the true q (cost K·head_dim).
     auto& results = results_[static_cast<size_t>(layer % 2)];
-    lt.t_host += stage_->run(spec_.n_layers, [&](ThreadPool& pool) {
+    t_host += stage_->run(spec_.n_layers, [&](ThreadPool& pool) {
       for (size_t i = 0; i < rows.size(); ++i) {
         HostResult& r = results[i];
         const float* q_true = q_host_.data() + i * spec_.q_dim();
@@ -193,9 +190,7 @@ void HybridAttention::finish_host_part(int layer, const std::vector<TokenRow>& r
       }
     });
   }
-  lt.t_wait = now_seconds() - t0;
-  st.t_host += lt.t_host;
-  st.t_wait += lt.t_wait;
+  clock_.host(layer, t_host, now_seconds() - t0);
 }
 
 void HybridAttention::prefill_host_part(int layer, const std::vector<TokenRow>& rows) {
@@ -264,18 +259,16 @@ void HybridAttention::learn_queries(int layer, const float* q, const std::vector
 // ---- the shipment and the device's attention ----
 
 void HybridAttention::ship_and_attend(int layer, const float* q, const std::vector<TokenRow>& rows, float* out) {
-  LayerStats& st = stats_[static_cast<size_t>(layer)];
+  LayerStats& st = clock_.stats(layer);
   const auto& results = results_[static_cast<size_t>(layer % 2)];
   const int n = static_cast<int>(rows.size());
   const int rows_per_call = prefill_ ? n : 1;
   // Every row's host part crosses first (one timed transfer per layer), then the device merges.
-  LayerMarks& marks = marks_[static_cast<size_t>(layer)];
-  if (!prefill_) marks.tx_begin = device_.timing_mark(false);
+  if (!prefill_) clock_.transfer_begin(layer);
   const int64_t bytes = shipment_.ship(layer, results, n, prefill_, policy_.merge == MergeMode::Lse);
   st.bytes_h2d += bytes;
   if (!prefill_) {
-    marks.tx_end = device_.timing_mark(false);
-    step_timing_.layers[static_cast<size_t>(layer)].bytes_h2d = bytes;
+    clock_.transfer_end(layer, bytes);
     for (int i = 0; i < n; ++i) {
       st.selected += static_cast<int64_t>(results[static_cast<size_t>(i)].K) * spec_.n_kv_heads;
       st.host_tokens += results[static_cast<size_t>(i)].n_host * spec_.n_kv_heads;

@@ -50,8 +50,8 @@ class HybridAttention final : public LayerAttention {
               float* out) override;
   void end_step(const std::vector<TokenRow>& rows) override;
   void fill_random(int seq, int n_tokens, uint64_t seed) override;  // hybrid_fill.cpp
-  std::vector<LayerStats>* layer_stats() override { return &stats_; }
-  const StepTiming* last_step_timing() const override { return step_timing_.step >= 0 ? &step_timing_ : nullptr; }
+  std::vector<LayerStats>* layer_stats() override { return clock_.all_stats(); }
+  const StepTiming* last_step_timing() const override { return clock_.last(); }
   std::string describe() const override;
   nlohmann::json memory_report() const override;
   HybridKv* split_kv() override { return kv_.get(); }
@@ -100,10 +100,7 @@ class HybridAttention final : public LayerAttention {
   std::vector<std::vector<float>> x_host_;          // [layer % 2]: [rows][d_model]
   std::vector<float> q_host_, k_host_, v_host_;     // [rows][q_dim], [rows][kv_dim] x2
 
-  // the step clock and the run's statistics
-  std::vector<LayerStats> stats_;
-  std::vector<LayerMarks> marks_;  // this step's device timing marks, per layer
-  StepTiming step_timing_;
+  StepClock clock_;  // the step's timings and the run's statistics
 };
 
 }  // namespace hg

@@ -35,7 +35,8 @@ class OffloadAttention final : public LayerAttention {
         topology_(mem::Topology::discover()),
         placement_(mem::resolve_placement(topology_, placement)),
         scale_(1.0f / std::sqrt(static_cast<float>(c.model.spec.head_dim))),
-        lengths_(static_cast<size_t>(c.n_seqs), 0) {
+        lengths_(static_cast<size_t>(c.n_seqs), 0),
+        clock_(c.device, c.model.spec.n_layers) {
     const size_t bytes = static_cast<size_t>(spec_.kv_dim()) * ctx_ * dtype_block_bytes(dtype_);
     for (int s = 0; s < c.n_seqs; ++s) {
       host_.push_back(std::make_unique<HostStore>(spec_, dtype_, ctx_, topology_, placement_));
@@ -50,9 +51,6 @@ class OffloadAttention final : public LayerAttention {
         buf.views.push_back(v);
       }
     }
-    stats_.resize(static_cast<size_t>(spec_.n_layers));
-    step_timing_.layers.resize(static_cast<size_t>(spec_.n_layers));
-    marks_.resize(static_cast<size_t>(spec_.n_layers));
   }
 
   ~OffloadAttention() override {
@@ -88,7 +86,7 @@ class OffloadAttention final : public LayerAttention {
   }
 
   void layer_input(int layer, const float*, const std::vector<TokenRow>&) override {
-    if (!prefill_) marks_[static_cast<size_t>(layer)].start = device_.timing_mark(false);
+    if (!prefill_) clock_.layer_start(layer);
     if (layer + 1 < spec_.n_layers) load(layer + 1);
   }
 
@@ -97,10 +95,9 @@ class OffloadAttention final : public LayerAttention {
     Staging& buf = staging_[static_cast<size_t>(layer % 2)];
     if (buf.layer != layer) throw Error("offload: layer " + std::to_string(layer) + " was not loaded");
     // the layer's prefix must be on the device: T_tx is the part of the transfer not hidden
-    LayerMarks& m = marks_[static_cast<size_t>(layer)];
-    if (!prefill_) m.tx_begin = device_.timing_mark(false);
+    if (!prefill_) clock_.transfer_begin(layer);
     device_.wait_copy_fence(buf.fence);
-    if (!prefill_) m.tx_end = device_.timing_mark(false);
+    if (!prefill_) clock_.transfer_end(layer, buf.bytes);
 
     const int n = static_cast<int>(rows.size());
     const int kv_dim = spec_.kv_dim();
@@ -129,11 +126,11 @@ class OffloadAttention final : public LayerAttention {
       if (i + 1 == rows.size() || rows[i + 1].seq != rows[i].seq)
         lengths_[static_cast<size_t>(rows[i].seq)] = rows[i].pos + 1;
     if (prefill_) return;
-    close_step_timing(device_, marks_, step_timing_, stats_);
+    clock_.end_step();
     for (int l = 0; l < spec_.n_layers; ++l) {
-      LayerStats& st = stats_[static_cast<size_t>(l)];
+      LayerStats& st = clock_.stats(l);
       st.steps += 1;
-      st.bytes_h2d += step_timing_.layers[static_cast<size_t>(l)].bytes_h2d;
+      st.bytes_h2d += clock_.last()->layers[static_cast<size_t>(l)].bytes_h2d;
       for (int seq : seqs_) st.host_tokens += lengths_[static_cast<size_t>(seq)] * spec_.n_kv_heads;
     }
   }
@@ -155,8 +152,8 @@ class OffloadAttention final : public LayerAttention {
         [&](const std::vector<TokenRow>& rows) { end_step(rows); });
   }
 
-  std::vector<LayerStats>* layer_stats() override { return &stats_; }
-  const StepTiming* last_step_timing() const override { return step_timing_.step >= 0 ? &step_timing_ : nullptr; }
+  std::vector<LayerStats>* layer_stats() override { return clock_.all_stats(); }
+  const StepTiming* last_step_timing() const override { return clock_.last(); }
   std::string describe() const override {
     return describe_policy(policy_preset("offload")) + "; " + placement_.describe();
   }
@@ -166,6 +163,7 @@ class OffloadAttention final : public LayerAttention {
     std::vector<KvView> views;  // per sequence: [n_kv_heads][ctx][head_dim]
     int layer = -1;             // the layer it holds (or is being loaded with)
     int64_t fence = 0;          // copy fence behind its load
+    int64_t bytes = 0;          // what its load copies host -> device
   };
 
   // k_host, v_host: [rows][kv_dim] fp32, each row's into its sequence's host store at its position.
@@ -206,7 +204,7 @@ class OffloadAttention final : public LayerAttention {
     device_.copy_to_device_async_batch(regions_.data(), regions_.size());
     buf.fence = device_.copy_fence();
     buf.layer = layer;
-    if (!prefill_) step_timing_.layers[static_cast<size_t>(layer)].bytes_h2d = bytes;
+    buf.bytes = bytes;
   }
 
   Device& device_;
@@ -223,9 +221,7 @@ class OffloadAttention final : public LayerAttention {
   bool prefill_ = false;
   std::vector<int> seqs_;               // the step's sequences
   std::vector<float> k_host_, v_host_;  // [rows][kv_dim]: the new rows on the host
-  std::vector<LayerStats> stats_;
-  std::vector<LayerMarks> marks_;
-  StepTiming step_timing_;
+  StepClock clock_;  // the step's timings and the run's statistics
 };
 
 }  // namespace

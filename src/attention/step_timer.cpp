@@ -4,24 +4,42 @@
 
 namespace hg {
 
-void close_step_timing(Device& device, const std::vector<LayerMarks>& marks, StepTiming& timing,
-                       std::vector<LayerStats>& stats) {
-  const int end = device.timing_mark(false);
+StepClock::StepClock(Device& device, int n_layers)
+    : device_(device), marks_(static_cast<size_t>(n_layers)), stats_(static_cast<size_t>(n_layers)) {
+  timing_.layers.resize(static_cast<size_t>(n_layers));
+}
+
+void StepClock::transfer_end(int layer, int64_t bytes) {
+  marks_[static_cast<size_t>(layer)].tx_end = device_.timing_mark(false);
+  timing_.layers[static_cast<size_t>(layer)].bytes_h2d = bytes;
+}
+
+void StepClock::host(int layer, double t_host, double t_wait) {
+  LayerStepTiming& lt = timing_.layers[static_cast<size_t>(layer)];
+  lt.t_host = t_host;
+  lt.t_wait = t_wait;
+  LayerStats& st = stats_[static_cast<size_t>(layer)];
+  st.t_host += t_host;
+  st.t_wait += t_wait;
+}
+
+void StepClock::end_step() {
+  const int end = device_.timing_mark(false);
   const auto seconds = [&](int a, int b) {
-    return a < 0 || b < 0 ? 0.0 : std::max(0.0, device.timing_elapsed_ms(a, b)) * 1e-3;
+    return a < 0 || b < 0 ? 0.0 : std::max(0.0, device_.timing_elapsed_ms(a, b)) * 1e-3;
   };
-  const size_t n_layers = marks.size();
+  const size_t n_layers = marks_.size();
   for (size_t l = 0; l < n_layers; ++l) {
-    const LayerMarks& m = marks[l];
-    const int next = l + 1 < n_layers ? marks[l + 1].start : end;
-    LayerStepTiming& lt = timing.layers[l];
+    const Marks& m = marks_[l];
+    const int next = l + 1 < n_layers ? marks_[l + 1].start : end;
+    LayerStepTiming& lt = timing_.layers[l];
     const double span = seconds(m.start, next);
     lt.t_tx = seconds(m.tx_begin, m.tx_end);
     lt.t_dev = std::max(0.0, span - lt.t_wait - lt.t_tx);
-    stats[l].t_layer += span;
-    stats[l].t_tx += lt.t_tx;
+    stats_[l].t_layer += span;
+    stats_[l].t_tx += lt.t_tx;
   }
-  ++timing.step;
+  ++timing_.step;
 }
 
 }  // namespace hg

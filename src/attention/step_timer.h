@@ -1,6 +1,9 @@
-// Per-step timings of an attention stage from Device timing marks (CUDA events; the steady clock
-// on the CPU device): a mark when each layer starts and around its host -> device transfer,
-// turned into that step's StepTiming at the step's end (one wait for the device, then reads).
+// The step clock of an attention stage: the per-layer times of each decode step from Device
+// timing marks (CUDA events; the steady clock on the CPU device) and the run's per-layer
+// statistics. A mark when each layer starts and around its host -> device transfer; the host's
+// time and the device's wait as the stage measured them; at the step's end one wait for the
+// device turns the marks into that step's StepTiming (what the feedback scheduler reads) and adds
+// them to the run's LayerStats (what --stats prints). Prefill steps are not clocked.
 #pragma once
 #include <vector>
 
@@ -8,16 +11,36 @@
 
 namespace hg {
 
-struct LayerMarks {
-  int start = -1;     // the layer's first op
-  int tx_begin = -1;  // around its host -> device transfer (-1: none)
-  int tx_end = -1;
-};
+class StepClock {
+ public:
+  StepClock(Device& device, int n_layers);
 
-// For every layer: t_tx from (tx_begin, tx_end), t_dev = the layer's span less t_wait and t_tx
-// (t_wait, t_host and bytes_h2d are the caller's, set before); adds span and t_tx to the run's
-// LayerStats and counts the step.
-void close_step_timing(Device& device, const std::vector<LayerMarks>& marks, StepTiming& timing,
-                       std::vector<LayerStats>& stats);
+  // The decode step being clocked (0-based): the number of steps ended so far.
+  int64_t step() const { return timing_.step + 1; }
+  void layer_start(int layer) { marks_[static_cast<size_t>(layer)].start = device_.timing_mark(false); }
+  void transfer_begin(int layer) { marks_[static_cast<size_t>(layer)].tx_begin = device_.timing_mark(false); }
+  // The transfer is done: `bytes` crossed host -> device for this layer in this step.
+  void transfer_end(int layer, int64_t bytes);
+  // The layer's host job ran t_host seconds, of which the device waited t_wait.
+  void host(int layer, double t_host, double t_wait);
+  // The step's end: t_tx from the transfer marks, t_dev = the layer's span less t_wait and t_tx;
+  // span and t_tx go to the run's statistics, and the step counts.
+  void end_step();
+
+  const StepTiming* last() const { return timing_.step >= 0 ? &timing_ : nullptr; }
+  LayerStats& stats(int layer) { return stats_[static_cast<size_t>(layer)]; }
+  std::vector<LayerStats>* all_stats() { return &stats_; }
+
+ private:
+  struct Marks {
+    int start = -1;     // the layer's first op
+    int tx_begin = -1;  // around its host -> device transfer (-1: none)
+    int tx_end = -1;
+  };
+  Device& device_;
+  std::vector<Marks> marks_;  // this step's, per layer
+  StepTiming timing_;
+  std::vector<LayerStats> stats_;
+};
 
 }  // namespace hg
