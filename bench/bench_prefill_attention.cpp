@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < rows; ++i) pairs += static_cast<double>(visible[static_cast<size_t>(i)] = tokens - rows + 1 + i);
   const double flops = 4.0 * head_dim * pairs * n_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  const hg::HostKvLayout kl = store.k_layout(0), vl = store.v_layout(0);
+  const hg::KvLayout kl = store.k_layout(0), vl = store.v_layout(0);
   std::printf("prefill chunk: %d rows over %d host tokens, %d/%d heads, head_dim %d, %s; one thread\n", rows, tokens,
               n_heads, n_kv, head_dim, std::string(hg::dtype_name(dtype)).c_str());
   std::printf("| variant | best CPU ms | GFLOP/s |\n| --- | --- | --- |\n");
@@ -114,8 +114,8 @@ int main(int argc, char** argv) {
                                   lse.data() + static_cast<size_t>(i) * n_heads, scratch);
          }));
   const hg::cpu::PrefillAttentionArgs a = hg::cpu::dense_prefill_args(
-      q.data(), rows, n_heads, n_kv, head_dim, scale, {kl.dtype, kl.block_tokens, kl.block_stride, kl.base},
-      {vl.dtype, vl.block_tokens, vl.block_stride, vl.base}, visible.data(), out.data(), lse.data());
+      q.data(), rows, n_heads, n_kv, head_dim, scale, kl, vl, visible.data(),
+      out.data(), lse.data());
   hg::cpu::PrefillAttentionScratch ps;
   const int64_t items = hg::cpu::prefill_attention_items(a);
   for (hg::cpu::CpuIsa isa : {hg::cpu::CpuIsa::Scalar, hg::cpu::CpuIsa::Avx2, hg::cpu::CpuIsa::Avx512})

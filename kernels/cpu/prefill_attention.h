@@ -14,19 +14,12 @@
 #include <vector>
 
 #include "hybridgen/dtype.h"
+#include "kernels/kv_layout.h"
 #include "kernels/cpu/cpu_isa.h"
 
 namespace hg::cpu {
 
-// One layer's keys (or values) in token blocks: the row of kv-head g, token t is at
-//   base + (t / block_tokens) * block_stride + (g * block_tokens + t % block_tokens) * row bytes
-// (the host store's layout; a [n_kv_heads][capacity][head_dim] cache is block_tokens = capacity).
-struct KvBlocks {
-  DType dtype = DType::F32;  // F32, F16 or BF16
-  int64_t block_tokens = 0;
-  size_t block_stride = 0;  // bytes between token blocks
-  const std::byte* base = nullptr;
-};
+using hg::KvLayout;  // the K and V caches the kernel reads (kernels/kv_layout.h)
 
 struct PrefillAttentionArgs {
   const float* q = nullptr;  // [n_rows][ld_q]: head h of row i at q + i * ld_q + h * head_dim
@@ -36,7 +29,7 @@ struct PrefillAttentionArgs {
   int n_kv_heads = 0;
   int head_dim = 0;
   float scale = 1.0f;  // applied to q·k
-  KvBlocks k, v;
+  KvLayout k, v;
   const int64_t* n_visible = nullptr;  // [n_rows]: row i attends tokens [0, n_visible[i])
   float* out = nullptr;                // [n_rows][ld_out], like q; 0 where a row sees nothing
   int64_t ld_out = 0;
@@ -46,7 +39,7 @@ struct PrefillAttentionArgs {
 
 // The arguments for dense rows: q and out [n_rows][n_heads * head_dim], lse [n_rows][n_heads].
 PrefillAttentionArgs dense_prefill_args(const float* q, int64_t n_rows, int n_heads, int n_kv_heads, int head_dim,
-                                        float scale, const KvBlocks& k, const KvBlocks& v, const int64_t* n_visible,
+                                        float scale, const KvLayout& k, const KvLayout& v, const int64_t* n_visible,
                                         float* out, float* lse);
 
 // Per-thread workspace: one query tile and one key tile in fp32; grows once, then is reused.

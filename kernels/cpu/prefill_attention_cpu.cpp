@@ -17,7 +17,7 @@ void dequantize_baseline(DType dtype, const uint8_t* src, int64_t n, float* out)
   dequantize_span(dtype, src, n, out);
 }
 
-float element(const KvBlocks& c, const uint8_t* row, int d) {
+float element(const KvLayout& c, const uint8_t* row, int d) {
   switch (c.dtype) {
     case DType::F16:
       return f16_to_fp32(reinterpret_cast<const uint16_t*>(row)[d]);
@@ -31,7 +31,7 @@ float element(const KvBlocks& c, const uint8_t* row, int d) {
 }  // namespace
 
 PrefillAttentionArgs dense_prefill_args(const float* q, int64_t n_rows, int n_heads, int n_kv_heads, int head_dim,
-                                        float scale, const KvBlocks& k, const KvBlocks& v, const int64_t* n_visible,
+                                        float scale, const KvLayout& k, const KvLayout& v, const int64_t* n_visible,
                                         float* out, float* lse) {
   PrefillAttentionArgs a;
   a.q = q;

@@ -80,11 +80,11 @@ inline void scale_row(float* x, int64_t n, float a) {
   for (int64_t j = 0; j < n; ++j) x[j] *= a;
 }
 
-inline size_t row_bytes(const KvBlocks& c, int head_dim) {
+inline size_t row_bytes(const KvLayout& c, int head_dim) {
   return static_cast<size_t>(head_dim) * dtype_block_bytes(c.dtype);
 }
 
-inline const uint8_t* kv_row(const KvBlocks& c, int head_dim, int g, int64_t t) {
+inline const uint8_t* kv_row(const KvLayout& c, int head_dim, int g, int64_t t) {
   return reinterpret_cast<const uint8_t*>(c.base) + static_cast<size_t>(t / c.block_tokens) * c.block_stride +
          (static_cast<size_t>(g) * static_cast<size_t>(c.block_tokens) + static_cast<size_t>(t % c.block_tokens)) *
              row_bytes(c, head_dim);
@@ -93,7 +93,7 @@ inline const uint8_t* kv_row(const KvBlocks& c, int head_dim, int g, int64_t t) 
 // n contiguous rows from token t of kv-head g as fp32 [n][head_dim]: in place for F32 caches,
 // else converted into buf.
 template <TileDequantFn Dequant>
-const float* kv_tile(const KvBlocks& c, int head_dim, int g, int64_t t, int64_t n, float* buf) {
+const float* kv_tile(const KvLayout& c, int head_dim, int g, int64_t t, int64_t n, float* buf) {
   const uint8_t* src = kv_row(c, head_dim, g, t);
   if (c.dtype == DType::F32) return reinterpret_cast<const float*>(src);
   Dequant(c.dtype, src, n * head_dim, buf);

@@ -14,7 +14,7 @@ namespace {
 // Calls fn(t0, count, rows) for each run of consecutive tokens [t_begin, t_end) of kv-head g that
 // is contiguous in the store (one token block).
 template <typename Fn>
-void for_each_run(const HostKvLayout& l, int g, int64_t t_begin, int64_t t_end, Fn&& fn) {
+void for_each_run(const KvLayout& l, int g, int64_t t_begin, int64_t t_end, Fn&& fn) {
   for (int64_t t = t_begin; t < t_end;) {
     const int64_t run = std::min<int64_t>(t_end - t, l.block_tokens - t % l.block_tokens);
     fn(t, run, l.row(g, t));
@@ -24,7 +24,7 @@ void for_each_run(const HostKvLayout& l, int g, int64_t t_begin, int64_t t_end, 
 
 }  // namespace
 
-void host_logits(const HostKvLayout& k, const float* q, int n_heads, float scale, int g_begin, int g_end,
+void host_logits(const KvLayout& k, const float* q, int n_heads, float scale, int g_begin, int g_end,
                  int64_t t_begin, int64_t t_end, float* logits, int64_t ld) {
   const int group = n_heads / k.n_kv_heads;
   for (int g = g_begin; g < g_end; ++g) {
@@ -36,7 +36,7 @@ void host_logits(const HostKvLayout& k, const float* q, int n_heads, float scale
   }
 }
 
-void host_logits_selected(const HostKvLayout& k, const float* q, int n_heads, float scale, const int32_t* idx, int K,
+void host_logits_selected(const KvLayout& k, const float* q, int n_heads, float scale, const int32_t* idx, int K,
                           int g_begin, int g_end, float* out) {
   const int group = n_heads / k.n_kv_heads;
   for (int g = g_begin; g < g_end; ++g)
@@ -47,7 +47,7 @@ void host_logits_selected(const HostKvLayout& k, const float* q, int n_heads, fl
     }
 }
 
-void gather_rows(const HostKvLayout& rows, const int32_t* idx, int K, int g_begin, int g_end, float* rows_out) {
+void gather_rows(const KvLayout& rows, const int32_t* idx, int K, int g_begin, int g_end, float* rows_out) {
   for (int g = g_begin; g < g_end; ++g)
     for (int j = 0; j < K; ++j)
       cpu::dequantize_row(rows.dtype, rows.row(g, idx[g * K + j]), rows.head_dim, 0,
@@ -72,7 +72,7 @@ void partial_attention(const float* logits, const float* v_sel, int n_heads, int
   }
 }
 
-void prefix_attention(const HostKvLayout& k, const HostKvLayout& v, const float* q, int n_heads, float scale,
+void prefix_attention(const KvLayout& k, const KvLayout& v, const float* q, int n_heads, float scale,
                       int64_t n_tokens, int h_begin, int h_end, float* out, float* lse, std::vector<float>& scratch) {
   const int group = n_heads / k.n_kv_heads;
   const int hd = k.head_dim;
@@ -98,15 +98,11 @@ void prefix_attention(const HostKvLayout& k, const HostKvLayout& v, const float*
   }
 }
 
-namespace {
-cpu::KvBlocks kv_blocks(const HostKvLayout& l) { return {l.dtype, l.block_tokens, l.block_stride, l.base}; }
-}  // namespace
-
-void HostPrefillAttention::run(ThreadPool& pool, const HostKvLayout& k, const HostKvLayout& v, const float* q,
+void HostPrefillAttention::run(ThreadPool& pool, const KvLayout& k, const KvLayout& v, const float* q,
                                int64_t n_rows, int n_heads, float scale, const int64_t* visible, float* out,
                                float* lse) {
   const cpu::PrefillAttentionArgs a = cpu::dense_prefill_args(q, n_rows, n_heads, k.n_kv_heads, k.head_dim, scale,
-                                                               kv_blocks(k), kv_blocks(v), visible, out, lse);
+                                                               k, v, visible, out, lse);
   if (scratch_.size() < static_cast<size_t>(pool.size())) scratch_.resize(static_cast<size_t>(pool.size()));
   pool.parallel_for(cpu::prefill_attention_items(a), [&](int64_t b, int64_t e, int t) {
     cpu::prefill_attention(a, b, e, scratch_[static_cast<size_t>(t)]);

@@ -16,16 +16,16 @@ namespace hg {
 // logits[h * ld + t] = scale · q[h]·K[g(h), t] for host tokens t in [t_begin, t_end) and kv-heads
 // [g_begin, g_end). All query heads of a group read the group's key rows while they are in cache,
 // so each key crosses the memory bus once.  q: [n_heads][head_dim].
-void host_logits(const HostKvLayout& k, const float* q, int n_heads, float scale, int g_begin, int g_end,
+void host_logits(const KvLayout& k, const float* q, int n_heads, float scale, int g_begin, int g_end,
                  int64_t t_begin, int64_t t_end, float* logits, int64_t ld);
 
 // Logits of selected tokens: out[h * K + j] = scale · q[h]·K[g(h), idx[g(h) * K + j]].
-void host_logits_selected(const HostKvLayout& k, const float* q, int n_heads, float scale, const int32_t* idx, int K,
+void host_logits_selected(const KvLayout& k, const float* q, int n_heads, float scale, const int32_t* idx, int K,
                           int g_begin, int g_end, float* out);
 
 // rows_out[(g * K + j) * head_dim ...] = rows[g, idx[g * K + j]] as fp32: the selected V rows for
 // the device, and the K rows too when they are fetched (InfiniGen).
-void gather_rows(const HostKvLayout& rows, const int32_t* idx, int K, int g_begin, int g_end, float* rows_out);
+void gather_rows(const KvLayout& rows, const int32_t* idx, int K, int g_begin, int g_end, float* rows_out);
 
 // Partial attention over K selected tokens: out[h] = softmax(logits[h]) · v_sel[g(h)] and
 // lse[h] = log Σ exp(logits[h]) (logits already scaled). K == 0 gives out 0, lse -inf.
@@ -34,7 +34,7 @@ void partial_attention(const float* logits, const float* v_sel, int n_heads, int
 
 // Exact causal partial attention over the first n_tokens host tokens for one query row (prefill
 // and the exact all-tokens policies): out[h], lse[h] for heads [h_begin, h_end).
-void prefix_attention(const HostKvLayout& k, const HostKvLayout& v, const float* q, int n_heads, float scale,
+void prefix_attention(const KvLayout& k, const KvLayout& v, const float* q, int n_heads, float scale,
                       int64_t n_tokens, int h_begin, int h_end, float* out, float* lse, std::vector<float>& scratch);
 
 // Exact causal partial attention of a prefill chunk over the host tokens: row i (query
@@ -43,7 +43,7 @@ void prefix_attention(const HostKvLayout& k, const HostKvLayout& v, const float*
 // over the pool by (query tile, kv-head).
 class HostPrefillAttention {
  public:
-  void run(ThreadPool& pool, const HostKvLayout& k, const HostKvLayout& v, const float* q, int64_t n_rows, int n_heads,
+  void run(ThreadPool& pool, const KvLayout& k, const KvLayout& v, const float* q, int64_t n_rows, int n_heads,
            float scale, const int64_t* visible, float* out, float* lse);
 
  private:

@@ -86,7 +86,7 @@ void HostSelection::select(ThreadPool& pool, int layer, int seq, const StepPlan&
   const bool observing = K > 0 && !observers_.empty();
   if (observing) r.p.resize(static_cast<size_t>(spec_.n_heads) * K);
   const SelectedTokens out{r.idx.data(), r.fetch && !observing ? nullptr : r.logits.data()};
-  const HostKvLayout kl = host.k_layout(layer), vl = host.v_layout(layer);
+  const KvLayout kl = host.k_layout(layer), vl = host.v_layout(layer);
   pool.parallel_for(spec_.n_kv_heads, [&](int64_t gb, int64_t ge, int t) {
     const int g0 = static_cast<int>(gb), g1 = static_cast<int>(ge);
     selector.select(req, g0, g1, out, scratch_[static_cast<size_t>(t)]);
@@ -98,7 +98,7 @@ void HostSelection::select(ThreadPool& pool, int layer, int seq, const StepPlan&
 }
 
 void HostSelection::rescore(ThreadPool& pool, int layer, const HostStore& host, HostResult& r) {
-  const HostKvLayout kl = host.k_layout(layer);
+  const KvLayout kl = host.k_layout(layer);
   pool.parallel_for(spec_.n_kv_heads, [&](int64_t gb, int64_t ge, int) {
     host_logits_selected(kl, r.q.data(), spec_.n_heads, scale_, r.idx.data(), r.K, static_cast<int>(gb),
                          static_cast<int>(ge), r.logits.data());

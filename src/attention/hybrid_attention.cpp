@@ -200,7 +200,7 @@ void HybridAttention::prefill_host_part(int layer, const std::vector<TokenRow>& 
   r.out.resize(static_cast<size_t>(n) * spec_.q_dim());
   r.lse.resize(static_cast<size_t>(n) * spec_.n_heads);
   const HostStore& host = kv_->host(rows[0].seq);
-  const HostKvLayout kl = host.k_layout(layer), vl = host.v_layout(layer);
+  const KvLayout kl = host.k_layout(layer), vl = host.v_layout(layer);
   const int sinks = kv_->sink_slots();
   prefill_visible_.resize(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)

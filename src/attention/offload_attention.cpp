@@ -189,7 +189,7 @@ class OffloadAttention final : public LayerAttention {
       const HostStore& h = *host_[static_cast<size_t>(seq)];
       const KvView& view = buf.views[static_cast<size_t>(seq)];
       const int64_t past = lengths_[static_cast<size_t>(seq)];
-      const HostKvLayout kl = h.k_layout(layer), vl = h.v_layout(layer);
+      const KvLayout kl = h.k_layout(layer), vl = h.v_layout(layer);
       const size_t row = kl.row_bytes();
       for (int g = 0; g < spec_.n_kv_heads; ++g)
         for (int64_t t = 0; t < past;) {  // runs contiguous in the store: one token block

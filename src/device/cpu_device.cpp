@@ -301,8 +301,7 @@ class CpuDevice final : public Device {
     visible_.resize(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) visible_[static_cast<size_t>(i)] = past + i + 1;
     lse_.resize(static_cast<size_t>(n) * static_cast<size_t>(n_heads));  // the kernel writes it; unused here
-    const cpu::KvBlocks k{kv.dtype, kv.capacity, 0, static_cast<const std::byte*>(kv.k)};
-    const cpu::KvBlocks v{kv.dtype, kv.capacity, 0, static_cast<const std::byte*>(kv.v)};
+    const KvLayout k = kv.k_layout(), v = kv.v_layout();
     const cpu::PrefillAttentionArgs a = cpu::dense_prefill_args(q, n, n_heads, kv.n_kv_heads, kv.head_dim, scale, k, v,
                                                                 visible_.data(), out, lse_.data());
     if (tile_scratch_.size() < static_cast<size_t>(pool_.size())) tile_scratch_.resize(static_cast<size_t>(pool_.size()));

@@ -10,6 +10,7 @@
 #include "hybridgen/dtype.h"
 #include "hybridgen/model.h"
 #include "kernels/device_tokens.h"
+#include "kernels/kv_layout.h"
 
 namespace hg {
 
@@ -45,6 +46,15 @@ struct KvView {
   int64_t capacity = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
+
+  // The same caches as the kernels read them: one token block of `capacity` tokens.
+  KvLayout k_layout() const { return layout(k); }
+  KvLayout v_layout() const { return layout(v); }
+
+ private:
+  KvLayout layout(const void* p) const {
+    return {dtype, n_kv_heads, head_dim, capacity, 0, static_cast<const std::byte*>(p)};
+  }
 };
 
 // What a device can still allocate, for the memory plan checked before anything is allocated.

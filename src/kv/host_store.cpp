@@ -21,8 +21,8 @@ HostStore::HostStore(const ModelSpec& spec, DType dtype, int capacity_tokens, co
   v_ = std::make_unique<mem::Arena>(std::move(arenas.v));
 }
 
-HostKvLayout HostStore::layout(const std::byte* arena_base, int layer) const {
-  HostKvLayout l;
+KvLayout HostStore::layout(const std::byte* arena_base, int layer) const {
+  KvLayout l;
   l.dtype = dtype_;
   l.n_kv_heads = n_kv_heads_;
   l.head_dim = head_dim_;

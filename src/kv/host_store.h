@@ -11,25 +11,10 @@
 #include <memory>
 
 #include "hybridgen/model.h"
+#include "kernels/kv_layout.h"
 #include "mem/placement.h"
 
 namespace hg {
-
-// Where one layer's host keys (or values) live; copyable and cheap, read by the host workers.
-struct HostKvLayout {
-  DType dtype = DType::F32;
-  int n_kv_heads = 0;
-  int head_dim = 0;
-  int block_tokens = 0;
-  size_t block_stride = 0;   // bytes between token blocks
-  const std::byte* base = nullptr;  // this layer's part of block 0
-
-  size_t row_bytes() const { return static_cast<size_t>(head_dim) * dtype_block_bytes(dtype); }
-  const void* row(int g, int64_t t) const {
-    return base + static_cast<size_t>(t / block_tokens) * block_stride +
-           (static_cast<size_t>(g) * block_tokens + static_cast<size_t>(t % block_tokens)) * row_bytes();
-  }
-};
 
 class HostStore {
  public:
@@ -42,8 +27,8 @@ class HostStore {
 
   int64_t n_tokens() const { return n_tokens_; }
   int capacity() const { return capacity_; }
-  HostKvLayout k_layout(int layer) const { return layout(k_->data(), layer); }
-  HostKvLayout v_layout(int layer) const { return layout(v_->data(), layer); }
+  KvLayout k_layout(int layer) const { return layout(k_->data(), layer); }
+  KvLayout v_layout(int layer) const { return layout(v_->data(), layer); }
   // Writable row of token t, kv-head g, layer l (t < n_tokens after append_tokens).
   void* k_row(int layer, int g, int64_t t) { return const_cast<void*>(k_layout(layer).row(g, t)); }
   void* v_row(int layer, int g, int64_t t) { return const_cast<void*>(v_layout(layer).row(g, t)); }
@@ -58,7 +43,7 @@ class HostStore {
   size_t enforce_k_budget(const mem::Placement& placement);
 
  private:
-  HostKvLayout layout(const std::byte* arena_base, int layer) const;
+  KvLayout layout(const std::byte* arena_base, int layer) const;
 
   int n_layers_, n_kv_heads_, head_dim_, block_tokens_;
   DType dtype_;

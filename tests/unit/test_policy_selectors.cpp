@@ -106,8 +106,8 @@ TEST(HeavyHitterPruner, KeyformerAddsTheSeededGumbelSoftmax) {
 }
 
 // fp32 host keys [n_kv_heads][n][head_dim] seen as a one-block host store
-HostKvLayout f32_layout(const std::vector<float>& k, int n_kv_heads, int n, int head_dim) {
-  HostKvLayout l;
+KvLayout f32_layout(const std::vector<float>& k, int n_kv_heads, int n, int head_dim) {
+  KvLayout l;
   l.dtype = DType::F32;
   l.n_kv_heads = n_kv_heads;
   l.head_dim = head_dim;

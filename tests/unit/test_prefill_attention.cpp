@@ -20,7 +20,7 @@ namespace {
 struct BlockCache {
   std::vector<uint8_t> bytes;
   std::vector<float> values;
-  KvBlocks layout;
+  KvLayout layout;
 };
 
 BlockCache random_block_cache(DType dt, int n_kv, int hd, int64_t n_tokens, int64_t block_tokens, std::mt19937& rng) {
@@ -31,7 +31,7 @@ BlockCache random_block_cache(DType dt, int n_kv, int hd, int64_t n_tokens, int6
   BlockCache c;
   c.bytes.assign(static_cast<size_t>(n_blocks) * 2 * layer_bytes + 64, 0xff);
   c.values.resize(static_cast<size_t>(n_kv * n_tokens * hd));
-  c.layout = {dt, block_tokens, 2 * layer_bytes, reinterpret_cast<const std::byte*>(c.bytes.data()) + layer_bytes};
+  c.layout = {dt, n_kv, hd, block_tokens, 2 * layer_bytes, reinterpret_cast<const std::byte*>(c.bytes.data()) + layer_bytes};
   for (int g = 0; g < n_kv; ++g)
     for (int64_t t = 0; t < n_tokens; ++t)
       for (int d = 0; d < hd; ++d) {

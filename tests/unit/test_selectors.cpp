@@ -26,8 +26,8 @@ struct Inputs {
   std::vector<float> keys, q;
 
   int n_heads() const { return n_kv * group; }
-  HostKvLayout layout() const {
-    HostKvLayout l;
+  KvLayout layout() const {
+    KvLayout l;
     l.dtype = DType::F32;
     l.n_kv_heads = n_kv;
     l.head_dim = hd;

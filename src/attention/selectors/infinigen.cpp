@@ -67,7 +67,7 @@ void InfinigenSelector::make_skew(LayerState& s) {
   s.skewed = true;
 }
 
-void InfinigenSelector::catch_up_keys(LayerState& s, const HostKvLayout& k, int64_t n_tokens,
+void InfinigenSelector::catch_up_keys(LayerState& s, const KvLayout& k, int64_t n_tokens,
                                       SelectorScratch& scratch) {
   scratch.p.resize(static_cast<size_t>(spec_.kv_dim()));
   for (int64_t t = s.keys.n_tokens(); t < n_tokens; ++t) {

@@ -53,7 +53,7 @@ class InfinigenSelector final : public Selector, public QueryLearner {
   };
   LayerState& state(int seq, int layer) { return layers_[static_cast<size_t>(seq) * spec_.n_layers + layer]; }
   void make_skew(LayerState& s);
-  void catch_up_keys(LayerState& s, const HostKvLayout& k, int64_t n_tokens, SelectorScratch& scratch);
+  void catch_up_keys(LayerState& s, const KvLayout& k, int64_t n_tokens, SelectorScratch& scratch);
 
   const ModelSpec& spec_;
   int ctx_;

@@ -13,7 +13,7 @@ namespace hg {
 
 void PartialSelector::select(const SelectionRequest& r, int g_begin, int g_end, SelectedTokens out,
                              SelectorScratch& s) {
-  const HostKvLayout& k = r.k;
+  const KvLayout& k = r.k;
   const int group = r.n_heads / k.n_kv_heads;
   const int hd = k.head_dim;
   const int dims = std::min(dims_, hd);

@@ -104,7 +104,7 @@ class QuestSelector final : public Selector {
   PageBounds& bounds(int seq, int layer) { return bounds_[static_cast<size_t>(seq) * spec_.n_layers + layer]; }
 
   // Folds host tokens [b.n_tokens, n_tokens) into their pages' bounds.
-  void catch_up(PageBounds& b, const HostKvLayout& k, int64_t n_tokens, SelectorScratch& s) const {
+  void catch_up(PageBounds& b, const KvLayout& k, int64_t n_tokens, SelectorScratch& s) const {
     const int hd = spec_.head_dim, n_kv = spec_.n_kv_heads;
     const size_t page_floats = static_cast<size_t>(n_kv) * hd;
     const size_t floats = static_cast<size_t>((n_tokens + kQuestPageTokens - 1) / kQuestPageTokens) * page_floats;

@@ -44,7 +44,7 @@ struct SelectorContext {
 struct SelectionRequest {
   int seq = 0;
   int layer = 0;
-  HostKvLayout k;            // host keys of this layer: [n_kv_heads][n_tokens][head_dim]
+  KvLayout k;            // host keys of this layer: [n_kv_heads][n_tokens][head_dim]
   const float* q = nullptr;  // [n_heads][head_dim]: the exact or speculative query (after RoPE)
   int n_heads = 0;
   float scale = 1.0f;    // 1/√head_dim: logits are scale · q·k
