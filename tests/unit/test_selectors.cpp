@@ -183,13 +183,14 @@ TEST_P(SelectorGroups, PartialUsesTheDimensionsOfLargestGroupQuery) {
 INSTANTIATE_TEST_SUITE_P(Heads, SelectorGroups, ::testing::Values(1, 2, 3, 4, 8));
 
 // Quest's rule written out independently: pages of 16 host tokens; a page's bound per head is
-// Σ_d max(q_d·min_d, q_d·max_d) over its keys, summed over the kv-head's query heads; whole pages
-// by bound (ties to the newer page) until the budget, the last page cut to its newest tokens.
+// Σ_d max(q_d·min_d, q_d·max_d) over its keys, the largest over the kv-head's query heads; whole
+// pages by bound (ties to the newer page) until the budget, the last page cut to its newest tokens.
 std::vector<int32_t> reference_quest(const Inputs& in, int g, int K) {
   const int64_t pages = (in.n + 15) / 16;
-  std::vector<float> bound(static_cast<size_t>(pages), 0.0f);
+  std::vector<float> bound(static_cast<size_t>(pages), -INFINITY);
   for (int64_t p = 0; p < pages; ++p)
-    for (int h = g * in.group; h < (g + 1) * in.group; ++h)
+    for (int h = g * in.group; h < (g + 1) * in.group; ++h) {
+      float head_bound = 0;
       for (int d = 0; d < in.hd; ++d) {
         float lo = INFINITY, hi = -INFINITY;
         for (int64_t t = p * 16; t < std::min<int64_t>(in.n, p * 16 + 16); ++t) {
@@ -197,8 +198,10 @@ std::vector<int32_t> reference_quest(const Inputs& in, int g, int K) {
           hi = std::max(hi, in.key(g, t, d));
         }
         const float qd = in.q[static_cast<size_t>(h * in.hd + d)];
-        bound[static_cast<size_t>(p)] += std::max(qd * lo, qd * hi);
+        head_bound += std::max(qd * lo, qd * hi);
       }
+      bound[static_cast<size_t>(p)] = std::max(bound[static_cast<size_t>(p)], head_bound);
+    }
   std::vector<int32_t> order(static_cast<size_t>(pages));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
