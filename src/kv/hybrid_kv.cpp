@@ -35,10 +35,10 @@ HybridKv::HybridKv(Device& device, const ModelSpec& spec, const HybridKvLayout& 
     const int host_capacity = layout.keep_evicted ? std::max(1, ctx - sink_slots_) : 1;
     s.host = std::make_unique<HostStore>(spec, dtype, host_capacity, topology, placement);
     s.map.resize(static_cast<size_t>(ctx));
-    const size_t tables = heavy_slots_ > 0 ? static_cast<size_t>(spec.n_layers) * spec.n_kv_heads : 1;
+    const size_t tables = static_cast<size_t>(n_tables());
     s.slot.resize(std::max<size_t>(slots, 1) * tables);
     s.pos.resize(std::max<size_t>(slots, 1) * tables);
-    if (heavy_slots_ > 0) s.heavy.resize(static_cast<size_t>(spec.n_layers) * spec.n_kv_heads);
+    if (heavy_slots_ > 0) s.heavy = std::make_unique<HeavySlots>(spec, sink_slots_ + ring_slots_, heavy_slots_);
     s.slot_dev = static_cast<int32_t*>(device.alloc(sizeof(int32_t) * s.slot.size()));
     s.pos_dev = static_cast<int32_t*>(device.alloc(sizeof(int32_t) * s.pos.size()));
   }
@@ -61,42 +61,37 @@ void HybridKv::reset(int seq) {
   s.length = s.n_sinks = s.ring_head = s.ring_count = s.ring_pos0 = s.table_count = 0;
   s.host->clear();
   std::fill(s.map.begin(), s.map.end(), TokenLocation{});
-  for (HeavySet& h : s.heavy) {
-    h.pos.clear();
-    h.slot.clear();
-    h.free.clear();
-    for (int j = heavy_slots_ - 1; j >= 0; --j) h.free.push_back(sink_slots_ + ring_slots_ + j);
-  }
+  if (s.heavy) s.heavy->reset();
 }
 
 DeviceTokens HybridKv::tokens(int seq, int layer) const {
   const Seq& s = seqs_[static_cast<size_t>(seq)];
-  const size_t table = heavy_slots_ > 0 ? static_cast<size_t>(layer) * spec_.n_kv_heads * table_row() : 0;
+  const size_t table = per_head_tables() ? static_cast<size_t>(layer) * spec_.n_kv_heads * table_row() : 0;
   DeviceTokens t;
   t.slot = s.slot_dev + table;
   t.pos = s.pos_dev + table;
   t.count = s.table_count;
-  t.stride = heavy_slots_ > 0 ? table_row() : 0;
+  t.stride = per_head_tables() ? table_row() : 0;
   t.n_lead = s.n_sinks;
   return t;
 }
 
 const int32_t* HybridKv::token_positions(int seq, int layer) const {
   const Seq& s = seqs_[static_cast<size_t>(seq)];
-  return s.pos.data() + (heavy_slots_ > 0 ? static_cast<size_t>(layer) * spec_.n_kv_heads * table_row() : 0);
+  return s.pos.data() + (per_head_tables() ? static_cast<size_t>(layer) * spec_.n_kv_heads * table_row() : 0);
 }
 
 void HybridKv::update_table(Seq& s) {
   // per kv-head (and layer, with heavy hitters): sinks, heavy hitters, the ring, in position order
-  const int n_tables = heavy_slots_ > 0 ? spec_.n_layers * spec_.n_kv_heads : 1;
+  const int n_tables = this->n_tables();
   const size_t row = static_cast<size_t>(table_row());
   for (int t = 0; t < n_tables; ++t) {
     int32_t* slot = s.slot.data() + static_cast<size_t>(t) * row;
     int32_t* pos = s.pos.data() + static_cast<size_t>(t) * row;
     int n = 0;
     for (int p = 0; p < s.n_sinks; ++p, ++n) slot[n] = pos[n] = p;
-    if (heavy_slots_ > 0) {
-      const HeavySet& h = s.heavy[static_cast<size_t>(t)];
+    if (s.heavy) {
+      const HeavySlots::Set& h = s.heavy->set(static_cast<size_t>(t));
       for (size_t j = 0; j < h.pos.size(); ++j, ++n) {
         slot[n] = h.slot[j];
         pos[n] = h.pos[j];
@@ -111,51 +106,6 @@ void HybridKv::update_table(Seq& s) {
   const size_t bytes = sizeof(int32_t) * (n_tables > 1 ? s.slot.size() : static_cast<size_t>(s.table_count));
   device_.copy_to_device(s.slot_dev, s.slot.data(), bytes);
   device_.copy_to_device(s.pos_dev, s.pos.data(), bytes);
-}
-
-void HybridKv::retain_heavy(int seq, Seq& s, int n) {
-  const size_t row = static_cast<size_t>(spec_.head_dim) * dtype_block_bytes(dtype_);
-  for (int l = 0; l < spec_.n_layers; ++l) {
-    const KvView& w = s.window[static_cast<size_t>(l)];
-    for (int g = 0; g < spec_.n_kv_heads; ++g) {
-      HeavySet& h = s.heavy[static_cast<size_t>(l) * spec_.n_kv_heads + g];
-      candidates_.assign(h.pos.begin(), h.pos.end());
-      for (int j = 0; j < n; ++j) candidates_.push_back(s.ring_pos0 + j);
-      kept_.clear();
-      if (retainer_) retainer_(seq, l, g, candidates_, heavy_slots_, kept_);
-      // kept heavy hitters keep their slots; the others' slots are free for the leaving tokens
-      std::vector<int32_t>& pos = pos_scratch_;
-      std::vector<int32_t>& slot = slot_scratch_;
-      pos.clear();
-      slot.clear();
-      size_t old = 0;
-      for (int32_t p : kept_) {
-        while (old < h.pos.size() && h.pos[old] < p) h.free.push_back(h.slot[old++]);
-        if (old < h.pos.size() && h.pos[old] == p) {
-          pos.push_back(p);
-          slot.push_back(h.slot[old++]);
-        } else {
-          pos.push_back(p);
-          slot.push_back(-1 - (p - s.ring_pos0));  // from the ring: gets a slot below
-        }
-      }
-      while (old < h.pos.size()) h.free.push_back(h.slot[old++]);
-      for (size_t j = 0; j < slot.size(); ++j) {
-        if (slot[j] >= 0) continue;
-        const int ring_off = (s.ring_head + (-1 - slot[j])) % ring_slots_;
-        slot[j] = h.free.back();
-        h.free.pop_back();
-        // K and V rows from the ring slot to the heavy slot
-        const size_t src = (static_cast<size_t>(g) * w.capacity + sink_slots_ + ring_off) * row;
-        const size_t dst = (static_cast<size_t>(g) * w.capacity + static_cast<size_t>(slot[j])) * row;
-        device_.copy_on_device(static_cast<std::byte*>(w.k) + dst, static_cast<const std::byte*>(w.k) + src, row);
-        device_.copy_on_device(static_cast<std::byte*>(w.v) + dst, static_cast<const std::byte*>(w.v) + src, row);
-      }
-      h.pos.swap(pos);
-      h.slot.swap(slot);
-    }
-  }
-  mark_heavy(s, s.ring_pos0 + n);
 }
 
 // Moves the n oldest window tokens (all layers) to the host, or drops them.
@@ -186,8 +136,9 @@ void HybridKv::evict(int seq, Seq& s, int n) {
     // Past the K budget, the oldest K blocks move to the V node (same addresses).
     spilled_k_blocks_ += s.host->enforce_k_budget(placement_);
   }
-  if (heavy_slots_ > 0) {
-    retain_heavy(seq, s, n);
+  if (s.heavy) {
+    s.heavy->retain(device_, s.window, ring(s), n, seq, retainer_);
+    s.heavy->mark(s.map, s.n_sinks, s.ring_pos0, s.ring_pos0 + n);
   } else {
     for (int j = 0; j < n; ++j) {
       TokenLocation& loc = s.map[static_cast<size_t>(s.ring_pos0 + j)];
@@ -198,49 +149,6 @@ void HybridKv::evict(int seq, Seq& s, int n) {
   s.ring_head = (s.ring_head + n) % ring_slots_;
   s.ring_count -= n;
   s.ring_pos0 += n;
-}
-
-void HybridKv::admit_heavy(int seq, Seq& s, int first, int m) {
-  const int admitted = std::min(m, heavy_slots_);  // the latest ones; earlier ones are dropped unseen
-  for (int l = 0; l < spec_.n_layers; ++l)
-    for (int g = 0; g < spec_.n_kv_heads; ++g) {
-      HeavySet& h = s.heavy[static_cast<size_t>(l) * spec_.n_kv_heads + g];
-      if (static_cast<int>(h.pos.size()) + admitted > heavy_slots_) {  // make room among the current ones
-        kept_.clear();
-        if (retainer_) retainer_(seq, l, g, h.pos, heavy_slots_ - admitted, kept_);
-        pos_scratch_.clear();
-        slot_scratch_.clear();
-        size_t j = 0;
-        for (size_t i = 0; i < h.pos.size(); ++i) {
-          if (j < kept_.size() && kept_[j] == h.pos[i]) {
-            pos_scratch_.push_back(h.pos[i]);
-            slot_scratch_.push_back(h.slot[i]);
-            ++j;
-          } else {
-            h.free.push_back(h.slot[i]);
-          }
-        }
-        h.pos.swap(pos_scratch_);
-        h.slot.swap(slot_scratch_);
-      }
-      for (int p = first + m - admitted; p < first + m; ++p) {
-        h.pos.push_back(p);
-        h.slot.push_back(h.free.back());
-        h.free.pop_back();
-      }
-    }
-  mark_heavy(s, first + m);
-}
-
-void HybridKv::mark_heavy(Seq& s, int end) {
-  // A position stays on the device while any (layer, kv-head) keeps it.
-  for (int p = s.n_sinks; p < end; ++p) {
-    TokenLocation& loc = s.map[static_cast<size_t>(p)];
-    if (loc.place == TokenPlace::Heavy || loc.place == TokenPlace::Dropped || p >= s.ring_pos0)
-      loc = TokenLocation{TokenPlace::Dropped, -1};
-  }
-  for (const HeavySet& h : s.heavy)
-    for (const int32_t p : h.pos) s.map[static_cast<size_t>(p)] = TokenLocation{TokenPlace::Heavy, -1};
 }
 
 void HybridKv::make_room(int seq, int end, std::vector<TokenLocation>& places) {
@@ -264,7 +172,10 @@ void HybridKv::make_room(int seq, int end, std::vector<TokenLocation>& places) {
   // Heavy hitters: new tokens that do not fit in the ring (a prefill chunk longer than the
   // window) take heavy slots, so that the chunk's later rows attend to them.
   const int overflow_first = std::max(start, sink_slots_);
-  if (heavy_slots_ > 0 && keep_from > overflow_first) admit_heavy(seq, s, overflow_first, keep_from - overflow_first);
+  if (s.heavy && keep_from > overflow_first) {
+    s.heavy->admit(overflow_first, keep_from - overflow_first, seq, retainer_);
+    s.heavy->mark(s.map, s.n_sinks, s.ring_pos0, keep_from);
+  }
 
   int new_host = 0;
   for (int p = start; p < end; ++p) {
@@ -279,8 +190,8 @@ void HybridKv::make_room(int seq, int end, std::vector<TokenLocation>& places) {
       // Host tokens are positions [sink_slots, ...) in order: index = offset past the sinks.
       loc = {TokenPlace::Host, p - sink_slots_};
       ++new_host;
-    } else if (heavy_slots_ > 0) {
-      loc = s.map[static_cast<size_t>(p)];  // admit_heavy's choice: Heavy or Dropped
+    } else if (s.heavy) {
+      loc = s.map[static_cast<size_t>(p)];  // HeavySlots::admit's choice: Heavy or Dropped
     }
     s.map[static_cast<size_t>(p)] = loc;
     places.push_back(loc);
@@ -311,12 +222,9 @@ void HybridKv::store(int seq, int layer, int n, const std::vector<TokenLocation>
       row_v_.resize(row);
       const int32_t p = static_cast<int32_t>(s.length + i);
       for (int g = 0; g < spec_.n_kv_heads; ++g) {
-        const HeavySet& h = s.heavy[static_cast<size_t>(layer) * spec_.n_kv_heads + g];
-        const auto it = std::lower_bound(h.pos.begin(), h.pos.end(), p);
-        if (it == h.pos.end() || *it != p) continue;
-        const size_t dst = (static_cast<size_t>(g) * w.capacity +
-                            static_cast<size_t>(h.slot[static_cast<size_t>(it - h.pos.begin())])) *
-                           row;
+        const int32_t slot = s.heavy->slot_of(layer, g, p);
+        if (slot < 0) continue;
+        const size_t dst = (static_cast<size_t>(g) * w.capacity + static_cast<size_t>(slot)) * row;
         const int64_t src = static_cast<int64_t>(i) * kv_dim + g * spec_.head_dim;
         cpu::store_kv_row(dtype_, row_k_.data(), k_host + src, spec_.head_dim);
         cpu::store_kv_row(dtype_, row_v_.data(), v_host + src, spec_.head_dim);
@@ -366,15 +274,15 @@ void HybridKv::check_invariants(int seq) const {
   if (host_expected != (layout_.keep_evicted ? s.host->n_tokens() : 0)) throw Error("token map: host count mismatch");
   // The slot table(s): the device tokens of the map, in position order, at their slots; with
   // heavy hitters one per (layer, kv-head), each listing the sinks, its heavy set and the window.
-  const int n_tables = heavy_slots_ > 0 ? spec_.n_layers * spec_.n_kv_heads : 1;
+  const int n_tables = this->n_tables();
   std::vector<uint8_t> in_a_set(static_cast<size_t>(s.length), 0);
   for (int t = 0; t < n_tables; ++t) {
     const std::string where = "slot table, sequence " + std::to_string(seq) +
-                              (heavy_slots_ > 0 ? ", layer " + std::to_string(t / spec_.n_kv_heads) + ", kv-head " +
+                              (s.heavy ? ", layer " + std::to_string(t / spec_.n_kv_heads) + ", kv-head " +
                                                       std::to_string(t % spec_.n_kv_heads)
                                                 : std::string()) +
                               ": ";
-    const HeavySet* h = heavy_slots_ > 0 ? &s.heavy[static_cast<size_t>(t)] : nullptr;
+    const HeavySlots::Set* h = s.heavy ? &s.heavy->set(static_cast<size_t>(t)) : nullptr;
     if (h) {
       if (h->pos.size() > static_cast<size_t>(heavy_slots_) ||
           h->pos.size() + h->free.size() != static_cast<size_t>(heavy_slots_))

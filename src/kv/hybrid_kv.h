@@ -8,10 +8,9 @@
 // The kernels never see the ring: they get the slot table of the device tokens (tokens(seq),
 // kernels/device_tokens.h), which this class rebuilds whenever the device set changes.
 // Heavy-hitter pruning (h2o, keyformer: layout.heavy > 0 with keep_evicted false) adds `heavy`
-// slots per layer and kv-head after the ring: when tokens leave the window, a retainer (the
-// policy's selector) chooses per layer and kv-head which of them and of the current heavy hitters
-// stay; the others are dropped and their slots reused. The table then has one row per kv-head
-// and one table per layer.
+// slots per layer and kv-head after the ring (kv/heavy_slots.h: who stays is the retainer's
+// choice, the policy's pruner). The slot table then has one row per kv-head and one table per
+// layer (per_head_tables()).
 #pragma once
 #include <functional>
 #include <memory>
@@ -19,23 +18,10 @@
 #include <vector>
 
 #include "device/device.h"
+#include "kv/heavy_slots.h"
 #include "kv/host_store.h"
 
 namespace hg {
-
-// Heavy: left the window and kept on the device by at least one (layer, kv-head) as a heavy
-// hitter (which ones, and in which slots: heavy_set()).
-enum class TokenPlace : uint8_t { Sink, Window, Host, Dropped, Heavy };
-
-struct TokenLocation {
-  TokenPlace place = TokenPlace::Dropped;
-  int32_t index = -1;  // Sink/Window: device slot; Host: host token index
-};
-
-// Chooses which of `candidates` (positions, increasing) kv-head g of (seq, layer) keeps, at most
-// `keep`; appends them to `kept` in increasing order.
-using Retainer = std::function<void(int seq, int layer, int g, std::span<const int32_t> candidates, int keep,
-                                    std::vector<int32_t>& kept)>;
 
 // What the split cache needs of a policy.
 struct HybridKvLayout {
@@ -95,14 +81,9 @@ class HybridKv {
   uint64_t spilled_k_blocks() const { return spilled_k_blocks_; }
 
  private:
-  struct HeavySet {             // one layer's kv-head
-    std::vector<int32_t> pos;   // kept positions, increasing
-    std::vector<int32_t> slot;  // their cache slots
-    std::vector<int32_t> free;  // heavy slots not in use
-  };
   struct Seq {
     std::vector<KvView> window;  // per layer
-    std::vector<HeavySet> heavy; // [n_layers][n_kv_heads] (heavy-hitter pruning)
+    std::unique_ptr<HeavySlots> heavy;  // heavy-hitter pruning only
     std::unique_ptr<HostStore> host;
     std::vector<TokenLocation> map;  // per position
     int length = 0;
@@ -116,16 +97,13 @@ class HybridKv {
     int table_count = 0;
   };
   void evict(int seq, Seq& s, int n);
-  // Heavy hitters: the n tokens leaving the window compete with each (layer, kv-head)'s set.
-  void retain_heavy(int seq, Seq& s, int n);
-  // Heavy hitters: m new tokens from `first` that skip the ring (a prefill chunk longer than the
-  // window) take heavy slots, making room among the current heavy hitters.
-  void admit_heavy(int seq, Seq& s, int first, int m);
-  // Map entries of positions [n_sinks, end) outside the ring: Heavy if a heavy set keeps them.
-  void mark_heavy(Seq& s, int end);
-  const HeavySet& heavy(int seq, int layer, int g) const {
-    return seqs_[static_cast<size_t>(seq)].heavy[static_cast<size_t>(layer) * spec_.n_kv_heads + g];
+  RingSlots ring(const Seq& s) const { return {sink_slots_, ring_slots_, s.ring_head, s.ring_pos0}; }
+  const HeavySlots::Set& heavy(int seq, int layer, int g) const {
+    return seqs_[static_cast<size_t>(seq)].heavy->set(layer, g);
   }
+  // With heavy hitters each (layer, kv-head) lists its own device tokens: one slot table each.
+  bool per_head_tables() const { return heavy_slots_ > 0; }
+  int n_tables() const { return per_head_tables() ? spec_.n_layers * spec_.n_kv_heads : 1; }
   int table_row() const { return sink_slots_ + ring_slots_ + heavy_slots_; }
   // Rebuilds the slot table from the sinks and the ring and copies it to the device.
   void update_table(Seq& s);
@@ -138,7 +116,6 @@ class HybridKv {
   int sink_slots_, ring_slots_, heavy_slots_;
   Retainer retainer_;
   std::vector<std::byte> row_k_, row_v_;  // one K and one V row, staging for heavy-slot copies
-  std::vector<int32_t> candidates_, kept_, pos_scratch_, slot_scratch_;
   std::vector<Seq> seqs_;
   uint64_t evicted_bytes_ = 0;
   uint64_t spilled_k_blocks_ = 0;
