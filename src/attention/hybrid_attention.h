@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "attention/device_observer.h"
+#include "attention/host_ops.h"
 #include "attention/host_query.h"
 #include "attention/host_selection.h"
 #include "attention/host_stage.h"
