@@ -19,7 +19,7 @@
 
 namespace hg::cpu {
 
-using hg::KvLayout;  // the K and V caches the kernel reads (kernels/kv_layout.h)
+using hg::KvLayout;  // the K and V caches the kernel reads (kernels/kv_layout.h); head_dim as in the args
 
 struct PrefillAttentionArgs {
   const float* q = nullptr;  // [n_rows][ld_q]: head h of row i at q + i * ld_q + h * head_dim

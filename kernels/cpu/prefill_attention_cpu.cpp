@@ -103,7 +103,7 @@ void prefill_attention_scalar(const PrefillAttentionArgs& a, int64_t item_begin,
         p.resize(static_cast<size_t>(n));
         float max_v = -INFINITY;
         for (int64_t t = 0; t < n; ++t) {
-          const uint8_t* k = kv_row(a.k, hd, g, t);
+          const auto* k = static_cast<const uint8_t*>(a.k.row(g, t));
           float dot = 0.0f;
           for (int d = 0; d < hd; ++d) dot += q[d] * element(a.k, k, d);
           p[static_cast<size_t>(t)] = dot * a.scale;
@@ -113,7 +113,7 @@ void prefill_attention_scalar(const PrefillAttentionArgs& a, int64_t item_begin,
         for (int64_t t = 0; t < n; ++t)
           sum += (p[static_cast<size_t>(t)] = std::exp(p[static_cast<size_t>(t)] - max_v));
         for (int64_t t = 0; t < n; ++t) {
-          const uint8_t* v = kv_row(a.v, hd, g, t);
+          const auto* v = static_cast<const uint8_t*>(a.v.row(g, t));
           const float w = static_cast<float>(p[static_cast<size_t>(t)] / sum);
           for (int d = 0; d < hd; ++d) o[d] += w * element(a.v, v, d);
         }

@@ -80,23 +80,13 @@ inline void scale_row(float* x, int64_t n, float a) {
   for (int64_t j = 0; j < n; ++j) x[j] *= a;
 }
 
-inline size_t row_bytes(const KvLayout& c, int head_dim) {
-  return static_cast<size_t>(head_dim) * dtype_block_bytes(c.dtype);
-}
-
-inline const uint8_t* kv_row(const KvLayout& c, int head_dim, int g, int64_t t) {
-  return reinterpret_cast<const uint8_t*>(c.base) + static_cast<size_t>(t / c.block_tokens) * c.block_stride +
-         (static_cast<size_t>(g) * static_cast<size_t>(c.block_tokens) + static_cast<size_t>(t % c.block_tokens)) *
-             row_bytes(c, head_dim);
-}
-
 // n contiguous rows from token t of kv-head g as fp32 [n][head_dim]: in place for F32 caches,
 // else converted into buf.
 template <TileDequantFn Dequant>
-const float* kv_tile(const KvLayout& c, int head_dim, int g, int64_t t, int64_t n, float* buf) {
-  const uint8_t* src = kv_row(c, head_dim, g, t);
+const float* kv_tile(const KvLayout& c, int g, int64_t t, int64_t n, float* buf) {
+  const auto* src = static_cast<const uint8_t*>(c.row(g, t));
   if (c.dtype == DType::F32) return reinterpret_cast<const float*>(src);
-  Dequant(c.dtype, src, n * head_dim, buf);
+  Dequant(c.dtype, src, n * c.head_dim, buf);
   return buf;
 }
 
@@ -136,8 +126,8 @@ void prefill_attention_tiles(const PrefillAttentionArgs& a, int64_t item_begin, 
       // one key tile, never across a token block (its rows are contiguous)
       const int64_t n = std::min(
           {kKeyTile, k_end - k0, a.k.block_tokens - k0 % a.k.block_tokens, a.v.block_tokens - k0 % a.v.block_tokens});
-      const float* kt = kv_tile<Dequant>(a.k, hd, g, k0, n, s.k.data());
-      const float* vt = kv_tile<Dequant>(a.v, hd, g, k0, n, s.v.data());
+      const float* kt = kv_tile<Dequant>(a.k, g, k0, n, s.k.data());
+      const float* vt = kv_tile<Dequant>(a.v, g, k0, n, s.v.data());
       // S = Q · Kᵀ  [m_rows][n]
       sgemm(m_rows, n, hd, s.q.data(), hd, kt, hd, 0.0f, s.scores.data(), n);
       for (int64_t m = 0; m < m_rows; ++m) {

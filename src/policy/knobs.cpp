@@ -151,9 +151,7 @@ Knob name_knob(std::string name, std::string help, std::string Policy::*field, s
   Knob k;
   k.name = std::move(name);
   k.help = std::move(help);
-  std::string range;
-  for (const auto& n : names()) range += (range.empty() ? "" : "|") + n;
-  k.range = range;
+  k.range = join(names(), "|");
   k.type = "NAME";
   k.presets = std::move(presets);
   k.parse = [flag = k.flag(), field, names](Policy& p, const std::string& s) {
