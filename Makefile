@@ -63,15 +63,15 @@ san-configure: setup
 	  -DHG_FUZZ=ON -DHG_CUDA=OFF
 
 # Every non-GPU test under ASan + UBSan, leaks checked at exit, except the end-to-end runs of the
-# real models (suites SmolLM2 and Qwen25, and the SmolLM2 hybrid-vs-full pipeline case: minutes each
-# without ASan, several times that with it); they run in `make test`. Loading and tokenizing the
+# real models (suites SmolLM2 and Qwen25, the SmolLM2 hybrid-vs-full pipeline case and the RULER
+# run on SmolLM2: minutes each without ASan, several times that with it); they run in `make test`. Loading and tokenizing the
 # real file (GgufReal, GgufSmolLM2) stays in. Sched.DelayedHostStageSwitchesToPreAndBack is left
 # out too: it races a host delay against the device's speed, which the sanitizers change; and
 # ThreadPool.RefusedThreadIsAnErrorNotAnAbort, whose child lowers RLIMIT_AS below what ASan's
 # shadow memory needs (it runs in make test and under TSan). And SlurmCluster: a real one-node
 # Slurm runs a sweep as a job array, its cancel-and-requeue timed against real task lengths; the
 # sharding and merging code it drives runs under the sanitizers in test_sweep_shard(_cli).
-ASAN_EXCLUDE = ^SmolLM2\.|^Qwen25\.|SmolLM2HybridExact|PasskeySmolLM2|Sched\.DelayedHostStage|ThreadPool\.RefusedThread|^SlurmCluster\.
+ASAN_EXCLUDE = ^SmolLM2\.|^Qwen25\.|SmolLM2HybridExact|PasskeySmolLM2|RulerSmolLM2|Sched\.DelayedHostStage|ThreadPool\.RefusedThread|^SlurmCluster\.
 test-asan: san-configure model
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && \
@@ -82,7 +82,7 @@ test-asan: san-configure model
 # libFuzzer targets (tests/fuzz/), each run FUZZ_SECONDS from its committed seed corpus
 # (tests/fuzz/corpus/<target>/); new inputs go to $(SAN_BUILD)/corpus/<target>/, crashes to
 # $(SAN_BUILD)/artifacts/. Long runs by hand: see README (Tests).
-FUZZ_TARGETS = fuzz_gguf fuzz_safetensors fuzz_hf_config fuzz_policy_yaml fuzz_ids_json fuzz_tokenizer_json fuzz_tokenizer_encode fuzz_sweep_yaml fuzz_sweep_merge
+FUZZ_TARGETS = fuzz_gguf fuzz_prefill_state fuzz_safetensors fuzz_hf_config fuzz_policy_yaml fuzz_ids_json fuzz_tokenizer_json fuzz_tokenizer_encode fuzz_sweep_yaml fuzz_sweep_merge
 FUZZ_SECONDS ?= 30
 fuzz-smoke: san-configure
 	cmake --build $(SAN_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)

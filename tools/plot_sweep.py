@@ -12,6 +12,9 @@ Draws, from whatever the rows carry (rows with "status": "error" are skipped):
   sched_trace.png        rows with a scheduler trace ("sched": {"trace": [...]}): K and the
                          selection mode vs decode step
   passkey_heatmap.png    passkey: accuracy over depth x context, one panel per setting
+  ruler_vs_length.png    ruler: mean RULER score vs length, one line per entry of the policy
+                         list (entries matched by position: budgets may scale with the length),
+                         error bars the 95% intervals; one panel per task beside it
 Repeats of a point are averaged (error bars: their standard deviation). Each figure names the
 sweep, the machine (CPU model) and the hybridgen commit. Prints the files it wrote, one a line.
 Needs matplotlib (Debian: python3-matplotlib, installed by scripts/setup.sh).
@@ -303,6 +306,56 @@ def passkey_heatmap(rows, out_dir, written):
     written.append(path)
 
 
+def ruler_figure(rows, out_dir, written):
+    rows = [r for r in rows if isinstance(r.get("metrics", {}).get("policies"), list) and "length" in r["metrics"]]
+    if not rows:
+        return
+    rows = sorted(rows, key=lambda r: r["metrics"]["length"])
+    tasks = list(rows[0]["metrics"].get("tasks", []))
+    # line i: the i-th entry of each row's policy list, named by its entry at the shortest length
+    names = [p["policy"] for p in rows[0]["metrics"]["policies"]]
+    panels = ["mean"] + tasks
+    cols = min(4, len(panels))
+    nrows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.4 * nrows + 1.2), squeeze=False)
+    for k, panel in enumerate(panels):
+        ax = axes[k // cols][k % cols]
+        for i, name in enumerate(names):
+            xs, ys, lo, hi = [], [], [], []
+            for r in rows:
+                ps = r["metrics"]["policies"]
+                if i >= len(ps):
+                    continue
+                s = ps[i]["mean"] if panel == "mean" else ps[i]["tasks"].get(panel)
+                if not s:
+                    continue
+                xs.append(r["metrics"]["length"])
+                ys.append(s["score"])
+                lo.append(s["score"] - s["ci95"][0])
+                hi.append(s["ci95"][1] - s["score"])
+            if xs:
+                ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=2, label=name, lw=1.2)
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(-3, 103)
+        ax.set_title("mean over tasks" if panel == "mean" else panel, fontsize=9)
+        ax.set_xlabel("length (tokens)", fontsize=8)
+        ax.grid(True, alpha=0.3)
+        if k == 0:
+            ax.set_ylabel("RULER score (%)")
+    for k in range(len(panels), nrows * cols):
+        axes[k // cols][k % cols].axis("off")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, bbox_to_anchor=(0.5, 0.02))
+    fig.suptitle(title(rows, "RULER score vs length (policies by their place in the list; "
+                             "names as at the shortest length)"))
+    fig.tight_layout(rect=(0, 0.04 + 0.025 * ((len(names) + 2) // 3), 1, 0.95))
+    footer(fig, rows)
+    path = os.path.join(out_dir, "ruler_vs_length.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("results", nargs="+", help="JSONL results of hybridgen sweep")
@@ -317,6 +370,7 @@ def main(argv=None):
     accuracy_figures(rows, a.out, written)
     sched_figure(rows, a.out, written)
     passkey_heatmap(rows, a.out, written)
+    ruler_figure(rows, a.out, written)
     if not written:
         sys.exit("plot_sweep.py: the rows carry nothing to plot (no decode_tps, accuracy, trace or passkey metrics)")
     for p in written:

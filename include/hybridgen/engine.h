@@ -11,6 +11,7 @@
 #include "hybridgen/dtype.h"
 #include "hybridgen/model.h"
 #include "hybridgen/policy.h"
+#include "hybridgen/prefill_state.h"
 #include "hybridgen/stats.h"
 
 namespace hg {
@@ -52,8 +53,21 @@ class Engine {
   int vocab_size() const;
 
   // Appends `tokens` to sequence `seq`. logits_last: [vocab] for the last token (may be null);
-  // logits_all: [tokens.size(), vocab] for every token (may be null).
-  void prefill(int seq, std::span<const int32_t> tokens, float* logits_last, float* logits_all = nullptr);
+  // logits_all: [tokens.size(), vocab] for every token (may be null). record (may be null): a state
+  // of this sequence's tokens so far (PrefillState::for_model when it is empty) that the prefill's
+  // K/V rows, first queries and last logits are appended to; hg::Error when the policy's prefill is
+  // not exact attention (shares_prefill()).
+  void prefill(int seq, std::span<const int32_t> tokens, float* logits_last, float* logits_all = nullptr,
+               PrefillState* record = nullptr);
+  // Resets `seq` and makes it hold the state's first n_tokens tokens (-1: all) as its own prefill
+  // of them would leave it (K/V where the policy puts them, the predictors fed the prompt's
+  // queries), without running the model. logits_last [vocab] (may be null): the state's, when
+  // n_tokens is all of it. hg::Error when the state is another model's, does not fit the context,
+  // or the policy prefills otherwise (!shares_prefill()).
+  void load_state(int seq, const PrefillState& state, float* logits_last, int n_tokens = -1);
+  // True when the policy's prefill is exact attention over the whole prompt, the same for every
+  // such policy: it can record a state and start from one (not streaming, h2o, keyformer).
+  bool shares_prefill() const;
   // Benchmarks (bench --depth-fill random): resets `seq` and fills it with n_tokens positions of
   // seeded random K/V in the cache's dtype and layout, as if prefilled, in seconds rather than a
   // quadratic prefill. Decode after it runs at that depth; its logits measure speed, not quality.

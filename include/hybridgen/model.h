@@ -127,6 +127,9 @@ int64_t count_params(const ModelSpec& spec);
 std::filesystem::path resolve_model_path(const std::string& name_or_path);
 // ${HG_CACHE:-~/.cache/hybridgen}: cached models (models/) and K_min profiles (profiles/).
 std::filesystem::path cache_dir();
+// 16 hex digits identifying the weights (src/model/fingerprint.cpp): what K_min profiles and
+// prefill state files are keyed by.
+std::string model_fingerprint(const Model& model);
 // Parses a weight dtype name (case-insensitive): a type the quantizers write, f32 … q5_1.
 DType parse_weight_dtype(const std::string& name);
 // Multi-line human-readable summary for `hybridgen info`: spec, parameters, bytes, dtypes.

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "attention/layer_attention.h"
-#include "attention/random_fill.h"
+#include "attention/kv_fill.h"
 #include "kv/kv_cache.h"
 
 namespace hg {
@@ -42,10 +42,10 @@ class FullAttention final : public LayerAttention {
       if (i + 1 == rows.size() || rows[i + 1].seq != rows[i].seq) kv_.set_length(rows[i].seq, rows[i].pos + 1);
   }
 
-  void fill_random(int seq, int n_tokens, uint64_t seed) override {
-    RandomFill fill(device_, spec_.kv_dim());
+  void fill(int seq, int n_tokens, const KvRowSource& source) override {
+    KvFill fill(device_, spec_.kv_dim());
     fill.run(
-        seq, n_tokens, seed, spec_.n_layers, [](const std::vector<TokenRow>&) {},
+        seq, n_tokens, source, spec_.n_layers, [](const std::vector<TokenRow>&) {},
         [&](int layer, int n, const float* k, const float* v, const float*, const float*) {
           device_.kv_store(kv_.view(seq, layer), k, v, n, kv_.length(seq));
         },

@@ -50,7 +50,10 @@ class HybridAttention final : public LayerAttention {
   void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
               float* out) override;
   void end_step(const std::vector<TokenRow>& rows) override;
-  void fill_random(int seq, int n_tokens, uint64_t seed) override;  // hybrid_fill.cpp
+  // hybrid_fill.cpp
+  void fill(int seq, int n_tokens, const KvRowSource& source) override;
+  void learn_prompt_queries(int seq, int layer, const float* q, int n_rows) override;
+  bool exact_prefill() const override;
   std::vector<LayerStats>* layer_stats() override { return clock_.all_stats(); }
   const StepTiming* last_step_timing() const override { return clock_.last(); }
   std::string describe() const override;

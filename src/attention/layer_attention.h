@@ -46,6 +46,9 @@ struct LayerStats {
 
 class HybridKv;
 
+// K/V rows of `layer` at positions [pos0, pos0 + n): k, v [n][kv_dim] fp32 (a fill's source).
+using KvRowSource = std::function<void(int layer, int64_t pos0, int64_t n, float* k, float* v)>;
+
 // Instrumentation a caller injects (tests): called at the start of each decode layer's host job,
 // on a host thread, with the decode step (0-based, counted by the stage) and the layer.
 using HostJobHook = std::function<void(int64_t step, int layer)>;
@@ -67,9 +70,16 @@ class LayerAttention {
   virtual void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
                       float* out) = 0;
   virtual void end_step(const std::vector<TokenRow>& rows) = 0;
-  // Benchmarks (bench --depth-fill random): makes `seq` (empty) n_tokens long with seeded random
-  // K/V rows (random_fill.h), written where a prefill of that length puts its K/V; no attention.
-  virtual void fill_random(int seq, int n_tokens, uint64_t seed);
+  // Makes `seq` (empty) n_tokens long with the K/V rows of `rows`, written where a prefill of that
+  // length puts them; no attention runs (attention/kv_fill.h: random rows for benchmarks, a
+  // recorded prefill's rows for a shared prefill).
+  virtual void fill(int seq, int n_tokens, const KvRowSource& rows);
+  // After a fill: `layer`'s true queries of the prompt's first rows, for the predictors that learn
+  // from them (InfiniGen's skew), as a prefill of those rows would have fed them.
+  virtual void learn_prompt_queries(int /*seq*/, int /*layer*/, const float* /*q*/, int /*n_rows*/) {}
+  // True when the stage's prefill is exact attention over every token of the prompt, so that it
+  // can start from another stage's recorded prefill (false where the prefill drops or prunes).
+  virtual bool exact_prefill() const { return true; }
 
   virtual std::vector<LayerStats>* layer_stats() { return nullptr; }
   // The latest decode step's per-layer T_dev / T_host / T_tx (null when the stage keeps none).

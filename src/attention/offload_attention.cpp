@@ -14,7 +14,7 @@
 #include <cmath>
 
 #include "attention/layer_attention.h"
-#include "attention/random_fill.h"
+#include "attention/kv_fill.h"
 #include "attention/step_timer.h"
 #include "hybridgen/error.h"
 #include "kernels/cpu/attention.h"
@@ -136,12 +136,12 @@ class OffloadAttention final : public LayerAttention {
   }
 
   // The host stores as a prefill of n_tokens would leave them (the same begin/end bookkeeping),
-  // with random rows and no attention computed.
-  void fill_random(int seq, int n_tokens, uint64_t seed) override {
-    RandomFill fill(device_, spec_.kv_dim());
+  // with the source's rows and no attention computed.
+  void fill(int seq, int n_tokens, const KvRowSource& source) override {
+    KvFill fill(device_, spec_.kv_dim());
     const std::vector<TokenRow>* chunk = nullptr;
     fill.run(
-        seq, n_tokens, seed, spec_.n_layers,
+        seq, n_tokens, source, spec_.n_layers,
         [&](const std::vector<TokenRow>& rows) {
           chunk = &rows;
           begin_step(rows, true, {});

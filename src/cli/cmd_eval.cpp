@@ -47,6 +47,10 @@ const std::vector<EvalTask>& eval_tasks() {
       {"bench", "prefill and decode throughput, as `hybridgen bench` (a sweep task)", bind_bench_task},
       {"kmin", "K_min profile: fidelity against full for --ks, the knee within --tolerance, saved for --k-min auto",
        bind_kmin_task},
+      {"ruler",
+       "RULER's synthetic tasks (needles, variable tracking, common/frequent words) at --length tokens, every "
+       "--policy on the same samples, one prefill per sample",
+       bind_ruler_task},
   };
   return tasks;
 }

@@ -1,5 +1,7 @@
 // hybridgen generate: prefill a prompt, then sample tokens and stream them as text.
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -8,10 +10,16 @@
 #include "cli/stats_print.h"
 #include "engine/sampler.h"
 #include "hybridgen/error.h"
+#include "hybridgen/prefill_state.h"
 
 namespace hg::cli {
 
 namespace {
+
+int common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const auto [ia, ib] = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
+  return static_cast<int>(ia - a.begin());
+}
 
 struct GenerateOptions {
   ModelOptions model;
@@ -26,11 +34,13 @@ struct GenerateOptions {
   bool ignore_eos = false;
   bool stats = false;
   std::string stats_json;
+  std::string save_state, load_state;  // --save-state, --load-state
 };
 
-std::vector<int32_t> prompt_ids(const GenerateOptions& o, const Tokenizer* tok) {
+std::vector<int32_t> prompt_ids(const GenerateOptions& o, const Tokenizer* tok, const PrefillState* loaded) {
   const int sources = !o.prompt.empty() + !o.prompt_file.empty() + !o.ids.empty() + !o.ids_file.empty();
   if (sources > 1) throw Error("give only one of -p, -f, --ids, --ids-file");
+  if (sources == 0 && loaded) return loaded->tokens;  // --load-state alone: continue the saved prompt
   if (!o.ids.empty()) return parse_ids(o.ids, "--ids");
   if (!o.ids_file.empty()) return parse_ids(read_text_file(o.ids_file), o.ids_file);
   std::string text = !o.prompt_file.empty() ? read_text_file(o.prompt_file) : o.prompt;
@@ -64,7 +74,12 @@ void run_generate(const GenerateOptions& o) {
   auto model = load_model(o.model);
   check_options(o, model->spec);
   auto tok = load_tokenizer(o.model, *model);
-  std::vector<int32_t> history = prompt_ids(o, tok.get());
+  std::optional<PrefillState> loaded;
+  if (!o.load_state.empty()) {
+    loaded = load_prefill_state(o.load_state);
+    loaded->check_model(*model, o.load_state);
+  }
+  std::vector<int32_t> history = prompt_ids(o, tok.get(), loaded ? &*loaded : nullptr);
   if (history.empty()) throw Error("the prompt is empty after tokenization");
 
   const int needed = static_cast<int>(history.size()) + o.n_predict;
@@ -85,9 +100,28 @@ void run_generate(const GenerateOptions& o) {
   std::vector<int32_t> generated;
   generated.reserve(static_cast<size_t>(o.n_predict));
 
-  const bool prefilled =
-      prefill_with_progress(engine, 0, history, logits.data(), progress_options(o.runtime), &interrupt);
   const int seq = 0;
+  // --load-state: the prompt's first tokens that the state holds are placed, not prefilled (at
+  // least the last prompt token is prefilled when the state does not end exactly there: its
+  // logits are not kept); --save-state records the prompt's prefill on top of them.
+  int reused = 0;
+  if (loaded) {
+    reused = common_prefix(loaded->tokens, history);
+    if (reused == static_cast<int>(history.size()) && reused < loaded->n_tokens()) --reused;
+    engine.load_state(seq, *loaded, reused == loaded->n_tokens() ? logits.data() : nullptr, reused);
+    std::fprintf(stderr, "%s: reused %d of the prompt's %zu tokens\n", o.load_state.c_str(), reused, history.size());
+  }
+  std::optional<PrefillState> record;
+  if (!o.save_state.empty()) {
+    if (!engine.shares_prefill())
+      throw Error("--save-state: the policy '" + engine.describe_attention() +
+                  "' drops or prunes tokens during its prefill; save the state under a policy that does not");
+    record = loaded ? loaded->prefix(reused) : PrefillState::for_model(*model);
+  }
+  const std::span<const int32_t> rest = std::span<const int32_t>(history).subspan(static_cast<size_t>(reused));
+  const bool prefilled = prefill_with_progress(engine, seq, rest, logits.data(), progress_options(o.runtime),
+                                               &interrupt, record ? &*record : nullptr);
+  if (prefilled && record) save_prefill_state(*record, o.save_state);
   for (int i = 0; prefilled && i < o.n_predict && !interrupt.interrupted(); ++i) {
     const int32_t next = sampler.sample(logits.data(), history);
     if (std::find(stop.begin(), stop.end(), next) != stop.end()) break;
@@ -143,6 +177,11 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-sequence tokens");
   cmd->add_flag("--stats", o->stats, "print prefill and decode speed (to stderr)");
   cmd->add_option("--stats-json", o->stats_json, "write run statistics as JSON to this file");
+  cmd->add_option("--save-state", o->save_state,
+                  "save the prompt's prefill (K/V of every layer, last logits) to this file for --load-state");
+  cmd->add_option("--load-state", o->load_state,
+                  "start from a saved prefill: the prompt's tokens it holds are not prefilled again (no prompt: "
+                  "continue the saved one)");
   cmd->callback([o] { run_generate(*o); });
 }
 

@@ -80,6 +80,36 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list) {
   cmd.footer(preset_help());
 }
 
+std::vector<PolicyEntry> parse_policy_list(const std::string& s) {
+  std::vector<PolicyEntry> out;
+  std::stringstream list(s);
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    std::stringstream parts(item);
+    std::string part;
+    PolicyEntry e;
+    e.label = item;
+    std::getline(parts, e.preset, ':');
+    if (e.preset.empty()) throw Error("--policy: an empty entry in '" + s + "'");
+    while (std::getline(parts, part, ':')) {
+      const size_t eq = part.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw Error("--policy " + item + ": '" + part + "' is not KNOB=VALUE (e.g. hybrid:k=64:window=512)");
+      e.knobs.emplace_back(part.substr(0, eq), part.substr(eq + 1));
+    }
+    out.push_back(std::move(e));
+  }
+  if (out.empty()) throw Error("--policy: empty list");
+  return out;
+}
+
+PolicyOptions entry_options(const PolicyOptions& o, const PolicyEntry& e) {
+  PolicyOptions p = o;
+  p.preset = e.preset;
+  p.knobs.insert(p.knobs.end(), e.knobs.begin(), e.knobs.end());
+  return p;
+}
+
 Policy make_policy(const PolicyOptions& o, const std::string& preset, const std::vector<std::string>& compared) {
   Policy p = policy_preset(preset);
   p.seed = o.seed;
@@ -201,13 +231,13 @@ ProgressOptions progress_options(const RuntimeOptions& r) {
 }
 
 bool prefill_with_progress(Engine& engine, int seq, std::span<const int32_t> tokens, float* logits_last,
-                           const ProgressOptions& progress, const InterruptScope* interrupt) {
+                           const ProgressOptions& progress, const InterruptScope* interrupt, PrefillState* record) {
   Progress bar("prefill", static_cast<int64_t>(tokens.size()), "tokens", progress);
   const size_t chunk = static_cast<size_t>(std::max(1, engine.options().ubatch));
   for (size_t begin = 0; begin < tokens.size(); begin += chunk) {
     if (interrupt && interrupt->interrupted()) return false;
     const size_t n = std::min(chunk, tokens.size() - begin);
-    engine.prefill(seq, tokens.subspan(begin, n), begin + n == tokens.size() ? logits_last : nullptr);
+    engine.prefill(seq, tokens.subspan(begin, n), begin + n == tokens.size() ? logits_last : nullptr, nullptr, record);
     bar.update(static_cast<int64_t>(begin + n));
   }
   return true;

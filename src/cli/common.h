@@ -58,6 +58,16 @@ void add_runtime_options(CLI::App& cmd, RuntimeOptions& o);
 void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list = false);
 // The presets, the system each stands for and the knobs each takes (for --help footers).
 std::string preset_help();
+// One entry of a --policy list: "hybrid", or "hybrid:k=64:window=512" (a preset with knobs of its
+// own, set after the command line's). label: the entry as written.
+struct PolicyEntry {
+  std::string label, preset;
+  std::vector<std::pair<std::string, std::string>> knobs;
+};
+// hg::Error naming --policy when an entry is empty or a knob is not NAME=VALUE.
+std::vector<PolicyEntry> parse_policy_list(const std::string& s);
+// `o` for one entry: its preset, and its knobs after the command line's.
+PolicyOptions entry_options(const PolicyOptions& o, const PolicyEntry& e);
 // The policy the options describe (preset, then YAML, then command-line knobs).
 // `compared`: the other policies of a comparison (bench --policy a,b): a knob that applies to one
 // of them but not to `preset` is skipped for `preset` instead of being an error.
@@ -78,9 +88,10 @@ EngineOptions engine_options(const RuntimeOptions& r, const ModelSpec& spec, int
 ProgressOptions progress_options(const RuntimeOptions& r);
 // engine.prefill in chunks of the engine's ubatch (the chunks it would make itself, so the result is
 // the same), reporting tokens done / total. With `interrupt`, stops between chunks after a SIGINT
-// and returns false.
+// and returns false. record: as Engine::prefill's.
 bool prefill_with_progress(Engine& engine, int seq, std::span<const int32_t> tokens, float* logits_last,
-                           const ProgressOptions& progress, const InterruptScope* interrupt = nullptr);
+                           const ProgressOptions& progress, const InterruptScope* interrupt = nullptr,
+                           PrefillState* record = nullptr);
 
 // Range checks of numeric options: hg::Error "-t must be between 0 and 16 (the CPUs of this
 // machine), got 99999" (`why`, when given, says where the bounds come from).

@@ -76,5 +76,6 @@ std::unique_ptr<TaskRun> bind_fidelity_task(CLI::App& app);  // cmd_perplexity.c
 std::unique_ptr<TaskRun> bind_passkey_task(CLI::App& app);   // task_passkey.cpp
 std::unique_ptr<TaskRun> bind_bench_task(CLI::App& app);     // cmd_bench.cpp
 std::unique_ptr<TaskRun> bind_kmin_task(CLI::App& app);      // task_kmin.cpp
+std::unique_ptr<TaskRun> bind_ruler_task(CLI::App& app);     // task_ruler.cpp
 
 }  // namespace hg::cli

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <thread>
 
+#include "attention/kv_fill.h"
 #include "attention/layer_attention.h"
 #include "device/device.h"
 #include "engine/forward.h"
@@ -37,6 +38,16 @@ struct Engine::Impl {
   std::unique_ptr<BatchScheduler> sched;  // hybrid policies: sets `plans` from each step's timings
   RunStats stats;
   std::string all_on_device_note;  // set when a hybrid policy's window covers the whole context
+  std::string fingerprint;         // the model's, once a prefill state needs it
+
+  // hg::Error when `state` was made by another model (the fingerprint is computed once).
+  void check_state(const PrefillState& state) {
+    if (fingerprint.empty()) fingerprint = model_fingerprint(model);
+    const ModelSpec& m = model.spec;
+    if (state.fingerprint != fingerprint || state.n_layers != m.n_layers || state.kv_dim != m.kv_dim() ||
+        state.q_dim != m.q_dim() || state.vocab != m.vocab_size)
+      state.check_model(model, "prefill state");  // throws, naming both
+  }
 
   Impl(const Model& m, const EngineOptions& o) : model(m), options(o) {}
 };
@@ -120,7 +131,43 @@ void Engine::fill_random(int seq, int n_tokens, uint64_t seed) {
     throw Error("--depth-fill random: " + std::to_string(n_tokens) + " tokens do not fit the context of " +
                 std::to_string(im.options.ctx) + " tokens");
   im.attn->reset(seq);
-  im.attn->fill_random(seq, n_tokens, seed);
+  im.attn->fill(seq, n_tokens, random_kv_source(seed, im.model.spec.kv_dim()));
+}
+
+bool Engine::shares_prefill() const { return impl_->attn->exact_prefill(); }
+
+void Engine::load_state(int seq, const PrefillState& state, float* logits_last, int n_tokens) {
+  auto& im = *impl_;
+  if (n_tokens < 0) n_tokens = state.n_tokens();
+  if (seq < 0 || seq >= im.options.batch)
+    throw Error("sequence " + std::to_string(seq) + " is outside the batch of " + std::to_string(im.options.batch));
+  im.check_state(state);
+  if (n_tokens > state.n_tokens())
+    throw Error("prefill state: " + std::to_string(n_tokens) + " tokens asked of a state of " +
+                std::to_string(state.n_tokens()));
+  if (n_tokens > im.options.ctx)
+    throw Error("prefill state: its " + std::to_string(n_tokens) + " tokens do not fit the context of " +
+                std::to_string(im.options.ctx) + " tokens (raise --ctx)");
+  if (!shares_prefill())
+    throw Error("prefill state: the policy '" + im.attn->describe() +
+                "' drops or prunes tokens during its prefill, so it cannot start from a recorded one; it "
+                "prefills the prompt itself");
+  reset(seq);
+  const int kv_dim = state.kv_dim;
+  im.attn->fill(seq, n_tokens, [&](int layer, int64_t pos0, int64_t n, float* k, float* v) {
+    const PrefillState::Layer& l = state.layers[static_cast<size_t>(layer)];
+    std::copy_n(l.k.data() + pos0 * kv_dim, n * kv_dim, k);
+    std::copy_n(l.v.data() + pos0 * kv_dim, n * kv_dim, v);
+  });
+  const int q_rows = std::min(n_tokens, state.q_rows());
+  if (q_rows > 0)
+    for (int layer = 0; layer < state.n_layers; ++layer)
+      im.attn->learn_prompt_queries(seq, layer, state.layers[static_cast<size_t>(layer)].q.data(), q_rows);
+  if (logits_last) {
+    if (n_tokens != state.n_tokens() || state.logits.empty())
+      throw Error("prefill state: the logits of a prefix of the state are not kept");
+    std::copy(state.logits.begin(), state.logits.end(), logits_last);
+  }
 }
 LayerAttention& Engine::attention() { return *impl_->attn; }
 std::string Engine::describe_attention() const {
@@ -134,11 +181,27 @@ void Engine::reset_all() {
   for (int s = 0; s < impl_->options.batch; ++s) reset(s);
 }
 
-void Engine::prefill(int seq, std::span<const int32_t> tokens, float* logits_last, float* logits_all) {
+void Engine::prefill(int seq, std::span<const int32_t> tokens, float* logits_last, float* logits_all,
+                     PrefillState* record) {
   auto& im = *impl_;
   if (seq < 0 || seq >= im.options.batch)
     throw Error("sequence " + std::to_string(seq) + " is outside the batch of " + std::to_string(im.options.batch));
   const int start = im.attn->length(seq);
+  std::vector<float> recorded_logits;
+  if (record) {
+    if (!shares_prefill())
+      throw Error("prefill state: the policy '" + im.attn->describe() +
+                  "' drops or prunes tokens during its prefill; its state would not serve other policies");
+    if (record->layers.empty()) *record = PrefillState::for_model(im.model);
+    im.check_state(*record);
+    if (record->n_tokens() != start)
+      throw Error("prefill state: it holds " + std::to_string(record->n_tokens()) + " tokens, the sequence " +
+                  std::to_string(start) + "; record from the sequence's start");
+    if (!logits_last && !tokens.empty()) {
+      recorded_logits.resize(static_cast<size_t>(im.model.spec.vocab_size));
+      logits_last = recorded_logits.data();
+    }
+  }
   if (start + static_cast<int64_t>(tokens.size()) > im.options.ctx)
     throw Error("prompt of " + std::to_string(start + tokens.size()) + " tokens is longer than the context (" +
                 std::to_string(im.options.ctx) + " tokens; raise --ctx, the model was trained on " +
@@ -154,8 +217,12 @@ void Engine::prefill(int seq, std::span<const int32_t> tokens, float* logits_las
     float* out_all = logits_all ? logits_all + begin * static_cast<size_t>(vocab) : nullptr;
     im.attn->begin_step(rows, /*prefill=*/true, im.plans);
     forward(*im.device, im.model.spec, *im.weights, *im.attn, *im.scratch, rows, out_all,
-            last_chunk ? logits_last : nullptr);
+            last_chunk ? logits_last : nullptr, record);
     im.attn->end_step(rows);
+  }
+  if (record && !tokens.empty()) {
+    record->tokens.insert(record->tokens.end(), tokens.begin(), tokens.end());
+    record->logits.assign(logits_last, logits_last + im.model.spec.vocab_size);
   }
   im.stats.prefill_tokens += static_cast<int64_t>(tokens.size());
   im.stats.prefill_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

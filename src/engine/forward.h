@@ -6,6 +6,7 @@
 
 #include "device/device.h"
 #include "hybridgen/model.h"
+#include "hybridgen/prefill_state.h"
 #include "attention/layer_attention.h"
 
 namespace hg {
@@ -54,8 +55,10 @@ struct Scratch {
 
 // Runs the rows through the model; the attention stage stores their K and V and attends (the
 // caller brackets this with begin_step / end_step). logits_all: [rows, vocab] or null;
-// logits_last: [vocab] of the last row or null.
+// logits_last: [vocab] of the last row or null. record (a prefill of one sequence, or null): each
+// layer's K, V and first queries of the rows are appended to it.
 void forward(Device& device, const ModelSpec& spec, const DeviceWeights& w, LayerAttention& attn, Scratch& s,
-             const std::vector<TokenRow>& rows, float* logits_all, float* logits_last);
+             const std::vector<TokenRow>& rows, float* logits_all, float* logits_last,
+             PrefillState* record = nullptr);
 
 }  // namespace hg

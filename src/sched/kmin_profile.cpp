@@ -1,43 +1,14 @@
 #include "sched/kmin_profile.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 
-#include "hybridgen/dtype.h"
 #include "hybridgen/error.h"
 
 namespace hg {
 
 namespace {
-
-class Fnv1a {
- public:
-  void add(const void* data, size_t n) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < n; ++i) h_ = (h_ ^ p[i]) * 0x100000001b3ull;
-  }
-  void add(const std::string& s) { add(s.data(), s.size() + 1); }  // with the terminator: "ab"+"c" != "a"+"bc"
-  void add(int64_t v) { add(&v, sizeof v); }
-  uint64_t value() const { return h_; }
-
- private:
-  uint64_t h_ = 0xcbf29ce484222325ull;
-};
-
-constexpr size_t kSample = 4096;
-
-void add_tensor(Fnv1a& h, const TensorView& t) {
-  if (!t.present()) return;
-  h.add(t.name);
-  h.add(std::string(dtype_name(t.dtype)));
-  for (int64_t d : t.shape) h.add(d);
-  h.add(static_cast<int64_t>(t.nbytes));
-  const auto* bytes = static_cast<const unsigned char*>(t.data);
-  const size_t n = std::min(kSample, t.nbytes);
-  for (size_t offset : {size_t{0}, (t.nbytes - n) / 2, t.nbytes - n}) h.add(bytes + offset, n);
-}
 
 template <typename T>
 T field(const nlohmann::json& j, const char* name, const std::string& where) {
@@ -50,21 +21,6 @@ T field(const nlohmann::json& j, const char* name, const std::string& where) {
 }
 
 }  // namespace
-
-std::string model_fingerprint(const Model& model) {
-  Fnv1a h;
-  const ModelWeights& w = model.weights;
-  for (const TensorView* t :
-       {&w.tok_embed, &w.pos_embed, &w.project_in, &w.project_out, &w.final_norm, &w.final_norm_bias, &w.lm_head})
-    add_tensor(h, *t);
-  for (const LayerWeights& l : w.layers)
-    for (const TensorView* t : {&l.attn_norm, &l.attn_norm_bias, &l.wq, &l.wk, &l.wv, &l.bq, &l.bk, &l.bv, &l.wo, &l.bo,
-                                &l.ffn_norm, &l.ffn_norm_bias, &l.w_gate, &l.w_up, &l.b_up, &l.w_down, &l.b_down})
-      add_tensor(h, *t);
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h.value()));
-  return hex;
-}
 
 std::filesystem::path profile_dir() { return cache_dir() / "profiles"; }
 

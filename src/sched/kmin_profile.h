@@ -40,7 +40,6 @@ struct KminProfile {
   static KminProfile from_json(const nlohmann::json& j, const std::string& where);
 };
 
-std::string model_fingerprint(const Model& model);  // 16 hex digits
 std::filesystem::path profile_dir();                // cache_dir() / "profiles"
 std::filesystem::path profile_path(const Model& model);
 

@@ -1,4 +1,4 @@
-#include "attention/random_fill.h"
+#include "attention/kv_fill.h"
 
 #include <algorithm>
 
@@ -27,7 +27,13 @@ void random_kv_rows(uint64_t seed, int layer, int64_t pos0, int64_t n, int kv_di
   }
 }
 
-RandomFill::RandomFill(Device& device, int kv_dim)
+KvRowSource random_kv_source(uint64_t seed, int kv_dim) {
+  return [seed, kv_dim](int layer, int64_t pos0, int64_t n, float* k, float* v) {
+    random_kv_rows(seed, layer, pos0, n, kv_dim, k, v);
+  };
+}
+
+KvFill::KvFill(Device& device, int kv_dim)
     : device_(device),
       kv_dim_(kv_dim),
       k_host_(static_cast<size_t>(kChunk) * kv_dim),
@@ -36,13 +42,13 @@ RandomFill::RandomFill(Device& device, int kv_dim)
   v_dev_ = device_.alloc(sizeof(float) * v_host_.size());
 }
 
-RandomFill::~RandomFill() {
+KvFill::~KvFill() {
   device_.free(k_dev_);
   device_.free(v_dev_);
 }
 
-void LayerAttention::fill_random(int, int, uint64_t) {
-  throw Error("--depth-fill random: the attention stage '" + describe() + "' cannot be filled with random K/V");
+void LayerAttention::fill(int, int, const KvRowSource&) {
+  throw Error("the attention stage '" + describe() + "' cannot be filled without a prefill");
 }
 
 }  // namespace hg

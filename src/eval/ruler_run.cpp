@@ -1,0 +1,119 @@
+// run_ruler: the RULER samples through several policies, one shared prefill per sample.
+#include <algorithm>
+#include <chrono>
+
+#include "eval/logit_metrics.h"
+#include "eval/ruler.h"
+#include "eval/shared_prefill.h"
+#include "hybridgen/engine.h"
+#include "hybridgen/error.h"
+#include "hybridgen/tokenizer.h"
+
+namespace hg::eval {
+
+void RulerConfig::validate() const {
+  if (length < 256 || length > (1 << 20))
+    throw Error("--length: " + std::to_string(length) + " is outside [256, 1048576] tokens");
+  if (samples < 1 || samples > 100000) throw Error("--samples must be in [1, 100000], got " + std::to_string(samples));
+  if (answer_tokens < 0 || answer_tokens > 4096)
+    throw Error("--answer-tokens must be in [0, 4096] (0: each task's own), got " + std::to_string(answer_tokens));
+  selected();  // names
+}
+
+std::vector<const RulerTask*> RulerConfig::selected() const {
+  std::vector<const RulerTask*> out;
+  if (tasks.empty())
+    for (const RulerTask& t : ruler_tasks()) out.push_back(&t);
+  for (const std::string& name : tasks) out.push_back(&find_ruler_task(name));
+  return out;
+}
+
+namespace {
+
+// Greedy reply of sequence 0 from the prompt's last logits, up to n tokens or a stop token.
+std::string greedy_reply(Engine& e, const Tokenizer& tok, std::vector<float>& logits, int n,
+                         const std::vector<int32_t>& stop) {
+  std::vector<int32_t> reply;
+  const int seq = 0;
+  for (int i = 0; i < n; ++i) {
+    const int32_t next = argmax(logits.data(), e.vocab_size());
+    if (std::find(stop.begin(), stop.end(), next) != stop.end()) break;
+    reply.push_back(next);
+    if (i + 1 < n) e.decode(std::span(&seq, 1), std::span(&next, 1), logits.data());
+  }
+  return tok.decode(reply, /*skip_special=*/true);
+}
+
+}  // namespace
+
+nlohmann::json run_ruler(const RulerGenerator& gen, const Tokenizer& tok, const std::vector<RulerPolicy>& policies,
+                         const RulerConfig& c, const std::function<void(int, int)>& on_sample) {
+  c.validate();
+  const std::vector<const RulerTask*> tasks = c.selected();
+  const std::vector<int32_t> stop = tok.stop_ids();
+  std::vector<Engine*> engines;
+  for (const RulerPolicy& p : policies) engines.push_back(p.engine);
+  // per policy, per task: the per-sample scores
+  std::vector<std::vector<std::vector<double>>> scores(policies.size(), std::vector<std::vector<double>>(tasks.size()));
+  std::vector<PrefillRole> roles, role(policies.size(), PrefillRole::Own);
+  SharedPrefillStats stats;
+  nlohmann::json answers = nlohmann::json::array(), prompt_tokens = nlohmann::json::object();
+  std::vector<std::vector<float>> logits;
+  const int total = static_cast<int>(tasks.size()) * c.samples;
+  int done = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    const RulerTask& task = *tasks[t];
+    const int n_answer = c.answer_tokens > 0 ? c.answer_tokens : task.answer_tokens;
+    double tokens_sum = 0;
+    for (int i = 0; i < c.samples; ++i) {
+      const RulerSample s = gen.make(task, c.length, i, c.samples, c.seed);
+      tokens_sum += static_cast<double>(s.ids.size());
+      shared_prefill(engines, 0, s.ids, logits, stats, &roles);
+      nlohmann::json replies = nlohmann::json::object();
+      for (size_t p = 0; p < policies.size(); ++p) {
+        const std::string reply = greedy_reply(*engines[p], tok, logits[p], n_answer, stop);
+        scores[p][t].push_back(string_match_all(reply, s.answers));
+        replies[policies[p].label] = reply;
+        role[p] = roles[p];  // the same for every sample
+      }
+      nlohmann::json a = {
+          {"task", task.name}, {"index", i}, {"tokens", s.ids.size()}, {"answers", s.answers}, {"replies", replies}};
+      if (s.depth >= 0) a["depth"] = s.depth;
+      answers.push_back(std::move(a));
+      if (on_sample) on_sample(++done, total);
+    }
+    prompt_tokens[task.name] = tokens_sum / c.samples;
+  }
+  nlohmann::json out_policies = nlohmann::json::array();
+  for (size_t p = 0; p < policies.size(); ++p) {
+    nlohmann::json per_task = nlohmann::json::object();
+    std::vector<double> all;
+    for (size_t t = 0; t < tasks.size(); ++t) {
+      per_task[tasks[t]->name] = ruler_score(scores[p][t]).to_json();
+      all.insert(all.end(), scores[p][t].begin(), scores[p][t].end());
+    }
+    out_policies.push_back({{"policy", policies[p].label},
+                            {"attention", engines[p]->describe_attention()},
+                            {"prefill", prefill_role_name(role[p])},
+                            {"tasks", per_task},
+                            {"mean", ruler_score(all).to_json()}});
+  }
+  nlohmann::json task_names = nlohmann::json::array();
+  for (const RulerTask* t : tasks) task_names.push_back(t->name);
+  return {{"length", c.length},
+          {"samples", c.samples},
+          {"seed", c.seed},
+          {"tasks", task_names},
+          {"prompt_tokens", prompt_tokens},
+          {"policies", out_policies},
+          {"prefill",
+           {{"prefills", stats.prefills},
+            {"loads", stats.loads},
+            {"prefill_seconds", stats.prefill_seconds},
+            {"load_seconds", stats.load_seconds}}},
+          {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()},
+          {"answers", answers}};
+}
+
+}  // namespace hg::eval

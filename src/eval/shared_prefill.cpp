@@ -1,0 +1,56 @@
+#include "eval/shared_prefill.h"
+
+#include <chrono>
+#include <optional>
+
+#include "hybridgen/engine.h"
+#include "hybridgen/prefill_state.h"
+
+namespace hg::eval {
+
+namespace {
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+const char* prefill_role_name(PrefillRole r) {
+  switch (r) {
+    case PrefillRole::Recorded:
+      return "recorded";
+    case PrefillRole::Loaded:
+      return "shared";
+    case PrefillRole::Own:
+      return "own";
+  }
+  return "";
+}
+
+void shared_prefill(std::span<Engine* const> engines, int seq, std::span<const int32_t> ids,
+                    std::vector<std::vector<float>>& logits, SharedPrefillStats& stats,
+                    std::vector<PrefillRole>* roles) {
+  logits.resize(engines.size());
+  if (roles) roles->assign(engines.size(), PrefillRole::Own);
+  std::optional<PrefillState> state;
+  for (size_t i = 0; i < engines.size(); ++i) {
+    Engine& e = *engines[i];
+    logits[i].resize(static_cast<size_t>(e.vocab_size()));
+    const auto t0 = std::chrono::steady_clock::now();
+    if (e.shares_prefill() && state) {
+      e.load_state(seq, *state, logits[i].data());
+      stats.loads += 1;
+      stats.load_seconds += since(t0);
+      if (roles) (*roles)[i] = PrefillRole::Loaded;
+      continue;
+    }
+    // the first sharing engine records the state; one that does not share prefills for itself
+    PrefillState* record = e.shares_prefill() ? &state.emplace() : nullptr;
+    if (roles && record) (*roles)[i] = PrefillRole::Recorded;
+    e.reset(seq);
+    e.prefill(seq, ids, logits[i].data(), nullptr, record);
+    stats.prefills += 1;
+    stats.prefill_seconds += since(t0);
+  }
+}
+
+}  // namespace hg::eval

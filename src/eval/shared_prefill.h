@@ -1,0 +1,34 @@
+// One prompt into several engines (one per policy), prefilled once: every policy whose prefill is
+// exact attention over the prompt (Engine::shares_prefill) computes the same K/V, so the first
+// such engine prefills and records the state (hybridgen/prefill_state.h) and the others place it
+// (Engine::load_state); streaming, h2o and keyformer, whose prefill drops or prunes tokens,
+// prefill on their own. A 32K prompt of a 0.5B model prefills in minutes on 2 cores; nine
+// policies after one prefill instead of nine is what makes a long-context table affordable.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace hg {
+class Engine;
+}
+
+namespace hg::eval {
+
+struct SharedPrefillStats {
+  int prefills = 0;  // prefills run (one per prompt for the sharing engines, plus one per other)
+  int loads = 0;     // engines that started from the recorded state
+  double prefill_seconds = 0, load_seconds = 0;
+};
+
+// How an engine came to hold the prompt.
+enum class PrefillRole { Recorded, Loaded, Own };
+const char* prefill_role_name(PrefillRole r);  // "recorded" | "shared" | "own"
+
+// Resets sequence `seq` of every engine and makes it hold `ids`; logits[i] ([vocab]) gets engine
+// i's logits of the last prompt token, roles[i] (when given) how it got there.
+void shared_prefill(std::span<Engine* const> engines, int seq, std::span<const int32_t> ids,
+                    std::vector<std::vector<float>>& logits, SharedPrefillStats& stats,
+                    std::vector<PrefillRole>* roles = nullptr);
+
+}  // namespace hg::eval

@@ -1,0 +1,82 @@
+// `eval --task ruler` on the real SmolLM2 model (chat template, Moby-Dick as the prose haystack):
+// three policies answer the same samples; full records each sample's prefill, hybrid starts from
+// it, streaming (which drops tokens in its prefill) prefills itself. Measured at 1024 tokens, seed
+// 42: full and hybrid (window 128 + K 64) find the needle of both samples of niah_single_1 and
+// niah_single_2, streaming with a 192-token window finds none; the test asserts the counts the
+// shared prefill implies, that full finds at least one needle of each task, and that hybrid
+// replies the same after full's prefill as after its own.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace hg::test {
+namespace {
+
+nlohmann::json ruler(const std::string& model, const std::string& policies) {
+  const RunResult r = run_hybridgen(
+      "eval --task ruler --json --no-progress -m '" + model + "' -f '" + (data_dir() / "text/moby-dick").string() +
+      "' --length 1024 --samples 2 --tasks niah_single_1,niah_single_2 --answer-tokens 12 -t 2 --policy " + policies);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+TEST(RulerSmolLM2, ThreePoliciesOnePrefillPerSample) {
+  const std::string model = smollm2_path();
+  if (model.empty()) GTEST_SKIP() << kNoSmolLM2Message;
+  const std::string hybrid = "hybrid:window=128:k=64:sched=fixed";
+  const nlohmann::json j = ruler(model, "full," + hybrid + ",streaming:window=192");
+  ASSERT_TRUE(j.contains("policies"));
+  EXPECT_EQ(j["length"], 1024);
+  EXPECT_EQ(j["chat"], true);
+  EXPECT_EQ(j["tasks"], nlohmann::json({"niah_single_1", "niah_single_2"}));
+  ASSERT_EQ(j["policies"].size(), 3u);
+  EXPECT_EQ(j["policies"][0]["prefill"], "recorded");
+  EXPECT_EQ(j["policies"][1]["prefill"], "shared");
+  EXPECT_EQ(j["policies"][2]["prefill"], "own");
+  // 4 samples: full's recording prefill and streaming's own each time, hybrid loads
+  EXPECT_EQ(j["prefill"]["prefills"], 8);
+  EXPECT_EQ(j["prefill"]["loads"], 4);
+  for (const auto& [task, tokens] : j["prompt_tokens"].items()) {
+    EXPECT_LE(tokens.get<double>(), 1024 - 128) << task;  // room for RULER's 128 answer tokens
+    EXPECT_GE(tokens.get<double>(), 0.95 * (1024 - 128)) << task;
+  }
+  ASSERT_EQ(j["answers"].size(), 4u);
+  for (const auto& a : j["answers"]) {
+    EXPECT_EQ(a["answers"].size(), 1u);
+    EXPECT_EQ(a["replies"].size(), 3u);
+  }
+  const auto& full = j["policies"][0]["tasks"];
+  EXPECT_GE(full["niah_single_1"]["score"].get<double>(), 50.0) << j.dump();
+  EXPECT_GE(full["niah_single_2"]["score"].get<double>(), 50.0) << j.dump();
+  const auto& mean = j["policies"][0]["mean"];
+  EXPECT_LE(mean["ci95"][0].get<double>(), mean["score"].get<double>());
+  EXPECT_GE(mean["ci95"][1].get<double>(), mean["score"].get<double>());
+
+  // hybrid alone prefills for itself: its replies after its own prefill are those after full's
+  const nlohmann::json own = ruler(model, hybrid);
+  ASSERT_TRUE(own.contains("answers"));
+  EXPECT_EQ(own["policies"][0]["prefill"], "recorded");
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(own["answers"][i]["replies"][hybrid], j["answers"][i]["replies"][hybrid]) << i;
+}
+
+TEST(RulerCli, ErrorsAreOneLine) {
+  const std::string m = "eval --task ruler -m '" + tiny_model("llama-gqa").string() + "' ";
+  const RunResult essay = run_hybridgen(m + "--tasks niah_single_2");
+  EXPECT_NE(essay.exit_code, 0);
+  EXPECT_NE(essay.err.find("the essay tasks need -f FILE|DIR"), std::string::npos) << essay.err;
+  const RunResult entry = run_hybridgen(m + "--tasks vt --policy full,hybrid:k");
+  EXPECT_NE(entry.exit_code, 0);
+  EXPECT_NE(entry.err.find("'k' is not KNOB=VALUE"), std::string::npos) << entry.err;
+  const RunResult task = run_hybridgen(m + "--tasks niah_single_9");
+  EXPECT_NE(task.exit_code, 0);
+  EXPECT_NE(task.err.find("no RULER task 'niah_single_9'"), std::string::npos) << task.err;
+  const RunResult knob = run_hybridgen(m + "--tasks vt --policy hybrid:colour=red");
+  EXPECT_NE(knob.exit_code, 0);
+  EXPECT_NE(knob.err.find("colour"), std::string::npos) << knob.err;
+}
+
+}  // namespace
+}  // namespace hg::test
