@@ -331,11 +331,17 @@ def ruler_figure(rows, out_dir, written):
                     continue
                 xs.append(r["metrics"]["length"])
                 ys.append(s["score"])
-                lo.append(s["score"] - s["ci95"][0])
-                hi.append(s["ci95"][1] - s["score"])
+                lo.append(max(0.0, s["score"] - s["ci95"][0]))
+                hi.append(max(0.0, s["ci95"][1] - s["score"]))
             if xs:
-                ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=2, label=name, lw=1.2)
+                # policies that score alike would hide each other: each is nudged sideways a little
+                dodge = 2 ** (0.04 * (i - (len(names) - 1) / 2))
+                ax.errorbar([x * dodge for x in xs], ys, yerr=[lo, hi], marker="os^vD<>p*hX"[i % 11], ms=4,
+                            capsize=2, label=name, lw=1.1)
         ax.set_xscale("log", base=2)
+        lengths = sorted({r["metrics"]["length"] for r in rows})
+        ax.set_xticks(lengths)
+        ax.set_xticklabels([f"{n // 1024}K" if n % 1024 == 0 else str(n) for n in lengths], fontsize=8)
         ax.set_ylim(-3, 103)
         ax.set_title("mean over tasks" if panel == "mean" else panel, fontsize=9)
         ax.set_xlabel("length (tokens)", fontsize=8)

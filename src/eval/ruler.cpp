@@ -555,9 +555,9 @@ RulerScore ruler_score(const std::vector<double>& x) {
     const double se = x.size() > 1 ? std::sqrt(ss / (n - 1) / n) : 0.0;
     lo = mean - z * se, hi = mean + z * se;
   }
-  s.score = 100 * mean;
-  s.lo = 100 * std::clamp(lo, 0.0, 1.0);
-  s.hi = 100 * std::clamp(hi, 0.0, 1.0);
+  s.score = 100 * mean;  // (Wilson's bounds meet the mean at 0% and 100% up to rounding)
+  s.lo = 100 * std::clamp(std::min(lo, mean), 0.0, 1.0);
+  s.hi = 100 * std::clamp(std::max(hi, mean), 0.0, 1.0);
   return s;
 }
 

@@ -3,8 +3,9 @@
 // bit-equal to its own prefill (the same K/V placed the same way, InfiniGen's skew from the same
 // queries). Across policies the K/V of `full`'s prefill differ from a split policy's own by the
 // order of the floating-point sums (the host's part merged by LSE), so there the logits agree
-// within a bound, and the greedy tokens are the same. streaming, h2o and keyformer prefill
-// otherwise and refuse a state. The file format: round trip, truncation, version, model.
+// within 2e-3 of their largest magnitude, and the greedy tokens are the same. streaming, h2o and
+// keyformer prefill otherwise and refuse a state. The file format: round trip, truncation, version,
+// model.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -111,8 +112,9 @@ TEST(PrefillState, EveryExactPolicyAnswersAfterFullsPrefillAsAfterItsOwn) {
       EXPECT_EQ(la, lb);  // the same device attention over the same K/V
     } else {
       // the bound: the host part's sums in another order, through the layers and 12 steps
-      // (measured: 2.9e-4 to 3.7e-4 of logits up to 6.3 on this model)
-      EXPECT_LE(max_diff, 2e-4f * std::max(1.0f, max_abs)) << "max |logit| " << max_abs;
+      // (measured on logits up to 6.3: at most 3.7e-4 with the AVX-512 kernels, 3.0e-3 with the
+      // AVX2 ones, 9.5e-3 with the scalar twins: HG_CPU_ISA=scalar)
+      EXPECT_LE(max_diff, 2e-3f * std::max(1.0f, max_abs)) << "max |logit| " << max_abs;
     }
   }
 }
@@ -147,11 +149,15 @@ TEST(PrefillState, SharedPrefillRunsOncePerPromptForTheSharingPolicies) {
   using R = eval::PrefillRole;
   EXPECT_EQ(roles, (std::vector<R>{R::Recorded, R::Own, R::Loaded, R::Loaded}));
   for (Engine* e : engines) EXPECT_EQ(e->position(0), 200);
-  // streaming's own prefill is its own; full's logits are the recorded ones
+  // streaming's own prefill is its own, and not full's: it attended to its window only, so a
+  // state of full's prefill would give it context it never had (why it cannot share one)
   auto own_streaming = make_engine(*model, "streaming");
   std::vector<float> s(logits[1].size());
   own_streaming->prefill(0, prompt, s.data());
   EXPECT_EQ(s, logits[1]);
+  float apart = 0;
+  for (size_t i = 0; i < s.size(); ++i) apart = std::max(apart, std::abs(s[i] - logits[0][i]));
+  EXPECT_GT(apart, 1e-2f);
   // a second prompt: the engines are reset first
   eval::shared_prefill(engines, 0, random_ids(50, 42), logits, stats, &roles);
   for (Engine* e : engines) EXPECT_EQ(e->position(0), 50);

@@ -236,7 +236,8 @@ TEST(PlotSweep, CommittedResultsGiveValidPngs) {
                                         {"fidelity_k.jsonl", "accuracy_vs_k.png"},
                                         {"passkey.jsonl", "passkey_heatmap.png"},
                                         {"passkey.jsonl", "accuracy_per_policy.png"},
-                                        {"sched_trace.jsonl", "sched_trace.png"}};
+                                        {"sched_trace.jsonl", "sched_trace.png"},
+                                        {"ruler.jsonl", "ruler_vs_length.png"}};
   for (const auto& e : expected) {
     SCOPED_TRACE(e.file);
     const fs::path out = dir / e.file;
