@@ -41,8 +41,9 @@ struct PrefillState {
   static PrefillState for_model(const Model& model);
   int n_tokens() const { return static_cast<int>(tokens.size()); }
   int q_rows() const { return layers.empty() ? 0 : static_cast<int>(layers[0].q.size() / q_dim); }
-  // hg::Error naming `what` when the state was made by another model.
-  void check_model(const Model& model, const std::string& what) const;
+  // hg::Error naming `what` when the state was made by another model. model_print: the model's
+  // (model_fingerprint), when the caller keeps it; computed otherwise.
+  void check_model(const Model& model, const std::string& what, std::string model_print = {}) const;
   // The first n tokens of the state (n <= n_tokens(); the logits are dropped unless n is all).
   PrefillState prefix(int n) const;
   size_t bytes() const;

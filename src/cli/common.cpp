@@ -103,6 +103,12 @@ std::vector<PolicyEntry> parse_policy_list(const std::string& s) {
   return out;
 }
 
+std::vector<std::string> entry_presets(const std::vector<PolicyEntry>& entries) {
+  std::vector<std::string> presets;
+  for (const PolicyEntry& e : entries) presets.push_back(e.preset);
+  return presets;
+}
+
 PolicyOptions entry_options(const PolicyOptions& o, const PolicyEntry& e) {
   PolicyOptions p = o;
   p.preset = e.preset;

@@ -66,6 +66,8 @@ struct PolicyEntry {
 };
 // hg::Error naming --policy when an entry is empty or a knob is not NAME=VALUE.
 std::vector<PolicyEntry> parse_policy_list(const std::string& s);
+// The entries' presets, in order (the `compared` list of make_policy).
+std::vector<std::string> entry_presets(const std::vector<PolicyEntry>& entries);
 // `o` for one entry: its preset, and its knobs after the command line's.
 PolicyOptions entry_options(const PolicyOptions& o, const PolicyEntry& e);
 // The policy the options describe (preset, then YAML, then command-line knobs).

@@ -89,8 +89,7 @@ class RulerTaskRun : public TaskRun {
     const eval::RulerConfig c = config();
     c.validate();
     const auto entries = parse_policy_list(policy_.preset);
-    std::vector<std::string> presets;
-    for (const PolicyEntry& e : entries) presets.push_back(e.preset);
+    const std::vector<std::string> presets = entry_presets(entries);
     for (const PolicyEntry& e : entries) check_engine_options(runtime_, entry_options(policy_, e), e.preset, presets);
     const auto tasks = c.selected();
     if (file_.empty() && std::any_of(tasks.begin(), tasks.end(), [](auto* t) { return t->needs_essay(); }))
@@ -110,8 +109,7 @@ class RulerTaskRun : public TaskRun {
     RuntimeOptions rt = runtime_;
     rt.ctx = c.length + c.answer_tokens;  // the prompt and the reply
     const auto entries = parse_policy_list(policy_.preset);
-    std::vector<std::string> presets;
-    for (const PolicyEntry& e : entries) presets.push_back(e.preset);
+    const std::vector<std::string> presets = entry_presets(entries);
     std::vector<std::unique_ptr<Engine>> engines;
     std::vector<eval::RulerPolicy> policies;
     for (const PolicyEntry& e : entries) {

@@ -43,10 +43,7 @@ struct Engine::Impl {
   // hg::Error when `state` was made by another model (the fingerprint is computed once).
   void check_state(const PrefillState& state) {
     if (fingerprint.empty()) fingerprint = model_fingerprint(model);
-    const ModelSpec& m = model.spec;
-    if (state.fingerprint != fingerprint || state.n_layers != m.n_layers || state.kv_dim != m.kv_dim() ||
-        state.q_dim != m.q_dim() || state.vocab != m.vocab_size)
-      state.check_model(model, "prefill state");  // throws, naming both
+    state.check_model(model, "prefill state", fingerprint);
   }
 
   Impl(const Model& m, const EngineOptions& o) : model(m), options(o) {}

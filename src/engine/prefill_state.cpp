@@ -72,13 +72,14 @@ PrefillState PrefillState::for_model(const Model& model) {
   return s;
 }
 
-void PrefillState::check_model(const Model& model, const std::string& what) const {
+void PrefillState::check_model(const Model& model, const std::string& what, std::string model_print) const {
+  if (model_print.empty()) model_print = model_fingerprint(model);
   const ModelSpec& m = model.spec;
-  if (fingerprint != model_fingerprint(model) || n_layers != m.n_layers || kv_dim != m.kv_dim() || q_dim != m.q_dim() ||
+  if (fingerprint != model_print || n_layers != m.n_layers || kv_dim != m.kv_dim() || q_dim != m.q_dim() ||
       vocab != m.vocab_size)
     throw Error(what + ": the state was saved by another model (fingerprint " + fingerprint + ", " +
                 std::to_string(n_layers) + " layers) than " + model.source.filename().string() + " (fingerprint " +
-                model_fingerprint(model) + ", " + std::to_string(m.n_layers) + " layers)");
+                model_print + ", " + std::to_string(m.n_layers) + " layers)");
 }
 
 PrefillState PrefillState::prefix(int n) const {

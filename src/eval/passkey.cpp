@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <random>
 
-#include "eval/logit_metrics.h"
+#include "eval/greedy.h"
 #include "hybridgen/engine.h"
 #include "hybridgen/error.h"
 #include "hybridgen/tokenizer.h"
@@ -139,13 +139,7 @@ PasskeyResult run_passkey(Engine& engine, const Tokenizer& tok, std::string_view
       r.prompt_tokens = static_cast<int>(p.ids.size());
       engine.reset(seq);
       engine.prefill(seq, p.ids, logits.data());
-      std::vector<int32_t> answer;
-      for (int i = 0; i < c.n_gen; ++i) {
-        const int32_t next = argmax(logits.data(), vocab);
-        if (std::find(stop.begin(), stop.end(), next) != stop.end()) break;
-        answer.push_back(next);
-        if (i + 1 < c.n_gen) engine.decode(std::span(&seq, 1), std::span(&next, 1), logits.data());
-      }
+      const std::vector<int32_t> answer = greedy_tokens(engine, seq, logits, c.n_gen, stop);
       PasskeyTrial t;
       t.trial = trial;
       t.depth = depth;

@@ -9,6 +9,7 @@
 #include "hybridgen/error.h"
 #include "hybridgen/tokenizer.h"
 #include "util/hash.h"
+#include "util/strings.h"
 
 namespace hg::eval {
 
@@ -109,15 +110,6 @@ std::vector<std::string> split_words(std::string_view text) {
     if (i > start) out.emplace_back(text.substr(start, i - start));
   }
   return out;
-}
-
-std::string join(const std::vector<std::string>& parts, std::string_view sep) {
-  std::string s;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i) s += sep;
-    s += parts[i];
-  }
-  return s;
 }
 
 // A word that ends a sentence: . ! ? possibly followed by closing quotes or brackets.

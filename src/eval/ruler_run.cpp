@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "eval/logit_metrics.h"
+#include "eval/greedy.h"
 #include "eval/ruler.h"
 #include "eval/shared_prefill.h"
 #include "hybridgen/engine.h"
@@ -27,24 +27,6 @@ std::vector<const RulerTask*> RulerConfig::selected() const {
   for (const std::string& name : tasks) out.push_back(&find_ruler_task(name));
   return out;
 }
-
-namespace {
-
-// Greedy reply of sequence 0 from the prompt's last logits, up to n tokens or a stop token.
-std::string greedy_reply(Engine& e, const Tokenizer& tok, std::vector<float>& logits, int n,
-                         const std::vector<int32_t>& stop) {
-  std::vector<int32_t> reply;
-  const int seq = 0;
-  for (int i = 0; i < n; ++i) {
-    const int32_t next = argmax(logits.data(), e.vocab_size());
-    if (std::find(stop.begin(), stop.end(), next) != stop.end()) break;
-    reply.push_back(next);
-    if (i + 1 < n) e.decode(std::span(&seq, 1), std::span(&next, 1), logits.data());
-  }
-  return tok.decode(reply, /*skip_special=*/true);
-}
-
-}  // namespace
 
 nlohmann::json run_ruler(const RulerGenerator& gen, const Tokenizer& tok, const std::vector<RulerPolicy>& policies,
                          const RulerConfig& c, const std::function<void(int, int)>& on_sample) {
@@ -72,7 +54,8 @@ nlohmann::json run_ruler(const RulerGenerator& gen, const Tokenizer& tok, const 
       shared_prefill(engines, 0, s.ids, logits, stats, &roles);
       nlohmann::json replies = nlohmann::json::object();
       for (size_t p = 0; p < policies.size(); ++p) {
-        const std::string reply = greedy_reply(*engines[p], tok, logits[p], n_answer, stop);
+        const std::string reply =
+            tok.decode(greedy_tokens(*engines[p], 0, logits[p], n_answer, stop), /*skip_special=*/true);
         scores[p][t].push_back(string_match_all(reply, s.answers));
         replies[policies[p].label] = reply;
         role[p] = roles[p];  // the same for every sample

@@ -11,17 +11,12 @@
 #include "attention/selectors/infinigen.h"
 #include "attention/selectors/predictors.h"
 #include "hybridgen/error.h"
+#include "util/strings.h"
 #include "util/thread_pool.h"
 
 namespace hg {
 
 namespace {
-
-std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
-  return s;
-}
 
 // YAML files of earlier versions spell the knobs with underscores (partial_dims).
 std::string dashed(std::string s) {

@@ -12,7 +12,7 @@ std::string byte_level_piece_bytes(const std::string& piece) {
 
 namespace {
 
-std::string join(const std::vector<std::string>& pieces) {
+std::string concat(const std::vector<std::string>& pieces) {
   size_t n = 0;
   for (const auto& p : pieces) n += p.size();
   std::string out;
@@ -88,7 +88,7 @@ class ByteFallbackDecoder final : public Decoder {
 class FuseDecoder final : public Decoder {
  public:
   void decode_chain(std::vector<std::string>& pieces, bool) const override {
-    pieces.assign(1, join(pieces));
+    pieces.assign(1, concat(pieces));
   }
 };
 
