@@ -49,22 +49,38 @@ CpuIsa best_cpu_isa() {
 
 bool cpu_isa_supported(CpuIsa isa) { return static_cast<int>(isa) <= static_cast<int>(best_cpu_isa()); }
 
-CpuIsa active_cpu_isa() {
-  static const CpuIsa isa = [] {
-    CpuIsa want = best_cpu_isa();
-    if (const char* env = std::getenv("HG_CPU_ISA")) {
-      for (CpuIsa i : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Bf16})
-        if (std::strcmp(env, cpu_isa_label(i)) == 0 && cpu_isa_supported(i)) want = i;
+namespace {
+// The level HG_CPU_ISA asks for (the best one when unset or unknown), and whether it allows
+// AVX-VNNI: "avx2" is the AVX2 class without it (Zen 2/3, Intel before Alder Lake, and the AVX2
+// build of llama.cpp that PEER_ISA=avx2 makes), "avx_vnni" the AVX2 level with it (Alder
+// Lake-class client cores); the other levels take it where the CPU has it.
+struct IsaRequest {
+  CpuIsa isa;
+  bool avx_vnni;
+};
+const IsaRequest& isa_request() {
+  static const IsaRequest req = [] {
+    IsaRequest r{best_cpu_isa(), true};
+    const char* env = std::getenv("HG_CPU_ISA");
+    if (env == nullptr) return r;
+    if (std::strcmp(env, "avx_vnni") == 0) {
+      if (cpu_isa_supported(CpuIsa::Avx2)) r.isa = CpuIsa::Avx2;
+      return r;
     }
-    return want;
+    for (CpuIsa i : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Bf16})
+      if (std::strcmp(env, cpu_isa_label(i)) == 0 && cpu_isa_supported(i)) r = {i, i != CpuIsa::Avx2};
+    return r;
   }();
-  return isa;
+  return req;
 }
+}  // namespace
+
+CpuIsa active_cpu_isa() { return isa_request().isa; }
 
 DotInt8 dot_int8_for(CpuIsa isa) {
   if (!cpu_isa_supported(isa) || isa == CpuIsa::Scalar) return DotInt8::Scalar;
   if (isa >= CpuIsa::Avx512 && has_avx512_vnni()) return DotInt8::Avx512Vnni;
-  if (has_avx_vnni()) return DotInt8::AvxVnni;
+  if (has_avx_vnni() && isa_request().avx_vnni) return DotInt8::AvxVnni;
   return DotInt8::Avx2;
 }
 

@@ -141,7 +141,7 @@ void gemv_target_rows(CpuIsa isa, const MatmulTarget& t, int64_t cols, const flo
     const GemvPackedArgs a{t.packed, xs, n_tokens, t.Y, t.ldy, t.accumulate};
     switch (dot_int8_for(isa)) {
       case DotInt8::Avx512Vnni: return gemv_packed_rows_avx512vnni(a, row_begin, row_end);
-      case DotInt8::AvxVnni:  // AVX2 instructions, a superset
+      case DotInt8::AvxVnni: return gemv_packed_rows_avxvnni(a, row_begin, row_end);
       case DotInt8::Avx2: return gemv_packed_rows_avx2(a, row_begin, row_end);
       case DotInt8::Scalar: break;
     }

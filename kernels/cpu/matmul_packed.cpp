@@ -195,7 +195,7 @@ bool packed_format(DType wt) {
 bool packing_pays(DType wt) {
   const bool format = packed_format(wt);
   const DotInt8 dot = dot_int8_for(active_cpu_isa());
-  return format && (dot == DotInt8::Avx512Vnni || dot == DotInt8::Avx2);
+  return format && dot != DotInt8::Scalar;
 }
 
 std::unique_ptr<PackedWeight> pack_weight(DType wt, const void* W, int64_t rows, int64_t cols, PackedStore* store) {

@@ -102,9 +102,8 @@ class PackedWeight {
   uint8_t* data_;
 };
 
-// Whether the decode GEMV of `wt` should take a packed copy on this CPU: a format above, and
-// AVX512-VNNI or plain AVX2 dots at the active ISA level (AVX-VNNI CPUs keep the GGUF layout:
-// not measured there).
+// Whether the decode GEMV of `wt` should take a packed copy on this CPU: a format above, and a
+// vector int8 dot (AVX2, AVX-VNNI or AVX512-VNNI) at the active ISA level.
 bool packing_pays(DType wt);
 // The packed copy of W[rows, cols] (GGUF blocks of `wt`), or null for another format or when a
 // scale would overflow (see above). Independent of the CPU (the scalar twin reads it anywhere).
@@ -138,5 +137,6 @@ struct GemvPackedArgs {
 void gemv_packed_rows_scalar(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end);
 void gemv_packed_rows_avx512vnni(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end);
 void gemv_packed_rows_avx2(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end);
+void gemv_packed_rows_avxvnni(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end);
 
 }  // namespace hg::cpu

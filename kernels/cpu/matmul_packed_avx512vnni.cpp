@@ -1,6 +1,9 @@
 // The packed GEMV (matmul_packed.h) with AVX512-VNNI: per quad of four 32-blocks and row, one
 // 64-byte code load (Q8_0: two), two vpdpbusd, one conversion of the four scales and of the four
 // c's, and two FMAs. R rows x T tokens of accumulators, R * T <= 4, as the GGUF-layout kernels.
+// Five-bit codes (Q5_0, Q5_1) add their plane to the nibbles with two masked adds: the plane's
+// words are the lo and hi masks of each half (see matmul_packed_ymm.h), so two 64-bit masks per
+// quad put 0x10 in every byte whose bit is set.
 
 #include <algorithm>
 
@@ -20,16 +23,33 @@ struct Quad {
   __m128 c;
 };
 
-template <bool kNibbles, bool kTail>
+// The lo and hi byte masks of a five-bit group's plane (at `plane`; `halves`: 2 in a quad, the
+// tail's (blocks + 1) / 2 otherwise): words lo0, hi0, lo1, hi1.
+inline void plane_masks(const uint8_t* plane, int halves, __mmask64& lo, __mmask64& hi) {
+  uint32_t w[4] = {0, 0, 0, 0};
+  __builtin_memcpy(w, plane, 8 * static_cast<size_t>(halves));
+  lo = _cvtu64_mask64(w[0] | static_cast<uint64_t>(w[2]) << 32);
+  hi = _cvtu64_mask64(w[1] | static_cast<uint64_t>(w[3]) << 32);
+}
+
+template <int kBits, bool kTail>
 inline Quad load_quad(const uint8_t* g, int blocks) {
+  constexpr bool kNibbles = kBits != 8;
   const int n = kTail ? blocks : 4;
-  const size_t codes = static_cast<size_t>(n) * (kNibbles ? 16 : 32);
+  const size_t codes = PackedWeight::code_bytes_of_width(kBits, n);
   Quad o;
   if constexpr (kNibbles) {
     const __m512i v = kTail ? _mm512_maskz_loadu_epi8((1ull << (16 * n)) - 1, g) : _mm512_loadu_si512(g);
     const __m512i mask = _mm512_set1_epi8(0x0f);
     o.lo = _mm512_and_si512(v, mask);
     o.hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+    if constexpr (kBits == 5) {
+      __mmask64 lo, hi;
+      plane_masks(g + 16 * n, (n + 1) / 2, lo, hi);
+      const __m512i fifth = _mm512_set1_epi8(0x10);
+      o.lo = _mm512_mask_add_epi8(o.lo, lo, o.lo, fifth);  // a nibble + 16: the fifth bit set
+      o.hi = _mm512_mask_add_epi8(o.hi, hi, o.hi, fifth);
+    }
   } else if constexpr (kTail) {
     const __mmask64 m = (1ull << (16 * n)) - 1;
     o.lo = _mm512_maskz_loadu_epi8(m, g);
@@ -48,7 +68,7 @@ inline Quad load_quad(const uint8_t* g, int blocks) {
   return o;
 }
 
-template <bool kNibbles, int R, int T>
+template <int kBits, int R, int T>
 void packed_tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
   const PackedWeight& w = *a.w;
   const int64_t n_blocks = w.cols() / 32, n_quads = n_blocks / 4;
@@ -86,11 +106,11 @@ void packed_tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
       const char* next = reinterpret_cast<const char*>(rows[r] + quad_bytes * q + ahead);
       for (size_t line = 0; line < quad_bytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
     }
-    for (int r = 0; r < R; ++r) quad[r] = load_quad<kNibbles, false>(rows[r] + quad_bytes * q, 4);
+    for (int r = 0; r < R; ++r) quad[r] = load_quad<kBits, false>(rows[r] + quad_bytes * q, 4);
     step(q, quad);
   }
   if (tail) {
-    for (int r = 0; r < R; ++r) quad[r] = load_quad<kNibbles, true>(rows[r] + quad_bytes * n_quads, tail);
+    for (int r = 0; r < R; ++r) quad[r] = load_quad<kBits, true>(rows[r] + quad_bytes * n_quads, tail);
     step(n_quads, quad);
   }
   for (int r = 0; r < R; ++r)
@@ -102,12 +122,12 @@ void packed_tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
     }
 }
 
-template <bool kNibbles>
+template <int kBits>
 struct Avx512VnniKernel {
   static constexpr int kRows = 4;
   template <int R, int T>
   static void tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
-    packed_tile<kNibbles, R, T>(a, r0, t0);
+    packed_tile<kBits, R, T>(a, r0, t0);
   }
 };
 
@@ -115,10 +135,9 @@ struct Avx512VnniKernel {
 
 void gemv_packed_rows_avx512vnni(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
   switch (a.w->code_bits()) {
-    case 4: return packed_rows<Avx512VnniKernel<true>>(a, row_begin, row_end);
-    case 8: return packed_rows<Avx512VnniKernel<false>>(a, row_begin, row_end);
-    default:  // five-bit codes: the AVX2 kernel (every AVX512-VNNI CPU has AVX2); not measured against
-      return gemv_packed_rows_avx2(a, row_begin, row_end);  // the GGUF-layout VNNI kernel
+    case 4: return packed_rows<Avx512VnniKernel<4>>(a, row_begin, row_end);
+    case 5: return packed_rows<Avx512VnniKernel<5>>(a, row_begin, row_end);
+    default: return packed_rows<Avx512VnniKernel<8>>(a, row_begin, row_end);
   }
 }
 

@@ -85,6 +85,7 @@ void run_info(const InfoOptions& o) {
               {"model_number", cpu.model_number},
               {"usable_cpus", cpu.usable_cpus},
               {"isa", cpu.isa},
+              {"int8_dot", cpu.int8_dot},
               {"features", cpu.features}};
   // Whether `full` attention at this context fits the device `--device auto` picks.
   const std::unique_ptr<Device> device = cuda_device_count() > 0 ? make_cuda_device(0) : make_cpu_device(1);

@@ -28,7 +28,8 @@ TEST(CpuInfo, NamesTheCpuAndTheChosenIsa) {
   if (cpu::cpu_isa_supported(cpu::CpuIsa::Avx512Bf16)) {
     EXPECT_TRUE(has("avx512_bf16"));
   }
-  EXPECT_NE(cpu_summary().find("kernels " + c.isa), std::string::npos);
+  EXPECT_EQ(c.int8_dot, cpu::dot_int8_label(cpu::dot_int8_for(cpu::active_cpu_isa())));
+  EXPECT_NE(cpu_summary().find("kernels " + c.isa + ", int8 dot " + c.int8_dot), std::string::npos);
 }
 
 TEST(CpuInfo, InInfoAndEveryBenchFormat) {
@@ -43,6 +44,7 @@ TEST(CpuInfo, InInfoAndEveryBenchFormat) {
   const auto j = nlohmann::json::parse(info_json.out);
   EXPECT_EQ(j["cpu"]["model"], c.model);
   EXPECT_EQ(j["cpu"]["isa"], c.isa);
+  EXPECT_EQ(j["cpu"]["int8_dot"], c.int8_dot);
   EXPECT_EQ(j["cpu"]["usable_cpus"], c.usable_cpus);
 
   const std::string bench = "bench -m '" + model + "' -p 8 -n 2 -r 1 -t 1 ";
@@ -61,6 +63,25 @@ TEST(CpuInfo, InInfoAndEveryBenchFormat) {
   RunResult csv = run_hybridgen(bench + "-o csv");
   ASSERT_EQ(csv.exit_code, 0) << csv.err;
   EXPECT_NE(csv.out.find(",\"" + cpu_summary() + "\"," + c.isa + "\n"), std::string::npos) << csv.out;
+}
+
+// HG_CPU_ISA=avx2 is the AVX2 class of CPUs (Zen 3, the AVX2 build of llama.cpp): no VNNI of any
+// kind, even where the CPU has AVX-VNNI; avx_vnni is the AVX2 level with it (Alder Lake class).
+TEST(CpuInfo, Avx2LevelTurnsAvxVnniOffAndAvxVnniLevelKeepsIt) {
+  if (!cpu::cpu_isa_supported(cpu::CpuIsa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  const std::string model = tiny_model("llama-gqa").string();
+  const auto info_at = [&](const std::string& level) {
+    const RunResult r =
+        run("HG_CPU_ISA=" + level + " '" + (bin_dir() / "hybridgen").string() + "' info -m '" + model + "' --json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["cpu"];
+  };
+  const auto avx2 = info_at("avx2");
+  EXPECT_EQ(avx2["isa"], "avx2");
+  EXPECT_EQ(avx2["int8_dot"], "avx2");
+  const auto vnni = info_at("avx_vnni");
+  EXPECT_EQ(vnni["isa"], "avx2");
+  EXPECT_EQ(vnni["int8_dot"], cpu::dot_int8_supported(cpu::DotInt8::AvxVnni) ? "avx_vnni" : "avx2");
 }
 
 }  // namespace

@@ -289,6 +289,7 @@ TEST(MatmulPacked, TwinEqualsGgufTwinAndKernelEqualsTwinOverAwkwardShapes) {
   };
   std::vector<Kernel> kernels;
   if (dot_int8_supported(DotInt8::Avx512Vnni)) kernels.push_back({"avx512_vnni", gemv_packed_rows_avx512vnni});
+  if (dot_int8_supported(DotInt8::AvxVnni)) kernels.push_back({"avx_vnni", gemv_packed_rows_avxvnni});
   if (cpu_isa_supported(CpuIsa::Avx2)) kernels.push_back({"avx2", gemv_packed_rows_avx2});
   // cols: whole quads, and tails of 1, 2, 3 blocks (576 = SmolLM2's width: 4 quads + 2 blocks).
   for (DType wt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1})
@@ -381,7 +382,7 @@ TEST(MatmulPacked, OnlyTheBlockFormatsItKnowsAndScalesThatFit) {
   reinterpret_cast<BlockQ8_0*>(W.data())[1].d = fp32_to_f16(500.0f);
   EXPECT_TRUE(pack_weight(DType::Q8_0, W.data(), 1, 64));
   const DotInt8 dot = dot_int8_for(active_cpu_isa());
-  EXPECT_EQ(packing_pays(DType::Q4_1), dot == DotInt8::Avx512Vnni || dot == DotInt8::Avx2);
+  EXPECT_EQ(packing_pays(DType::Q4_1), dot != DotInt8::Scalar);
 }
 
 TEST(MatmulPacked, GroupWithPackedTargetsEqualsTheGgufPathOnEveryIsa) {
