@@ -10,6 +10,7 @@
 #include "cli/npy.h"
 #include "device/device.h"
 #include "eval/perplexity.h"
+#include "eval/shared_prefill.h"
 #include "hybridgen/error.h"
 
 namespace hg::cli {
@@ -23,6 +24,7 @@ struct PerplexityOptions {
   std::string ref;  // --ref full: also run the reference policy and compare
   std::string file, ids_file;
   int max_windows = 0;
+  int tail = 0;              // score the last `tail` predictions of each window (its context prefilled)
   bool second_half = false;  // llama-perplexity's scoring
   bool json = false;
   std::string save_logits;
@@ -41,6 +43,10 @@ void add_perplexity_options(CLI::App& cmd, PerplexityOptions& o) {
   cmd.add_flag("--score-second-half", o.second_half,
                "score only the second half of each window, whole windows only, as llama-perplexity does "
                "(the first half is context)");
+  cmd.add_option("--tail", o.tail,
+                 "long context: score only the last N predictions of each window (whole windows only); the "
+                 "tokens before them are prefilled in one pass (once for the policy and --ref where both prefill "
+                 "exactly) and only the last N run token by token");
   cmd.add_option("--save-logits", o.save_logits,
                  "write the logits of every evaluated position as float32 .npy [positions, vocab]");
 }
@@ -50,6 +56,9 @@ void check_perplexity_options(const PerplexityOptions& o) {
   if (!o.ref.empty() && o.ref != "full") throw Error("--ref: only 'full' is a reference policy, got '" + o.ref + "'");
   if (o.runtime.ctx == 1) throw Error("--ctx must be at least 2: a window scores every token after its first");
   if (o.max_windows < 0) throw Error("--max-windows must be >= 0 (0: all), got " + std::to_string(o.max_windows));
+  if (o.tail < 0) throw Error("--tail must be >= 1 (0: off), got " + std::to_string(o.tail));
+  if (o.tail > 0 && !o.save_logits.empty())
+    throw Error("--save-logits writes every position's logits; with --tail the context's positions have none");
   check_engine_options(o.runtime, o.policy, o.policy.preset);
 }
 
@@ -61,7 +70,8 @@ nlohmann::json measure_perplexity(const PerplexityOptions& o, ModelCache& models
                                  : models.tokenizer(o.model, "perplexity").encode(read_text_file(o.file), false);
   const int ctx = o.runtime.ctx > 0 ? o.runtime.ctx
                                     : std::min<int>(static_cast<int>(ids.size()), std::min(model.spec.max_ctx, 2048));
-  const std::vector<eval::TokenWindow> windows = eval::split_windows(ids.size(), ctx, o.max_windows, o.second_half);
+  const std::vector<eval::TokenWindow> windows =
+      eval::split_windows(ids.size(), ctx, o.max_windows, o.second_half, o.tail);
 
   eval::ScoreHooks hooks;
   std::unique_ptr<NpyWriter> npy;
@@ -82,27 +92,33 @@ nlohmann::json measure_perplexity(const PerplexityOptions& o, ModelCache& models
   apply_policy_options(o.policy, o.policy.preset, eo);
   Engine engine(model, eo);
   const bool decode = o.decode_path || o.policy.preset != "full" || !o.ref.empty();
-  eval::PerplexityResult r;
-  if (decode) {
-    std::unique_ptr<Engine> ref;
-    if (!o.ref.empty()) {
-      EngineOptions ro = engine_options(rt, model.spec, ctx, 1);
-      ro.policy = policy_preset(o.ref);
-      ref = std::make_unique<Engine>(model, ro);
-    }
-    if (ref && o.ref_by_prefill)
-      r = eval::score_decode(engine, eval::reference_logits(*ref, ids, windows), ids, windows, hooks);
-    else
-      r = eval::score_decode(engine, ref.get(), ids, windows, hooks);
-  } else {
-    r = eval::score_prefill(engine, ids, windows, hooks);
+  std::unique_ptr<Engine> ref;
+  if (!o.ref.empty()) {
+    EngineOptions ro = engine_options(rt, model.spec, ctx, 1);
+    ro.policy = policy_preset(o.ref);
+    ref = std::make_unique<Engine>(model, ro);
   }
+  eval::PerplexityResult r;
+  eval::SharedPrefillStats prefills;
+  if (o.tail > 0)
+    r = eval::score_tail(engine, ref.get(), ids, windows, hooks, &prefills);
+  else if (ref && o.ref_by_prefill)
+    r = eval::score_decode(engine, eval::reference_logits(*ref, ids, windows), ids, windows, hooks);
+  else if (decode)
+    r = eval::score_decode(engine, ref.get(), ids, windows, hooks);
+  else
+    r = eval::score_prefill(engine, ids, windows, hooks);
   bar.finish();
   if (npy) npy->close();
   nlohmann::json j = r.to_json();
   j["ctx"] = ctx;
   j["windows"] = windows.size();
-  j["path"] = decode ? "decode" : "prefill";
+  j["path"] = o.tail > 0 ? "tail" : decode ? "decode" : "prefill";
+  if (o.tail > 0) {
+    j["tail"] = o.tail;
+    j["prefills"] = prefills.prefills;
+    j["prefill_loads"] = prefills.loads;
+  }
   j["policy"] = engine.describe_attention();
   j["device"] = engine.device().name();
   if (!o.ref.empty()) j["ref"] = o.ref;
@@ -113,7 +129,10 @@ std::string perplexity_summary(const nlohmann::json& j) {
   char line[512];
   std::snprintf(line, sizeof line, "perplexity: %.4f over %lld tokens (%zu windows of %d, %s; %s)",
                 j["ppl"].get<double>(), j["n_tokens"].get<long long>(), j["windows"].get<size_t>(),
-                j["ctx"].get<int>(), j["path"] == "decode" ? "token by token" : "prefill",
+                j["ctx"].get<int>(),
+                j["path"] == "tail"     ? "the context prefilled, the tail token by token"
+                : j["path"] == "decode" ? "token by token"
+                                        : "prefill",
                 j["policy"].get<std::string>().c_str());
   std::string s = line;
   if (j.contains("ref")) {

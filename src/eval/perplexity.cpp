@@ -4,16 +4,22 @@
 #include <cmath>
 
 #include "eval/logit_metrics.h"
+#include "eval/shared_prefill.h"
 #include "hybridgen/engine.h"
 #include "hybridgen/error.h"
 
 namespace hg::eval {
 
-std::vector<TokenWindow> split_windows(size_t n_tokens, int ctx, int max_windows, bool second_half) {
+std::vector<TokenWindow> split_windows(size_t n_tokens, int ctx, int max_windows, bool second_half, int tail) {
   if (ctx < 2) throw Error("perplexity needs a context of at least 2 tokens, got " + std::to_string(ctx));
+  if (tail < 0 || (tail > 0 && tail > ctx - 2))
+    throw Error("--tail " + std::to_string(tail) + ": score between 1 and ctx - 2 = " + std::to_string(ctx - 2) +
+                " predictions of a window (the rest is its context)");
+  if (tail > 0 && second_half)
+    throw Error("--tail and --score-second-half choose the scored positions two ways: give one");
   std::vector<TokenWindow> windows;
-  const size_t min_size = second_half ? static_cast<size_t>(ctx) : 2;
-  const size_t skip = second_half ? static_cast<size_t>(ctx) / 2 : 0;
+  const size_t min_size = second_half || tail > 0 ? static_cast<size_t>(ctx) : 2;
+  const size_t skip = tail > 0 ? static_cast<size_t>(ctx - 1 - tail) : second_half ? static_cast<size_t>(ctx) / 2 : 0;
   for (size_t b = 0; b < n_tokens; b += static_cast<size_t>(ctx)) {
     const size_t e = std::min(n_tokens, b + static_cast<size_t>(ctx));
     if (e - b >= min_size) windows.push_back({b, e, skip});
@@ -159,6 +165,50 @@ PerplexityResult score_decode(Engine& engine, const ReferenceLogits& ref, std::s
   return decode_loop(engine, ids, windows, hooks, true, [&](size_t position, int32_t, bool) -> const float* {
     return ref.rows.data() + position * static_cast<size_t>(ref.vocab);
   });
+}
+
+PerplexityResult score_tail(Engine& engine, Engine* ref, std::span<const int32_t> ids,
+                            const std::vector<TokenWindow>& windows, const ScoreHooks& hooks,
+                            SharedPrefillStats* prefills) {
+  const int vocab = engine.vocab_size();
+  if (ref && ref->vocab_size() != vocab) throw Error("the reference engine's vocabulary differs from the policy's");
+  std::vector<Engine*> engines{&engine};
+  if (ref) engines.push_back(ref);
+  SharedPrefillStats stats;
+  std::vector<std::vector<float>> rows;  // per engine: [vocab]
+  PerplexityResult r;
+  r.has_ref = ref != nullptr;
+  const int seq = 0;
+  int64_t ran = 0;
+  for (size_t w = 0; w < windows.size(); ++w) {
+    const auto [b, e, skip] = windows[w];
+    // tokens b .. b + skip in one prefill: its last row predicts token b + skip + 1, the first scored
+    shared_prefill(engines, seq, ids.subspan(b, skip + 1), rows, stats);
+    ran += static_cast<int64_t>(skip);
+    for (size_t i = b + skip; i + 1 < e; ++i) {
+      if (i > b + skip)
+        for (size_t k = 0; k < engines.size(); ++k)
+          engines[k]->decode(std::span(&seq, 1), std::span(&ids[i], 1), rows[k].data());
+      const float* logits = rows[0].data();
+      r.nll_sum -= log_prob(logits, vocab, ids[i + 1]);
+      if (ref) {
+        const float* ref_row = rows[1].data();
+        r.ref_nll_sum -= log_prob(ref_row, vocab, ids[i + 1]);
+        r.agree += argmax(logits, vocab) == argmax(ref_row, vocab);
+        r.kl_sum += kl_divergence(ref_row, logits, vocab);
+      }
+      ++r.scored;
+      if (hooks.on_progress) hooks.on_progress({++ran, w, windows.size(), r.ppl()});
+    }
+    if (hooks.on_progress) hooks.on_progress({++ran, w, windows.size(), r.ppl()});  // the window's last position
+  }
+  if (prefills) {
+    prefills->prefills += stats.prefills;
+    prefills->loads += stats.loads;
+    prefills->prefill_seconds += stats.prefill_seconds;
+    prefills->load_seconds += stats.load_seconds;
+  }
+  return r;
 }
 
 }  // namespace hg::eval

@@ -17,6 +17,8 @@ class Engine;
 
 namespace hg::eval {
 
+struct SharedPrefillStats;
+
 struct TokenWindow {
   size_t begin = 0, end = 0;  // [begin, end) of the token stream
   size_t skip = 0;            // leading predictions not scored (they only give the rest a context)
@@ -24,8 +26,10 @@ struct TokenWindow {
 
 // [w*ctx, min((w+1)*ctx, n)); a final partial window counts when it has 2+ tokens; at most
 // max_windows windows (0: all). second_half: llama-perplexity's scoring: whole windows only, and
-// in each the predictions of tokens ctx/2 + 1 .. ctx - 1 scored (skip = ctx / 2).
-std::vector<TokenWindow> split_windows(size_t n_tokens, int ctx, int max_windows, bool second_half = false);
+// in each the predictions of tokens ctx/2 + 1 .. ctx - 1 scored (skip = ctx / 2). tail > 0: whole
+// windows only, and in each only the last `tail` predictions scored (skip = ctx - 1 - tail).
+std::vector<TokenWindow> split_windows(size_t n_tokens, int ctx, int max_windows, bool second_half = false,
+                                       int tail = 0);
 
 struct ScoreProgress {
   int64_t positions = 0;  // positions run so far (of every window, its last included)
@@ -80,5 +84,16 @@ ReferenceLogits reference_logits(Engine& ref, std::span<const int32_t> ids, cons
 // As score_decode with a reference engine, against precomputed reference rows.
 PerplexityResult score_decode(Engine& engine, const ReferenceLogits& ref, std::span<const int32_t> ids,
                               const std::vector<TokenWindow>& windows, const ScoreHooks& hooks = {});
+
+// Long context, the scored tail only: each window's first skip + 1 tokens go in one prefill, shared
+// with `ref` where both policies' prefills are exact attention (shared_prefill.h: one prefill for
+// the two), and only the positions after them run token by token through the decode path, in
+// both engines, compared at every position. What makes fidelity at 16K-32K affordable: a 32K
+// window costs one prefill and `tail` decode steps instead of 32K decode steps per engine.
+// hooks.on_logits is not called (the prefilled positions have no rows); `prefills` (when given)
+// counts the prefills run and the loads that replaced one.
+PerplexityResult score_tail(Engine& engine, Engine* ref, std::span<const int32_t> ids,
+                            const std::vector<TokenWindow>& windows, const ScoreHooks& hooks = {},
+                            SharedPrefillStats* prefills = nullptr);
 
 }  // namespace hg::eval

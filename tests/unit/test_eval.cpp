@@ -8,6 +8,7 @@
 #include "eval/logit_metrics.h"
 #include "eval/passkey.h"
 #include "eval/perplexity.h"
+#include "eval/shared_prefill.h"
 #include "hybridgen/engine.h"
 #include "hybridgen/tokenizer.h"
 #include "test_expect.h"
@@ -26,6 +27,18 @@ TEST(EvalWindows, SplitsIntoFullWindowsAndAScorablePartialOne) {
   EXPECT_EQ(total_positions(w), 10);
   test::expect_error([] { split_windows(1, 4, 0); }, {"at least 2 tokens"});
   test::expect_error([] { split_windows(10, 1, 0); }, {"at least 2"});
+}
+
+TEST(EvalWindows, TailScoresTheLastPredictionsOfWholeWindows) {
+  const auto w = split_windows(25, 8, 0, false, 3);
+  ASSERT_EQ(w.size(), 3u);  // the last 1 token does not make a whole window
+  for (const auto& x : w) {
+    EXPECT_EQ(x.end - x.begin, 8u);
+    EXPECT_EQ(x.skip, 4u);  // predictions 4, 5, 6 of 0..6 scored: the last 3
+  }
+  test::expect_error([] { split_windows(25, 8, 0, false, 7); }, {"--tail 7", "ctx - 2 = 6"});
+  test::expect_error([] { split_windows(25, 8, 0, true, 3); }, {"--tail and --score-second-half"});
+  test::expect_error([] { split_windows(5, 8, 0, false, 3); }, {"at least 8 tokens"});
 }
 
 TEST(EvalMetrics, LogProbAndKl) {
@@ -90,6 +103,55 @@ TEST(EvalFidelity, PrecomputedReferenceMatchesAReferenceEngineSteppedAlongside) 
   const PerplexityResult prefill = score_prefill(*f.policy, ids, windows);
   EXPECT_NEAR(prefill.ppl(), same.ppl(), 1e-3 * same.ppl());
   test::expect_error([&] { score_decode(*f.policy, ReferenceLogits{}, ids, windows); }, {"reference logits"});
+}
+
+// --tail: the context prefilled once for the policy and the reference where both prefill exactly
+// (one prefill, one load per window), the tail token by token; the reference's scores equal full
+// attention's token-by-token scores of the same positions, within the prefill-vs-decode rounding.
+TEST(EvalFidelity, TailSharesOnePrefillAndScoresWhatItsOwnPrefillScores) {
+  const std::vector<int32_t> ids = test::random_ids(130, 11);
+  const auto windows = split_windows(ids.size(), 64, 0, false, 12);
+  ASSERT_EQ(windows.size(), 2u);
+  Policy p = policy_preset("hybrid");
+  p.window = 16;
+  p.K = 4;
+  p.sched = SchedMode::Fixed;
+  p.query = QuerySource::Exact;
+  Engines e = make_engines(p, 64);
+  SharedPrefillStats stats;
+  const PerplexityResult tail = score_tail(*e.policy, e.ref.get(), ids, windows, {}, &stats);
+  EXPECT_EQ(tail.scored, 2 * 12);
+  EXPECT_EQ(stats.prefills, 2);  // one per window: the reference placed the policy's state
+  EXPECT_EQ(stats.loads, 2);
+  // The reference's side is full attention over the same positions the decode path scores.
+  Engines f = make_engines(Policy{}, 64);
+  const PerplexityResult full_decode = score_decode(*f.policy, nullptr, ids, windows);
+  EXPECT_EQ(full_decode.scored, tail.scored);
+  EXPECT_NEAR(tail.ref_nll_sum, full_decode.nll_sum, 1e-3 * std::abs(full_decode.nll_sum));
+  // full against full: every top-1 equal, no divergence
+  SharedPrefillStats same_stats;
+  const PerplexityResult same = score_tail(*f.policy, f.ref.get(), ids, windows, {}, &same_stats);
+  EXPECT_EQ(same.agree, same.scored);
+  EXPECT_NEAR(same.kl_sum, 0.0, 1e-6);
+  EXPECT_NEAR(same.nll_sum, full_decode.nll_sum, 1e-3 * std::abs(full_decode.nll_sum));
+  // the policy: K = 4 of up to ~40 host tokens loses something; after the reference's prefill it
+  // scores what it scores after its own (not what the token-by-token path scores: there every
+  // context position already attended sparsely, so the later layers' keys differ)
+  EXPECT_GT(tail.kl_sum, 0.0);
+  SharedPrefillStats alone_stats;
+  const PerplexityResult alone = score_tail(*e.policy, nullptr, ids, windows, {}, &alone_stats);
+  EXPECT_EQ(alone_stats.prefills, 2);
+  EXPECT_EQ(alone_stats.loads, 0);
+  EXPECT_EQ(alone.scored, tail.scored);
+  EXPECT_NEAR(tail.nll_sum, alone.nll_sum, 1e-3 * std::abs(alone.nll_sum));
+  // streaming prefills on its own: two prefills per window, no load
+  Policy s = policy_preset("streaming");
+  s.window = 16;
+  Engines st = make_engines(s, 64);
+  SharedPrefillStats own;
+  score_tail(*st.policy, st.ref.get(), ids, windows, {}, &own);
+  EXPECT_EQ(own.prefills, 4);
+  EXPECT_EQ(own.loads, 0);
 }
 
 std::unique_ptr<Tokenizer> gpt2() { return load_tokenizer(test::data_dir() / "tokenizers/gpt2/vocab.json"); }

@@ -1,0 +1,53 @@
+// `eval --task fidelity --tail N` (and `perplexity --tail N`): long-context fidelity that prefills
+// each window's context once, shared by the policy and the reference where both prefill exactly,
+// and runs only the last N positions token by token.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace hg::test {
+namespace {
+
+void expect_one_error_line(const RunResult& r, const std::string& words) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(words), std::string::npos) << "expected '" << words << "' in: " << r.err;
+}
+
+TEST(FidelityTail, OnePrefillPerWindowForSharingPoliciesAndOneEachOtherwise) {
+  const auto dir = temp_dir("fidelity_tail");
+  write_ids(dir / "ids.json", random_ids(140, 5));
+  const std::string base = "eval --task fidelity -m '" + tiny_model("llama-gqa").string() + "' --ids-file '" +
+                           (dir / "ids.json").string() + "' --ctx 64 --kv-dtype f32 -t 2 --json ";
+  const std::string run = base + "--tail 8 ";
+  const auto eval = [&](const std::string& policy) {
+    const RunResult r = run_hybridgen(run + "--policy " + policy);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto hybrid = eval("hybrid --window 16 --sched fixed --k 4");
+  EXPECT_EQ(hybrid["path"], "tail");
+  EXPECT_EQ(hybrid["tail"], 8);
+  EXPECT_EQ(hybrid["windows"], 2);
+  EXPECT_EQ(hybrid["n_tokens"], 16);  // 8 scored predictions in each of the two whole windows
+  EXPECT_EQ(hybrid["prefills"], 2);   // the reference's, placed into the policy's engine
+  EXPECT_EQ(hybrid["prefill_loads"], 2);
+  EXPECT_GT(hybrid["kl_mean"].get<double>(), 0.0);
+  const auto streaming = eval("streaming --window 16");
+  EXPECT_EQ(streaming["prefills"], 4);  // streaming's prefill drops tokens: its own, beside full's
+  EXPECT_EQ(streaming["prefill_loads"], 0);
+  const auto full = eval("full");
+  EXPECT_EQ(full["top1_agreement"], 1.0);
+  EXPECT_NEAR(full["kl_mean"].get<double>(), 0.0, 1e-9);
+  EXPECT_NEAR(full["ppl"].get<double>(), full["ref_ppl"].get<double>(), 1e-6 * full["ppl"].get<double>());
+
+  expect_one_error_line(run_hybridgen(base + "--tail 63"), "--tail 63");
+  expect_one_error_line(run_hybridgen(run + "--save-logits '" + (dir / "l.npy").string() + "'"), "--save-logits");
+  expect_one_error_line(run_hybridgen(run + "--score-second-half"), "--tail and --score-second-half");
+}
+
+}  // namespace
+}  // namespace hg::test
