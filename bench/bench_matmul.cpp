@@ -205,6 +205,8 @@ BENCHMARK(BM_Gemv)
     ->Args({D(DType::Q4_1), 1536, 576, 1, 1})
     ->Args({D(DType::Q4_1), 1536, 576, 4, 0})
     ->Args({D(DType::Q4_1), 1536, 576, 4, 1})
+    ->Args({D(DType::Q5_0), 4864, 896, 1, 0})  // Qwen2.5-0.5B's ffn_up/gate: Q5_0 in its Q4_K_M file
+    ->Args({D(DType::Q5_0), 4864, 896, 1, 1})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Llama1BLayer)
