@@ -108,6 +108,10 @@ TEST(SlurmCluster, AJobArrayWithACancelledAndRequeuedTaskMergesToTheOneProcessRe
   // Cancel the task once it has written a point (the shard line and one point line) ...
   ASSERT_TRUE(wait_for([&] { return read_lines(shard).size() >= 2; }, 120)) << "the task never wrote a point; squeue:\n"
                                                                             << cluster.slurm("squeue").out;
+  // A cancelled task has ended, which satisfies the merge job's afterany until the requeue: hold
+  // the merge over the cancel and the requeue, as docs/cluster.md tells users to (without the
+  // hold the merge ran early, with the task's points missing, whenever the requeue came late).
+  ASSERT_EQ(cluster.slurm("scontrol hold " + merge_job).exit_code, 0);
   ASSERT_EQ(cluster.slurm("scancel " + task).exit_code, 0);
   ASSERT_TRUE(wait_for([&] { return cluster.job_field(task, "JobState") == "CANCELLED"; }, 30))
       << cluster.job_field(task, "JobState");
@@ -117,6 +121,7 @@ TEST(SlurmCluster, AJobArrayWithACancelledAndRequeuedTaskMergesToTheOneProcessRe
   r = cluster.slurm("scontrol requeue " + task);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(cluster.slurm("scontrol update JobId=" + task + " StartTime=now").exit_code, 0);
+  ASSERT_EQ(cluster.slurm("scontrol release " + merge_job).exit_code, 0);
 
   // The merge job runs after every task has ended, the requeued one included.
   ASSERT_TRUE(wait_for(
