@@ -174,7 +174,8 @@ PerplexityResult score_tail(Engine& engine, Engine* ref, std::span<const int32_t
   if (ref && ref->vocab_size() != vocab) throw Error("the reference engine's vocabulary differs from the policy's");
   std::vector<Engine*> engines{&engine};
   if (ref) engines.push_back(ref);
-  SharedPrefillStats stats;
+  SharedPrefillStats own;
+  SharedPrefillStats& stats = prefills ? *prefills : own;
   std::vector<std::vector<float>> rows;  // per engine: [vocab]
   PerplexityResult r;
   r.has_ref = ref != nullptr;
@@ -201,12 +202,6 @@ PerplexityResult score_tail(Engine& engine, Engine* ref, std::span<const int32_t
       if (hooks.on_progress) hooks.on_progress({++ran, w, windows.size(), r.ppl()});
     }
     if (hooks.on_progress) hooks.on_progress({++ran, w, windows.size(), r.ppl()});  // the window's last position
-  }
-  if (prefills) {
-    prefills->prefills += stats.prefills;
-    prefills->loads += stats.loads;
-    prefills->prefill_seconds += stats.prefill_seconds;
-    prefills->load_seconds += stats.load_seconds;
   }
   return r;
 }

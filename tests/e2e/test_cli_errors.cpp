@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "test_expect.h"
 #include "test_util.h"
 
 namespace hg::test {
@@ -27,14 +28,6 @@ fs::path bad_root() {
     return dir;
   }();
   return root;
-}
-
-void expect_one_error_line(const RunResult& r, const std::string& words) {
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
-  EXPECT_NE(r.err.find(words), std::string::npos) << "expected '" << words << "' in: " << r.err;
-  EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
 struct BadFile {

@@ -6,16 +6,11 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "test_expect.h"
 #include "test_util.h"
 
 namespace hg::test {
 namespace {
-
-void expect_one_error_line(const RunResult& r, const std::string& words) {
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(words), std::string::npos) << "expected '" << words << "' in: " << r.err;
-}
 
 TEST(FidelityTail, OnePrefillPerWindowForSharingPoliciesAndOneEachOtherwise) {
   const auto dir = temp_dir("fidelity_tail");

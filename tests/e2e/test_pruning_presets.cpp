@@ -17,6 +17,7 @@
 #include "attention/inspect.h"
 #include "attention/selectors/infinigen.h"
 #include "hybridgen/engine.h"
+#include "test_expect.h"
 #include "test_util.h"
 
 namespace hg::test {
@@ -164,12 +165,6 @@ TEST(QuestFetch, ShipsTheChosenPagesKAndVRowsPerLayer) {
   const auto host =
       check_fetches(p, {90, 20}, 10, 31, [](int l, int64_t n) { return l < 2 ? n : std::min<int64_t>(32, n); });
   EXPECT_GT(host[0], 32);
-}
-
-void expect_one_error_line(const RunResult& r, const std::string& words) {
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(words), std::string::npos) << "expected '" << words << "' in: " << r.err;
 }
 
 TEST(PresetKnobs, BadValuesAndWrongPresetsAreOneErrorLine) {

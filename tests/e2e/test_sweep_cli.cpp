@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "test_expect.h"
 #include "test_util.h"
 
 namespace hg::test {
@@ -163,14 +164,6 @@ TEST(SweepCli, AFailingPointBecomesAnErrorLineAndTheSweepGoesOn) {
   EXPECT_EQ(nlohmann::json::parse(lines[0])["status"], "ok");
   EXPECT_EQ(nlohmann::json::parse(lines[1])["status"], "error");
   EXPECT_EQ(nlohmann::json::parse(lines[2])["status"], "ok");
-}
-
-void expect_one_error_line(const RunResult& r, const std::vector<std::string>& words) {
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
-  for (const auto& w : words) EXPECT_NE(r.err.find(w), std::string::npos) << "'" << w << "' not in: " << r.err;
-  EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
 TEST(SweepCli, BadSweepFilesAreOneErrorLineAndWriteNothing) {

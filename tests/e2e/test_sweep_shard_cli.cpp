@@ -8,19 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "sweep_test_util.h"
+#include "test_expect.h"
 #include "test_util.h"
 
 namespace hg::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-void expect_one_error_line(const RunResult& r, const std::vector<std::string>& words) {
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
-  for (const auto& w : words) EXPECT_NE(r.err.find(w), std::string::npos) << "'" << w << "' not in: " << r.err;
-}
 
 std::string shard_path(const fs::path& dir, size_t i, size_t n) {
   return (dir / ("shard-" + std::to_string(i) + "-of-" + std::to_string(n) + ".jsonl")).string();
