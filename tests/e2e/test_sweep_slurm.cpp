@@ -121,6 +121,8 @@ TEST(SlurmCluster, AJobArrayWithACancelledAndRequeuedTaskMergesToTheOneProcessRe
   r = cluster.slurm("scontrol requeue " + task);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(cluster.slurm("scontrol update JobId=" + task + " StartTime=now").exit_code, 0);
+  // Slurm drops a dependency once it is satisfied: give the merge its afterany on the array again.
+  ASSERT_EQ(cluster.slurm("scontrol update JobId=" + merge_job + " Dependency=afterany:" + array_job).exit_code, 0);
   ASSERT_EQ(cluster.slurm("scontrol release " + merge_job).exit_code, 0);
 
   // The merge job runs after every task has ended, the requeued one included.
