@@ -65,8 +65,8 @@ std::vector<uint8_t> make_weights(DType wt, int64_t rows, int64_t cols, uint32_t
     }
   } else {
     const size_t block = hg::dtype_block_bytes(wt);
-    const size_t scale_offset = wt == DType::Q6_K ? block - 2 : 0;
-    const size_t n_scales = (wt == DType::Q4_1 || wt == DType::Q4_K) ? 2 : 1;
+    const size_t scale_offset = wt == DType::Q6_K || wt == DType::Q3_K ? block - 2 : 0;
+    const size_t n_scales = (wt == DType::Q4_1 || wt == DType::Q4_K || wt == DType::Q5_K) ? 2 : 1;
     for (size_t b = 0; b + block <= w.size(); b += block)
       for (size_t s = 0; s < n_scales; ++s) {
         const uint16_t d = hg::cpu::fp32_to_f16(0.01f);
@@ -200,7 +200,17 @@ BENCHMARK(BM_Gemv)
     ->Args({D(DType::Q4_0), 8192, 2048, 1, 0})
     ->Args({D(DType::Q4_0), 8192, 2048, 1, 1})
     ->Args({D(DType::Q4_K), 8192, 2048, 1, 0})
+    ->Args({D(DType::Q4_K), 8192, 2048, 1, 1})
+    ->Args({D(DType::Q5_K), 8192, 2048, 1, 0})
+    ->Args({D(DType::Q5_K), 8192, 2048, 1, 1})
     ->Args({D(DType::Q6_K), 8192, 2048, 1, 0})
+    ->Args({D(DType::Q6_K), 8192, 2048, 1, 1})
+    ->Args({D(DType::Q3_K), 8192, 2048, 1, 0})
+    ->Args({D(DType::Q3_K), 8192, 2048, 1, 1})
+    ->Args({D(DType::Q4_K), 896, 4864, 1, 0})  // Qwen2.5-0.5B's ffn_down: Q4_K or Q6_K in its Q4_K_M file
+    ->Args({D(DType::Q4_K), 896, 4864, 1, 1})
+    ->Args({D(DType::Q6_K), 896, 4864, 1, 0})
+    ->Args({D(DType::Q6_K), 896, 4864, 1, 1})
     ->Args({D(DType::Q4_1), 1536, 576, 1, 0})
     ->Args({D(DType::Q4_1), 1536, 576, 1, 1})
     ->Args({D(DType::Q4_1), 1536, 576, 4, 0})

@@ -99,7 +99,7 @@ struct MatmulWorkspace::Impl {
   AlignedBuffer<int8_t> x_q;        // [n_tokens, cols]: X quantized to int8
   FloatBuffer x_d, x_s;             // [n_tokens, cols / 32]: block scales and sums
   AlignedBuffer<int8_t> split_q;    // X in the packed weights' order (ActSplit)
-  FloatBuffer split_dx, split_s;
+  FloatBuffer split_dx, split_s, split_sh;
   std::vector<FloatBuffer> tiles;   // per pool thread: [kTileRows, cols]
 };
 
@@ -129,8 +129,9 @@ ActSplit split_x(MatmulWorkspace& ws, const ActQ8& xq, int64_t n_tokens, int64_t
   int8_t* q = w.split_q.get(n * 128);
   float* dx = w.split_dx.get(n * 16);
   float* s = w.split_s.get(n * 4);
-  split_act(xq, n_tokens, cols, q, dx, s);
-  return ActSplit{q, dx, s, quads};
+  float* sh = w.split_sh.get(n * 8);
+  split_act(xq, n_tokens, cols, q, dx, s, sh);
+  return ActSplit{q, dx, s, sh, quads};
 }
 
 // Rows [row_begin, row_end) of one target through the GEMV path (`xq`: X quantized, when W is;

@@ -1,14 +1,19 @@
 // The packed GEMV (matmul_packed.h) with AVX512-VNNI: per quad of four 32-blocks and row, one
 // 64-byte code load (Q8_0: two), two vpdpbusd, one conversion of the four scales and of the four
 // c's, and two FMAs. R rows x T tokens of accumulators, R * T <= 4, as the GGUF-layout kernels.
-// Five-bit codes (Q5_0, Q5_1) add their plane to the nibbles with two masked adds: the plane's
-// words are the lo and hi masks of each half (see matmul_packed_ymm.h), so two 64-bit masks per
-// quad put 0x10 in every byte whose bit is set.
+// Five-bit codes (Q5_0, Q5_1, Q5_K) add their plane to the nibbles with two masked adds: the
+// plane's words are the lo and hi masks of each half (see matmul_packed_ymm.h), so two 64-bit masks
+// per quad put 0x10 in every byte whose bit is set; six-bit codes (Q6_K) take their two high bits
+// from 32 bytes of crumbs, broadcast to both halves and shifted by 4 / 0 (lo) and 2 / -2 (hi). K-quants form each block's d and c from the super-block's D and C and the
+// 8-bit scales (one widening and one conversion of the eight bytes, two multiplies); with half
+// scales (Q6_K, Q3_K) the lo and hi dots stay apart, each with its own d, and the c's meet the
+// half sums of the activations.
 
 #include <algorithm>
 
 #include "kernels/cpu/avx512_intrin.h"
 #include "kernels/cpu/matmul_packed.h"
+#include "kernels/cpu/matmul_packed_kscales.h"
 #include "kernels/cpu/matmul_packed_rows.h"
 
 namespace hg::cpu {
@@ -19,8 +24,9 @@ namespace {
 // each int32 lane's block, and the four c's.
 struct Quad {
   __m512i lo, hi;
-  __m512 d;
-  __m128 c;
+  __m512 d, d_hi;  // d_hi: the hi halves' scales (half scales only; else d serves both)
+  __m128 c;        // block and Super scales
+  __m256 c8;       // half scales: the lo halves' c of blocks 0..3, then the hi halves'
 };
 
 // The lo and hi byte masks of a five-bit group's plane (at `plane`; `halves`: 2 in a quad, the
@@ -32,7 +38,7 @@ inline void plane_masks(const uint8_t* plane, int halves, __mmask64& lo, __mmask
   hi = _cvtu64_mask64(w[1] | static_cast<uint64_t>(w[3]) << 32);
 }
 
-template <int kBits, bool kTail>
+template <int kBits, PackedScales kScales, bool kTail>
 inline Quad load_quad(const uint8_t* g, int blocks) {
   constexpr bool kNibbles = kBits != 8;
   const int n = kTail ? blocks : 4;
@@ -49,6 +55,14 @@ inline Quad load_quad(const uint8_t* g, int blocks) {
       const __m512i fifth = _mm512_set1_epi8(0x10);
       o.lo = _mm512_mask_add_epi8(o.lo, lo, o.lo, fifth);  // a nibble + 16: the fifth bit set
       o.hi = _mm512_mask_add_epi8(o.hi, hi, o.hi, fifth);
+    } else if constexpr (kBits == 6) {  // the crumbs: lo of blocks 0-1 at bit 0, hi at 2, blocks 2-3 at 4, 6
+      const __m512i c = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64)));
+      const __m512i high = _mm512_set1_epi8(0x30);
+      const __m512i lo_shift = _mm512_set_epi64(0, 0, 0, 0, 0x0004000400040004, 0x0004000400040004,
+                                                0x0004000400040004, 0x0004000400040004);
+      o.lo = _mm512_or_si512(o.lo, _mm512_and_si512(_mm512_sllv_epi16(c, lo_shift), high));
+      const __m512i c2 = _mm512_srli_epi16(c, 2);
+      o.hi = _mm512_or_si512(o.hi, _mm512_and_si512(_mm512_sllv_epi16(c2, lo_shift), high));
     }
   } else if constexpr (kTail) {
     const __mmask64 m = (1ull << (16 * n)) - 1;
@@ -58,27 +72,40 @@ inline Quad load_quad(const uint8_t* g, int blocks) {
     o.lo = _mm512_loadu_si512(g);
     o.hi = _mm512_loadu_si512(g + 64);
   }
-  const __m128i dh = kTail ? _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << n) - 1), g + codes)
-                           : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + codes));
-  const __m128i ch = kTail ? _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << n) - 1), g + codes + 2 * n)
-                           : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + codes + 8));
   const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  o.d = _mm512_permutexvar_ps(spread, _mm512_zextps128_ps512(_mm_cvtph_ps(dh)));
-  o.c = _mm_cvtph_ps(ch);
+  if constexpr (kScales == PackedScales::Block) {
+    const __m128i dh = kTail ? _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << n) - 1), g + codes)
+                             : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + codes));
+    const __m128i ch = kTail ? _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << n) - 1), g + codes + 2 * n)
+                             : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + codes + 8));
+    o.d = _mm512_permutexvar_ps(spread, _mm512_zextps128_ps512(_mm_cvtph_ps(dh)));
+    o.c = _mm_cvtph_ps(ch);
+  } else if constexpr (kScales == PackedScales::Super) {  // K-quants: whole quads only
+    __m128 d;
+    k_scales_super(g + codes, d, o.c);
+    o.d = _mm512_permutexvar_ps(spread, _mm512_zextps128_ps512(d));
+  } else {
+    __m256 d8;
+    k_scales_half(g + codes, d8, o.c8);
+    o.d = _mm512_permutexvar_ps(spread, _mm512_zextps256_ps512(d8));
+    o.d_hi = _mm512_permutexvar_ps(_mm512_add_epi32(spread, _mm512_set1_epi32(4)), _mm512_zextps256_ps512(d8));
+  }
   return o;
 }
 
-template <int kBits, int R, int T>
+template <int kBits, PackedScales kScales, int R, int T>
 void packed_tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
+  constexpr bool kHalves = kScales == PackedScales::SuperHalf;
   const PackedWeight& w = *a.w;
   const int64_t n_blocks = w.cols() / 32, n_quads = n_blocks / 4;
   const int tail = static_cast<int>(n_blocks % 4);
-  const size_t quad_bytes = PackedWeight::code_bytes(w.source(), 4) + 16;
+  const size_t quad_bytes = PackedWeight::quad_bytes(kBits, kScales);
   const PackedTileInputs<R, T> in(a, r0, t0);
   const auto& rows = in.rows;
   const auto& xq = in.xq;
   const auto& xd = in.xd;
   const auto& xs = in.xs;
+  const auto& xh = in.xh;
   __m512 acc[R][T];
   __m128 acc_c[R][T];
   for (int r = 0; r < R; ++r)
@@ -90,12 +117,20 @@ void packed_tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
     for (int t = 0; t < T; ++t) {
       const __m512i xlo = _mm512_loadu_si512(xq[t] + 128 * q), xhi = _mm512_loadu_si512(xq[t] + 128 * q + 64);
       const __m512 dx = _mm512_loadu_ps(xd[t] + 16 * q);
-      const __m128 s = _mm_loadu_ps(xs[t] + 4 * q);
       for (int r = 0; r < R; ++r) {
-        const __m512i p =
-            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), quad[r].lo, xlo), quad[r].hi, xhi);
-        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(quad[r].d, dx), acc[r][t]);
-        acc_c[r][t] = _mm_fmadd_ps(quad[r].c, s, acc_c[r][t]);
+        if constexpr (kHalves) {  // each half its own d; c8 x the half sums in lanes 0-7 of acc
+          const __m512i plo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), quad[r].lo, xlo);
+          const __m512i phi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), quad[r].hi, xhi);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(plo), _mm512_mul_ps(quad[r].d, dx), acc[r][t]);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(phi), _mm512_mul_ps(quad[r].d_hi, dx), acc[r][t]);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_zextps256_ps512(quad[r].c8),
+                                      _mm512_zextps256_ps512(_mm256_loadu_ps(xh[t] + 8 * q)), acc[r][t]);
+        } else {
+          const __m512i p =
+              _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), quad[r].lo, xlo), quad[r].hi, xhi);
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(quad[r].d, dx), acc[r][t]);
+          acc_c[r][t] = _mm_fmadd_ps(quad[r].c, _mm_loadu_ps(xs[t] + 4 * q), acc_c[r][t]);
+        }
       }
     }
   };
@@ -106,12 +141,14 @@ void packed_tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
       const char* next = reinterpret_cast<const char*>(rows[r] + quad_bytes * q + ahead);
       for (size_t line = 0; line < quad_bytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
     }
-    for (int r = 0; r < R; ++r) quad[r] = load_quad<kBits, false>(rows[r] + quad_bytes * q, 4);
+    for (int r = 0; r < R; ++r) quad[r] = load_quad<kBits, kScales, false>(rows[r] + quad_bytes * q, 4);
     step(q, quad);
   }
-  if (tail) {
-    for (int r = 0; r < R; ++r) quad[r] = load_quad<kBits, true>(rows[r] + quad_bytes * n_quads, tail);
-    step(n_quads, quad);
+  if constexpr (kScales == PackedScales::Block) {
+    if (tail) {
+      for (int r = 0; r < R; ++r) quad[r] = load_quad<kBits, kScales, true>(rows[r] + quad_bytes * n_quads, tail);
+      step(n_quads, quad);
+    }
   }
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) {
@@ -122,22 +159,28 @@ void packed_tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
     }
 }
 
-template <int kBits>
+template <int kBits, PackedScales kScales>
 struct Avx512VnniKernel {
   static constexpr int kRows = 4;
   template <int R, int T>
   static void tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
-    packed_tile<kBits, R, T>(a, r0, t0);
+    packed_tile<kBits, kScales, R, T>(a, r0, t0);
   }
 };
 
 }  // namespace
 
 void gemv_packed_rows_avx512vnni(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
-  switch (a.w->code_bits()) {
-    case 4: return packed_rows<Avx512VnniKernel<4>>(a, row_begin, row_end);
-    case 5: return packed_rows<Avx512VnniKernel<5>>(a, row_begin, row_end);
-    default: return packed_rows<Avx512VnniKernel<8>>(a, row_begin, row_end);
+  switch (a.w->source()) {
+    case DType::Q4_0:
+    case DType::Q4_1: return packed_rows<Avx512VnniKernel<4, PackedScales::Block>>(a, row_begin, row_end);
+    case DType::Q5_0:
+    case DType::Q5_1: return packed_rows<Avx512VnniKernel<5, PackedScales::Block>>(a, row_begin, row_end);
+    case DType::Q4_K: return packed_rows<Avx512VnniKernel<4, PackedScales::Super>>(a, row_begin, row_end);
+    case DType::Q5_K: return packed_rows<Avx512VnniKernel<5, PackedScales::Super>>(a, row_begin, row_end);
+    case DType::Q6_K: return packed_rows<Avx512VnniKernel<6, PackedScales::SuperHalf>>(a, row_begin, row_end);
+    case DType::Q3_K: return packed_rows<Avx512VnniKernel<4, PackedScales::SuperHalf>>(a, row_begin, row_end);
+    default: return packed_rows<Avx512VnniKernel<8, PackedScales::Block>>(a, row_begin, row_end);
   }
 }
 

@@ -41,6 +41,7 @@ struct PackedTileInputs {
   const int8_t* xq[T];  // per quad: 128 codes (lo half, hi half)
   const float* xd[T];   // per quad: 16 block scales (each over its four int32 lanes)
   const float* xs[T];   // per quad: 4 block sums
+  const float* xh[T];   // per quad: 8 half-block sums (lo halves, then hi halves)
   PackedTileInputs(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
     for (int r = 0; r < R; ++r) rows[r] = a.w->row(r0 + r);
     for (int t = 0; t < T; ++t) {
@@ -48,6 +49,7 @@ struct PackedTileInputs {
       xq[t] = a.x.q + 128 * base;
       xd[t] = a.x.dx + 16 * base;
       xs[t] = a.x.s + 4 * base;
+      xh[t] = a.x.sh + 8 * base;
     }
   }
 };

@@ -12,9 +12,13 @@
 // matrices from DRAM: 7.6-8.5 GB/s against 3.1-3.8.
 //
 // vpmaddubsw saturates at int16, which shapes the AVX2 dot:
-//  - nibbles (Q4_0, Q4_1) and five-bit codes (Q5_0, Q5_1: the nibbles plus 16 where the plane's
-//    bit is set, 4 broadcasts, shuffles and compares per quad): a pair of products is at most
-//    2 * 31 * 127, so the lo and hi halves' pair sums (<= 15748) add in int16 before one vpmaddwd;
+//  - nibbles (Q4_0, Q4_1, Q4_K) and five-bit codes (Q5_0, Q5_1, Q5_K: the nibbles plus 16 where
+//    the plane's bit is set, 4 broadcasts, shuffles and compares per quad): a pair of products is
+//    at most 2 * 31 * 127, so the lo and hi halves' pair sums (<= 15748) add in int16 before one
+//    vpmaddwd;
+//  - half scales (Q6_K's six-bit codes, their crumbs one shift and mask per register; Q3_K's
+//    three-bit ones): each
+//    half keeps its own dot (a pair is at most 2 * 63 * 127 = 16002) and its own scale;
 //  - Q8_0: codes are q + 128 (the layout serves vpdpbusd), and 255 * 127 * 2 overflows int16, so
 //    the codes go back to signed (xor 0x80) and take the sign trick (|w| as u8, sign(x, w) as s8,
 //    at most 2 * 128 * 127 per pair); the c = -128 d term is then not needed and skipped.
@@ -27,6 +31,7 @@
 
 #include "kernels/cpu/bits_avx2.h"
 #include "kernels/cpu/matmul_packed.h"
+#include "kernels/cpu/matmul_packed_kscales.h"
 #include "kernels/cpu/matmul_packed_rows.h"
 
 namespace hg::cpu {
@@ -43,10 +48,19 @@ constexpr size_t kPrefetchTiles = 2;
 struct QuadAvx2 {
   __m256i lo[2], hi[2];
   __m256 d[2];
-  __m128 c;
+  __m256 d_hi[2];  // half scales: the hi halves' (else d serves both)
+  __m128 c;        // block and Super scales
+  __m256 c8;       // half scales: the lo halves' c of blocks 0..3, then the hi halves'
 };
 
-template <int kBits, bool kUsesC>
+// Lanes 0-3 of `v` spread as block 2h's four lanes and block 2h + 1's (h = 0, 1), from lane
+// `first`.
+inline __m256 spread_pair(__m256 v, int first) {
+  return _mm256_permutevar8x32_ps(
+      v, _mm256_setr_epi32(first, first, first, first, first + 1, first + 1, first + 1, first + 1));
+}
+
+template <int kBits, PackedScales kScales, bool kUsesC>
 inline QuadAvx2 load_quad(const uint8_t* g) {
   constexpr bool kNibbles = kBits != 8;
   QuadAvx2 o;
@@ -62,16 +76,37 @@ inline QuadAvx2 load_quad(const uint8_t* g) {
         o.hi[h] = _mm256_or_si256(o.hi[h], fifth_bits(g + 64 + 8 * h + 4));
       }
     }
+    if constexpr (kBits == 6) {  // the crumbs: lo[0] at bit 0, hi[0] at 2, lo[1] at 4, hi[1] at 6
+      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64)), high = _mm256_set1_epi8(0x30);
+      o.lo[0] = _mm256_or_si256(o.lo[0], _mm256_and_si256(_mm256_slli_epi16(c, 4), high));
+      o.hi[0] = _mm256_or_si256(o.hi[0], _mm256_and_si256(_mm256_slli_epi16(c, 2), high));
+      o.lo[1] = _mm256_or_si256(o.lo[1], _mm256_and_si256(c, high));
+      o.hi[1] = _mm256_or_si256(o.hi[1], _mm256_and_si256(_mm256_srli_epi16(c, 2), high));
+    }
   } else {
     for (int h = 0; h < 2; ++h) {
       o.lo[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32 * h));
       o.hi[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64 + 32 * h));
     }
   }
-  const __m256 d = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + codes))));
-  o.d[0] = _mm256_permutevar8x32_ps(d, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
-  o.d[1] = _mm256_permutevar8x32_ps(d, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
-  o.c = kUsesC ? _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + codes + 8))) : _mm_setzero_ps();
+  if constexpr (kScales == PackedScales::Block) {
+    const __m256 d = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + codes))));
+    o.d[0] = spread_pair(d, 0);
+    o.d[1] = spread_pair(d, 2);
+    o.c = kUsesC ? _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + codes + 8))) : _mm_setzero_ps();
+  } else if constexpr (kScales == PackedScales::Super) {  // K-quants: from D, C and the 8-bit scales
+    __m128 d;
+    k_scales_super(g + codes, d, o.c);
+    o.d[0] = spread_pair(_mm256_castps128_ps256(d), 0);
+    o.d[1] = spread_pair(_mm256_castps128_ps256(d), 2);
+  } else {
+    __m256 d8;
+    k_scales_half(g + codes, d8, o.c8);
+    o.d[0] = spread_pair(d8, 0);
+    o.d[1] = spread_pair(d8, 2);
+    o.d_hi[0] = spread_pair(d8, 4);
+    o.d_hi[1] = spread_pair(d8, 6);
+  }
   return o;
 }
 
@@ -82,8 +117,8 @@ inline __m256i load_half(const uint8_t* p, int blocks_in_half) {
   return _mm256_setzero_si256();
 }
 
-// The tail group (1..3 blocks, its own layout: matmul_packed.h) as a quad whose missing blocks
-// have zero codes and d = c = 0; their activations are zero too (ActSplit pads), so they add
+// The tail group (1..3 blocks, its own layout: matmul_packed.h; block scales only) as a quad whose
+// missing blocks have zero codes and d = c = 0; their activations are zero too (ActSplit pads), so they add
 // exactly 0. The 8-byte scale loads may read past the group: the next row, or the 64 bytes of
 // padding after the last one (PackedWeight), masked off here.
 template <int kBits, bool kUsesC>
@@ -110,8 +145,8 @@ inline QuadAvx2 load_tail(const uint8_t* g, int blocks) {
   const __m128 live = _mm_castsi128_ps(_mm_cmpgt_epi32(_mm_set1_epi32(blocks), _mm_setr_epi32(0, 1, 2, 3)));
   const __m128 d4 = _mm_and_ps(live, _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales))));
   const __m256 d = _mm256_castps128_ps256(d4);
-  o.d[0] = _mm256_permutevar8x32_ps(d, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
-  o.d[1] = _mm256_permutevar8x32_ps(d, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
+  o.d[0] = spread_pair(d, 0);
+  o.d[1] = spread_pair(d, 2);
   o.c = kUsesC ? _mm_and_ps(live, _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 2 * blocks))))
                : _mm_setzero_ps();
   return o;
@@ -140,6 +175,21 @@ inline __m256i quad_dot(__m256i lo, __m256i hi, const int8_t* x_lo, const int8_t
   }
 }
 
+// int32 lanes of one half (lo or hi) of a pair of blocks: codes u8 (< 64) times activations.
+template <bool kVnni>
+inline __m256i half_dot(__m256i w, const int8_t* x) {
+  const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+  if constexpr (kVnni) {
+#ifdef __AVXVNNI__
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w, xv);
+#else
+    static_assert(!kVnni, "the VNNI kernel needs -mavxvnni");
+#endif
+  } else {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, xv), _mm256_set1_epi16(1));
+  }
+}
+
 inline float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -149,35 +199,45 @@ inline float hsum8(__m256 v) {
 
 // acc[t] += the quad `quad` of one row times token t's activations at quad index q (`halves`: 2,
 // or fewer for a tail). Inlined into the tile so that acc stays in registers.
-template <bool kNibbles, bool kVnni, int T>
+template <bool kNibbles, bool kVnni, bool kHalves, int T>
 __attribute__((always_inline)) inline void quad_step(const QuadAvx2& quad, int halves, const int8_t* const* xq,
-                                                     const float* const* xd, const float* const* xs, int64_t q,
-                                                     __m256* acc) {
+                                                     const float* const* xd, const float* const* xs,
+                                                     const float* const* xh, int64_t q, __m256* acc) {
   for (int t = 0; t < T; ++t) {
     const int8_t* x = xq[t] + 128 * q;
     const float* dx = xd[t] + 16 * q;
     for (int h = 0; h < halves; ++h) {
-      const __m256i p = quad_dot<kNibbles, kVnni>(quad.lo[h], quad.hi[h], x + 32 * h, x + 64 + 32 * h);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(quad.d[h], _mm256_loadu_ps(dx + 8 * h)), acc[t]);
+      const __m256 dxh = _mm256_loadu_ps(dx + 8 * h);
+      if constexpr (kHalves) {
+        const __m256i plo = half_dot<kVnni>(quad.lo[h], x + 32 * h), phi = half_dot<kVnni>(quad.hi[h], x + 64 + 32 * h);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(plo), _mm256_mul_ps(quad.d[h], dxh), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(phi), _mm256_mul_ps(quad.d_hi[h], dxh), acc[t]);
+      } else {
+        const __m256i p = quad_dot<kNibbles, kVnni>(quad.lo[h], quad.hi[h], x + 32 * h, x + 64 + 32 * h);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(quad.d[h], dxh), acc[t]);
+      }
     }
-    // c * s in lanes 0-3 of the same accumulator (the upper lanes add zeros): a register per row
-    // fewer, which is what keeps a 4-row tile free of spills.
-    if constexpr (kNibbles || kVnni)
+    if constexpr (kHalves) {  // the eight half c's times the eight half sums
+      acc[t] = _mm256_fmadd_ps(quad.c8, _mm256_loadu_ps(xh[t] + 8 * q), acc[t]);
+    } else if constexpr (kNibbles || kVnni) {
+      // c * s in lanes 0-3 of the same accumulator (the upper lanes add zeros): a register per row
+      // fewer, which is what keeps a 4-row tile free of spills.
       acc[t] =
           _mm256_fmadd_ps(_mm256_zextps128_ps256(quad.c), _mm256_zextps128_ps256(_mm_loadu_ps(xs[t] + 4 * q)), acc[t]);
+    }
   }
 }
 
-template <int kBits, bool kVnni>
+template <int kBits, PackedScales kScales, bool kVnni>
 struct Avx2Kernel {
   static constexpr bool kNibbles = kBits != 8;
+  static constexpr bool kHalves = kScales == PackedScales::SuperHalf;
   static constexpr bool kUsesC = kNibbles || kVnni;  // Q8_0's c = -128 d: see the top
   // One token: Q8_0 one row at a time, nibbles four. One thread on Zen 3, SmolLM2's shapes from
   // DRAM, three alternating rounds: Q8_0 9.8-10.7 GB/s with one row against 4.9-5.4 with four;
   // Q4_1 8.1-8.5 against 7.0-9.3 (no difference beyond the noise).
   static constexpr int kRows = kNibbles ? 4 : 1;
-  static constexpr size_t kQuadBytes =  // codes (and the fifth-bit plane), d[4], c[4]
-      PackedWeight::code_bytes_of_width(kBits, 4) + 16;
+  static constexpr size_t kQuadBytes = PackedWeight::quad_bytes(kBits, kScales);
 
   template <int R, int T>
   static void tile(const GemvPackedArgs& a, int64_t r0, int64_t t0) {
@@ -195,14 +255,16 @@ struct Avx2Kernel {
         const char* g = reinterpret_cast<const char*>(in.rows[r] + kQuadBytes * q);
 #pragma GCC unroll 3
         for (size_t line = 0; line < kQuadBytes; line += 64) _mm_prefetch(g + ahead + line, _MM_HINT_T0);
-        quad_step<kNibbles, kVnni, T>(load_quad<kBits, kUsesC>(in.rows[r] + kQuadBytes * q), 2, in.xq, in.xd, in.xs, q,
-                                      acc[r]);
+        quad_step<kNibbles, kVnni, kHalves, T>(load_quad<kBits, kScales, kUsesC>(in.rows[r] + kQuadBytes * q), 2,
+                                               in.xq, in.xd, in.xs, in.xh, q, acc[r]);
       }
     }
-    if (tail)
-      for (int r = 0; r < R; ++r)
-        quad_step<kNibbles, kVnni, T>(load_tail<kBits, kUsesC>(in.rows[r] + kQuadBytes * n_quads, tail), (tail + 1) / 2,
-                                      in.xq, in.xd, in.xs, n_quads, acc[r]);
+    if constexpr (kScales == PackedScales::Block) {
+      if (tail)
+        for (int r = 0; r < R; ++r)
+          quad_step<kNibbles, kVnni, kHalves, T>(load_tail<kBits, kUsesC>(in.rows[r] + kQuadBytes * n_quads, tail),
+                                                 (tail + 1) / 2, in.xq, in.xd, in.xs, in.xh, n_quads, acc[r]);
+    }
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) packed_store(a, r0 + r, t0 + t, hsum8(acc[r][t]));
   }
@@ -211,10 +273,16 @@ struct Avx2Kernel {
 // Rows [row_begin, row_end) of a packed GEMV with this file's kernel for the weight's code width.
 template <bool kVnni>
 void packed_rows_ymm(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
-  switch (a.w->code_bits()) {
-    case 4: return packed_rows<Avx2Kernel<4, kVnni>>(a, row_begin, row_end);
-    case 5: return packed_rows<Avx2Kernel<5, kVnni>>(a, row_begin, row_end);
-    default: return packed_rows<Avx2Kernel<8, kVnni>>(a, row_begin, row_end);
+  switch (a.w->source()) {
+    case DType::Q4_0:
+    case DType::Q4_1: return packed_rows<Avx2Kernel<4, PackedScales::Block, kVnni>>(a, row_begin, row_end);
+    case DType::Q5_0:
+    case DType::Q5_1: return packed_rows<Avx2Kernel<5, PackedScales::Block, kVnni>>(a, row_begin, row_end);
+    case DType::Q4_K: return packed_rows<Avx2Kernel<4, PackedScales::Super, kVnni>>(a, row_begin, row_end);
+    case DType::Q5_K: return packed_rows<Avx2Kernel<5, PackedScales::Super, kVnni>>(a, row_begin, row_end);
+    case DType::Q6_K: return packed_rows<Avx2Kernel<6, PackedScales::SuperHalf, kVnni>>(a, row_begin, row_end);
+    case DType::Q3_K: return packed_rows<Avx2Kernel<4, PackedScales::SuperHalf, kVnni>>(a, row_begin, row_end);
+    default: return packed_rows<Avx2Kernel<8, PackedScales::Block, kVnni>>(a, row_begin, row_end);
   }
 }
 

@@ -187,6 +187,15 @@ static inline void dequantize_block(const BlockQ6_K& b, float* out) {
   }
 }
 
+// Values 32 k .. 32 k + 31 of a Q6_K block as unsigned six-bit codes (value = d * scale * (code -
+// 32)); k: 0..7. In half k / 4, byte l of ql / qh feeds values l, l+32, l+64, l+96 (see above).
+static inline void q6_k_codes(const BlockQ6_K& b, int k, uint8_t* code) {
+  const uint8_t* ql = b.ql + 64 * (k / 4) + 32 * (k % 2);
+  const uint8_t* qh = b.qh + 32 * (k / 4);
+  const int j = k % 4, low_shift = 4 * (j / 2);
+  for (int l = 0; l < 32; ++l)
+    code[l] = static_cast<uint8_t>(((ql[l] >> low_shift) & 0xf) | (((qh[l] >> (2 * j)) & 3) << 4));
+}
 // The 32 five-bit codes of a Q5_0 / Q5_1 block in value order.
 static inline void unpack_q5(const uint8_t* qs, const uint8_t* qh_bytes, uint8_t* code) {
   uint32_t qh;

@@ -266,16 +266,17 @@ TEST(MatmulInt8, GroupAndAccumulateEqualSeparateMatmulsOnBothPaths) {
 
 struct SplitX {
   std::vector<int8_t> q;
-  std::vector<float> dx, s;
+  std::vector<float> dx, s, sh;
   int64_t quads;
-  ActSplit view() const { return ActSplit{q.data(), dx.data(), s.data(), quads}; }
+  ActSplit view() const { return ActSplit{q.data(), dx.data(), s.data(), sh.data(), quads}; }
 };
 
 SplitX split_scalar(const QuantizedX& xq, int64_t n_tokens, int64_t cols) {
   const int64_t quads = act_split_quads(cols);
   const auto n = static_cast<size_t>(n_tokens * quads);
-  SplitX o{std::vector<int8_t>(n * 128), std::vector<float>(n * 16), std::vector<float>(n * 4), quads};
-  split_act(xq.view(), n_tokens, cols, o.q.data(), o.dx.data(), o.s.data());
+  SplitX o{std::vector<int8_t>(n * 128), std::vector<float>(n * 16), std::vector<float>(n * 4),
+           std::vector<float>(n * 8), quads};
+  split_act(xq.view(), n_tokens, cols, o.q.data(), o.dx.data(), o.s.data(), o.sh.data());
   return o;
 }
 
@@ -291,10 +292,14 @@ TEST(MatmulPacked, TwinEqualsGgufTwinAndKernelEqualsTwinOverAwkwardShapes) {
   if (dot_int8_supported(DotInt8::Avx512Vnni)) kernels.push_back({"avx512_vnni", gemv_packed_rows_avx512vnni});
   if (dot_int8_supported(DotInt8::AvxVnni)) kernels.push_back({"avx_vnni", gemv_packed_rows_avxvnni});
   if (cpu_isa_supported(CpuIsa::Avx2)) kernels.push_back({"avx2", gemv_packed_rows_avx2});
-  // cols: whole quads, and tails of 1, 2, 3 blocks (576 = SmolLM2's width: 4 quads + 2 blocks).
-  for (DType wt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1})
+  // cols: whole quads, and tails of 1, 2, 3 blocks (576 = SmolLM2's width: 4 quads + 2 blocks);
+  // the K-quants' rows are whole super-blocks of 256 (4864 = Qwen2.5-0.5B's ffn_down).
+  const std::vector<int64_t> block_cols = {32, 64, 96, 128, 160, 576}, k_cols = {256, 512, 768, 4864};
+  for (DType wt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K,
+                   DType::Q6_K, DType::Q3_K})
     for (int64_t rows : {1, 3, 4, 6, 33})
-      for (int64_t cols : {32, 64, 96, 128, 160, 576}) {
+      for (int64_t cols : dtype_block_elems(wt) == 256 ? k_cols : block_cols) {
+        if (cols > 1000 && rows > 6) continue;  // the wide shape once per row count that tiles differently
         const auto W = random_weights(wt, rows, cols, rng);
         const auto packed = pack_weight(wt, W.data(), rows, cols);
         ASSERT_TRUE(packed) << dtype_name(wt);
@@ -370,7 +375,7 @@ TEST(MatmulPacked, StoreSlicesAreAlignedDisjointAndHoldWhatIsWritten) {
 
 TEST(MatmulPacked, OnlyTheBlockFormatsItKnowsAndScalesThatFit) {
   std::mt19937 rng(9);
-  for (DType wt : {DType::F32, DType::BF16, DType::Q4_K, DType::Q6_K}) {
+  for (DType wt : {DType::F32, DType::BF16, DType::Q2_K, DType::IQ4_NL, DType::IQ4_XS}) {
     const auto W = random_weights(wt, 2, 256, rng);
     EXPECT_FALSE(pack_weight(wt, W.data(), 2, 256)) << dtype_name(wt);
     EXPECT_FALSE(packing_pays(wt)) << dtype_name(wt);
@@ -381,8 +386,15 @@ TEST(MatmulPacked, OnlyTheBlockFormatsItKnowsAndScalesThatFit) {
   EXPECT_FALSE(pack_weight(DType::Q8_0, W.data(), 1, 64));
   reinterpret_cast<BlockQ8_0*>(W.data())[1].d = fp32_to_f16(500.0f);
   EXPECT_TRUE(pack_weight(DType::Q8_0, W.data(), 1, 64));
+  // Q6_K's C = -32 D, Q3_K's -4 D: the same limit (65504 / 32 for Q6_K).
+  auto K = random_weights(DType::Q6_K, 1, 256, rng);
+  reinterpret_cast<BlockQ6_K*>(K.data())[0].d = fp32_to_f16(4000.0f);
+  EXPECT_FALSE(pack_weight(DType::Q6_K, K.data(), 1, 256));
+  reinterpret_cast<BlockQ6_K*>(K.data())[0].d = fp32_to_f16(1000.0f);
+  EXPECT_TRUE(pack_weight(DType::Q6_K, K.data(), 1, 256));
   const DotInt8 dot = dot_int8_for(active_cpu_isa());
-  EXPECT_EQ(packing_pays(DType::Q4_1), dot != DotInt8::Scalar);
+  for (DType wt : {DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K})
+    EXPECT_EQ(packing_pays(wt), dot != DotInt8::Scalar) << dtype_name(wt);
 }
 
 TEST(MatmulPacked, GroupWithPackedTargetsEqualsTheGgufPathOnEveryIsa) {
