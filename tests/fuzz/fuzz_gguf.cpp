@@ -9,8 +9,10 @@
 
 #include "hybridgen/error.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_packed.h"
 #include "model/gguf.h"
 #include "model/loaders.h"
+#include "util/thread_pool.h"
 
 namespace {
 
@@ -24,8 +26,9 @@ void touch(const hg::TensorView& t, const uint8_t* data, size_t size) {
 }
 
 // Decodes the first row of a tensor with every kernel that reads its blocks as stored (scalar and
-// SIMD dequantizers, the decode GEMV): any bytes, NaN / Inf scales included, must be read inside
-// the tensor and never trap.
+// SIMD dequantizers, the decode GEMV) and, where the type packs (matmul_packed.h: the block
+// formats and the K-quants), repacks it and runs the packed GEMV: any bytes, NaN / Inf scales
+// included, must be read inside the tensor and never trap.
 void decode(const hg::TensorView& t) {
   if (t.shape.empty() || t.nbytes == 0) return;
   const int64_t cols = t.shape.back();
@@ -35,6 +38,12 @@ void decode(const hg::TensorView& t) {
   hg::cpu::dequantize_row(t.dtype, t.data, cols, 0, row.data());
   float y = 0.0f;
   hg::cpu::matmul_rows(t.dtype, t.data, cols, x.data(), 1, &y, 1, 0, 1);
+  if (const auto packed = hg::cpu::pack_weight(t.dtype, t.data, 1, cols)) {
+    static hg::ThreadPool pool(1);
+    static hg::cpu::MatmulWorkspace ws;
+    const hg::cpu::MatmulTarget target{t.dtype, t.data, 1, &y, 1, false, packed.get()};
+    hg::cpu::matmul_group(pool, ws, &target, 1, cols, x.data(), 1);
+  }
 }
 
 }  // namespace
