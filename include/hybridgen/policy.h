@@ -45,7 +45,10 @@ struct Policy {
   // cos(q̃, q) is 0.27 and 0.63 in layers 1 and 2 (the residual stream changes most there)
   // against 0.95-0.99 deeper down.
   int exact_layers = 3;
-  int host_threads = 1;      // host attention workers
+  // Host attention workers; 0: every core of the run (-t, else every CPU this process may use),
+  // cpu-attn's default: its device waits for the host at every layer, so nothing overlaps the
+  // host's work and the cores the device stage would keep would only idle (src/sched/cores.h).
+  int host_threads = 1;
   int evict_block = 16;      // tokens moved from the window to the host at once
   // Knobs of other modules go below, one field a line, each registered in the knob registry
   // (src/policy/knobs.h) with the presets it applies to.
@@ -73,7 +76,8 @@ struct Policy {
   // Sinks + window on the device, the rest on the host or dropped: the attention stage of
   // src/attention/hybrid_attention.h and the feedback scheduler.
   bool splits_kv() const { return kv == KvHome::Split; }
-  // Host attention workers beside the device (the split policies' --host-threads).
+  // Host attention workers beside the device (the split policies' --host-threads; 0: every core
+  // of the run, resolved by resolve_host_threads in src/sched/cores.h).
   int host_workers() const { return splits_kv() ? host_threads : 0; }
 };
 

@@ -7,10 +7,19 @@
 #include "hybridgen/error.h"
 #include "kv/memory_plan.h"
 #include "mem/report.h"
+#include "sched/cores.h"
 
 namespace hg {
 
 namespace {
+
+// The policy with --host-threads 0 resolved to every core of the run: the CPU device's pool (the
+// engine resolves it from -t before it gets here; this covers stages built without an engine).
+Policy with_host_threads(Policy p, Device& device) {
+  const ThreadPool* pool = device.cpu_pool();
+  p.host_threads = resolve_host_threads(p.host_threads, pool ? pool->size() : 0);
+  return p;
+}
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -34,7 +43,7 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
                                  const mem::PlacementOptions& placement)
     : device_(c.device),
       spec_(c.model.spec),
-      policy_((validate_policy(policy, c.ctx), policy)),
+      policy_((validate_policy(policy, c.ctx), with_host_threads(policy, c.device))),
       topology_(mem::Topology::discover()),
       placement_(mem::resolve_placement(topology_, placement)),
       scale_(1.0f / std::sqrt(static_cast<float>(c.model.spec.head_dim))),

@@ -71,6 +71,7 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
                 std::to_string(spec.max_ctx) + " positions (max_position_embeddings)");
   if (o.batch < 1) throw Error("--batch must be at least 1, got " + std::to_string(o.batch));
   if (o.ubatch < 1) o.ubatch = 256;
+  if (o.policy.splits_kv()) o.policy.host_threads = resolve_host_threads(o.policy.host_threads, o.threads);
   impl_->device = make_device(o);
   // Said before the weights and the KV cache are allocated (the host side: HybridAttention).
   plan_device_memory(model, o.policy, o.kv_dtype, o.ctx, o.batch, impl_->device->name(), impl_->device->memory())

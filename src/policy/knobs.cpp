@@ -185,7 +185,8 @@ void register_policy_knobs(KnobRegistry& r) {
   r.add(int_knob("exact-layers", "first layers that use the exact query when speculating", &Policy::exact_layers, 0,
                  INT_MAX, split));
   // At most the CPUs of this machine: more workers than CPUs only contend (and 5000 threads abort).
-  r.add(int_knob("host-threads", "host attention worker threads", &Policy::host_threads, 1, hardware_threads(), split));
+  r.add(int_knob("host-threads", "host attention worker threads", &Policy::host_threads, 1, hardware_threads(), split,
+                 {{0, "every core of the run, cpu-attn's default"}}));
 }
 
 const KnobRegistry& knob_registry() {

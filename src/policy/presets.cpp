@@ -50,6 +50,7 @@ const std::vector<PresetInfo>& preset_table() {
        p.K = -1;
        p.merge = MergeMode::Lse;
        p.query = QuerySource::Exact;
+       p.host_threads = 0;  // every core: the device waits for the host at every layer
      }},
     {"hybrid", "HybridGen", "device window + sinks; host top-K of the next layer's logits from this layer's input",
      [](Policy& p) {  // window 1024 + 4 sinks, Post-QKᵀ, speculative, logits merge, the feedback scheduler

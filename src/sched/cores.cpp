@@ -33,6 +33,11 @@ CorePlan plan_cores(int threads, int available, int host_threads, bool cpu_devic
   return plan;
 }
 
+int resolve_host_threads(int host_threads, int threads) {
+  if (host_threads > 0) return host_threads;
+  return threads > 0 ? threads : available_cpus();
+}
+
 int available_cpus() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));

@@ -32,5 +32,8 @@ struct CorePlan {
 CorePlan plan_cores(int threads, int available, int host_threads, bool cpu_device);
 // CPUs this process may run on (sched_getaffinity; hardware_concurrency when that fails).
 int available_cpus();
+// The host workers of --host-threads H: H, or for 0 every core of the run: `threads` (-t) when it
+// is set, else every CPU this process may use.
+int resolve_host_threads(int host_threads, int threads);
 
 }  // namespace hg

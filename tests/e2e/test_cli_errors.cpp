@@ -121,7 +121,7 @@ TEST(CliErrors, BadNumbersGiveOneLineNeverAbort) {
       {gen + "-t 99999999999", "--threads"},
       {gen + "-t lots", "--threads"},
       {hybrid + "--window 16 --host-threads 5000", "--host-threads must be in [1, "},
-      {hybrid + "--window 16 --host-threads 0", "--host-threads must be in [1, "},
+      {hybrid + "--window 16 --host-threads -1", "--host-threads must be in [1, "},
       {hybrid + "--window 16 --evict-block 0", "--evict-block must be >= 1"},
       {hybrid + "--window 16 --partial-dims 0", "--partial-dims must be >= 1"},
       {hybrid + "--window -1", "--window must be >= 0"},

@@ -1,11 +1,30 @@
 // The core partition between the CPU device's threads and the host workers.
 #include <gtest/gtest.h>
 
+#include "hybridgen/policy.h"
 #include "sched/cores.h"
 #include "test_expect.h"
 
 namespace hg {
 namespace {
+
+TEST(Cores, HostThreadsZeroIsEveryCoreOfTheRunAndCpuAttnsDefault) {
+  EXPECT_EQ(resolve_host_threads(3, 8), 3);
+  EXPECT_EQ(resolve_host_threads(0, 6), 6);
+  EXPECT_EQ(resolve_host_threads(0, 0), available_cpus());
+  // cpu-attn's device waits for the host at every layer: its host stage takes every core; the
+  // overlapping presets keep one worker beside the device.
+  EXPECT_EQ(policy_preset("cpu-attn").host_threads, 0);
+  EXPECT_EQ(policy_preset("hybrid").host_threads, 1);
+  EXPECT_EQ(policy_preset("hgca").host_threads, 1);
+  // On the CPU device the stages then share the run's cores: the device keeps one thread, which
+  // waits while the host computes.
+  const CorePlan p = plan_cores(4, 16, resolve_host_threads(0, 4), /*cpu_device=*/true);
+  EXPECT_EQ(p.host_threads, 4);
+  EXPECT_EQ(p.device_threads, 4);
+  EXPECT_EQ(p.device_width, 1);
+  EXPECT_TRUE(p.shared);
+}
 
 TEST(Cores, HostWorkersAreCarvedOutOfTheTotalWhileTheyCompute) {
   // The device's pool spans the total; the host's share is lent only while the host computes.

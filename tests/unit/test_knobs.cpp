@@ -102,8 +102,10 @@ TEST(Knobs, OutOfRangeAndBadTypeAreOneLineErrorsNamingTheFlag) {
   EXPECT_EQ(message({"--k", "-1"}), "");
   EXPECT_EQ(message({"--window", "-1"}), "--window must be >= 0, got -1");
   EXPECT_EQ(message({"--window", "12x"}), "--window: '12x' is not an integer >= 0");
-  EXPECT_EQ(message({"--host-threads", "0"}),
-            "--host-threads must be in [1, " + std::to_string(hardware_threads()) + "], got 0");
+  EXPECT_EQ(message({"--host-threads", "-1"}), "--host-threads must be in [1, " +
+                                                   std::to_string(hardware_threads()) +
+                                                   "] (or 0 for every core of the run, cpu-attn's default), got -1");
+  EXPECT_EQ(message({"--host-threads", "0"}), "");
   EXPECT_EQ(message({"--evict-block", "0"}), "--evict-block must be >= 1, got 0");
   EXPECT_EQ(message({"--select", "some"}), "--select: 'some' is not all|post|pre");
   EXPECT_EQ(message({"--keep-evicted", "maybe"}), "--keep-evicted: 'maybe' is not true|false");
