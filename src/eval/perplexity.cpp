@@ -172,8 +172,13 @@ PerplexityResult score_tail(Engine& engine, Engine* ref, std::span<const int32_t
                             SharedPrefillStats* prefills) {
   const int vocab = engine.vocab_size();
   if (ref && ref->vocab_size() != vocab) throw Error("the reference engine's vocabulary differs from the policy's");
-  std::vector<Engine*> engines{&engine};
+  // The reference first: where both prefill exactly it records the state and the policy loads
+  // it, so every policy scored against one reference starts from the same prefill (the
+  // reference's own), whichever policy it is.
+  std::vector<Engine*> engines;
   if (ref) engines.push_back(ref);
+  engines.push_back(&engine);
+  const size_t mine = engines.size() - 1;
   SharedPrefillStats own;
   SharedPrefillStats& stats = prefills ? *prefills : own;
   std::vector<std::vector<float>> rows;  // per engine: [vocab]
@@ -190,10 +195,10 @@ PerplexityResult score_tail(Engine& engine, Engine* ref, std::span<const int32_t
       if (i > b + skip)
         for (size_t k = 0; k < engines.size(); ++k)
           engines[k]->decode(std::span(&seq, 1), std::span(&ids[i], 1), rows[k].data());
-      const float* logits = rows[0].data();
+      const float* logits = rows[mine].data();
       r.nll_sum -= log_prob(logits, vocab, ids[i + 1]);
       if (ref) {
-        const float* ref_row = rows[1].data();
+        const float* ref_row = rows[0].data();
         r.ref_nll_sum -= log_prob(ref_row, vocab, ids[i + 1]);
         r.agree += argmax(logits, vocab) == argmax(ref_row, vocab);
         r.kl_sum += kl_divergence(ref_row, logits, vocab);

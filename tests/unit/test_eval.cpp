@@ -121,7 +121,7 @@ TEST(EvalFidelity, TailSharesOnePrefillAndScoresWhatItsOwnPrefillScores) {
   SharedPrefillStats stats;
   const PerplexityResult tail = score_tail(*e.policy, e.ref.get(), ids, windows, {}, &stats);
   EXPECT_EQ(tail.scored, 2 * 12);
-  EXPECT_EQ(stats.prefills, 2);  // one per window: the reference placed the policy's state
+  EXPECT_EQ(stats.prefills, 2);  // one per window: the reference's, which the policy loads
   EXPECT_EQ(stats.loads, 2);
   // The reference's side is full attention over the same positions the decode path scores.
   Engines f = make_engines(Policy{}, 64);
@@ -134,6 +134,9 @@ TEST(EvalFidelity, TailSharesOnePrefillAndScoresWhatItsOwnPrefillScores) {
   EXPECT_EQ(same.agree, same.scored);
   EXPECT_NEAR(same.kl_sum, 0.0, 1e-6);
   EXPECT_NEAR(same.nll_sum, full_decode.nll_sum, 1e-3 * std::abs(full_decode.nll_sum));
+  // The reference records the shared state and the policy loads it: the reference's side is its
+  // own prefill whatever the policy, so every row of a sweep shares one reference.
+  EXPECT_EQ(tail.ref_nll_sum, same.ref_nll_sum);
   // the policy: K = 4 of up to ~40 host tokens loses something; after the reference's prefill it
   // scores what it scores after its own (not what the token-by-token path scores: there every
   // context position already attended sparsely, so the later layers' keys differ)
