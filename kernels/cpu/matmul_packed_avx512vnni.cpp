@@ -4,8 +4,8 @@
 // Five-bit codes (Q5_0, Q5_1, Q5_K) add their plane to the nibbles with two masked adds: the
 // plane's words are the lo and hi masks of each half (see matmul_packed_ymm.h), so two 64-bit masks
 // per quad put 0x10 in every byte whose bit is set; six-bit codes (Q6_K) take their two high bits
-// from 32 bytes of crumbs, broadcast to both halves and shifted by 4 / 0 (lo) and 2 / -2 (hi). K-quants form each block's d and c from the super-block's D and C and the
-// 8-bit scales (one widening and one conversion of the eight bytes, two multiplies); with half
+// from 32 bytes of crumbs, broadcast to both halves and shifted by 4 / 0 (lo) and 2 / -2 (hi).
+// K-quants form each block's d and c from the super-block's D and C and the 8-bit scales (one widening and one conversion of the eight bytes, two multiplies); with half
 // scales (Q6_K, Q3_K) the lo and hi dots stay apart, each with its own d, and the c's meet the
 // half sums of the activations.
 
@@ -171,17 +171,7 @@ struct Avx512VnniKernel {
 }  // namespace
 
 void gemv_packed_rows_avx512vnni(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
-  switch (a.w->source()) {
-    case DType::Q4_0:
-    case DType::Q4_1: return packed_rows<Avx512VnniKernel<4, PackedScales::Block>>(a, row_begin, row_end);
-    case DType::Q5_0:
-    case DType::Q5_1: return packed_rows<Avx512VnniKernel<5, PackedScales::Block>>(a, row_begin, row_end);
-    case DType::Q4_K: return packed_rows<Avx512VnniKernel<4, PackedScales::Super>>(a, row_begin, row_end);
-    case DType::Q5_K: return packed_rows<Avx512VnniKernel<5, PackedScales::Super>>(a, row_begin, row_end);
-    case DType::Q6_K: return packed_rows<Avx512VnniKernel<6, PackedScales::SuperHalf>>(a, row_begin, row_end);
-    case DType::Q3_K: return packed_rows<Avx512VnniKernel<4, PackedScales::SuperHalf>>(a, row_begin, row_end);
-    default: return packed_rows<Avx512VnniKernel<8, PackedScales::Block>>(a, row_begin, row_end);
-  }
+  packed_rows_of_format<Avx512VnniKernel>(a, row_begin, row_end);
 }
 
 }  // namespace hg::cpu

@@ -34,6 +34,23 @@ void packed_rows(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
     }
 }
 
+// packed_rows with Kernel<code bits, scale layout> of the weight's format: one instantiation per
+// layout the packed formats use (matmul_packed.h), shared by every ISA's kernel.
+template <template <int, PackedScales> class Kernel>
+void packed_rows_of_format(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
+  switch (a.w->source()) {
+    case DType::Q4_0:
+    case DType::Q4_1: return packed_rows<Kernel<4, PackedScales::Block>>(a, row_begin, row_end);
+    case DType::Q5_0:
+    case DType::Q5_1: return packed_rows<Kernel<5, PackedScales::Block>>(a, row_begin, row_end);
+    case DType::Q4_K: return packed_rows<Kernel<4, PackedScales::Super>>(a, row_begin, row_end);
+    case DType::Q5_K: return packed_rows<Kernel<5, PackedScales::Super>>(a, row_begin, row_end);
+    case DType::Q6_K: return packed_rows<Kernel<6, PackedScales::SuperHalf>>(a, row_begin, row_end);
+    case DType::Q3_K: return packed_rows<Kernel<4, PackedScales::SuperHalf>>(a, row_begin, row_end);
+    default: return packed_rows<Kernel<8, PackedScales::Block>>(a, row_begin, row_end);
+  }
+}
+
 // Weight rows and activation pointers of an R x T tile.
 template <int R, int T>
 struct PackedTileInputs {

@@ -17,8 +17,8 @@
 //    at most 2 * 31 * 127, so the lo and hi halves' pair sums (<= 15748) add in int16 before one
 //    vpmaddwd;
 //  - half scales (Q6_K's six-bit codes, their crumbs one shift and mask per register; Q3_K's
-//    three-bit ones): each
-//    half keeps its own dot (a pair is at most 2 * 63 * 127 = 16002) and its own scale;
+//    three-bit ones): each half keeps its own dot (a pair is at most 2 * 63 * 127 = 16002) and
+//    its own scale;
 //  - Q8_0: codes are q + 128 (the layout serves vpdpbusd), and 255 * 127 * 2 overflows int16, so
 //    the codes go back to signed (xor 0x80) and take the sign trick (|w| as u8, sign(x, w) as s8,
 //    at most 2 * 128 * 127 per pair); the c = -128 d term is then not needed and skipped.
@@ -270,20 +270,16 @@ struct Avx2Kernel {
   }
 };
 
-// Rows [row_begin, row_end) of a packed GEMV with this file's kernel for the weight's code width.
+template <bool kVnni>
+struct Avx2Kernels {
+  template <int kBits, PackedScales kScales>
+  using Kernel = Avx2Kernel<kBits, kScales, kVnni>;
+};
+
+// Rows [row_begin, row_end) of a packed GEMV with this file's kernel for the weight's format.
 template <bool kVnni>
 void packed_rows_ymm(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
-  switch (a.w->source()) {
-    case DType::Q4_0:
-    case DType::Q4_1: return packed_rows<Avx2Kernel<4, PackedScales::Block, kVnni>>(a, row_begin, row_end);
-    case DType::Q5_0:
-    case DType::Q5_1: return packed_rows<Avx2Kernel<5, PackedScales::Block, kVnni>>(a, row_begin, row_end);
-    case DType::Q4_K: return packed_rows<Avx2Kernel<4, PackedScales::Super, kVnni>>(a, row_begin, row_end);
-    case DType::Q5_K: return packed_rows<Avx2Kernel<5, PackedScales::Super, kVnni>>(a, row_begin, row_end);
-    case DType::Q6_K: return packed_rows<Avx2Kernel<6, PackedScales::SuperHalf, kVnni>>(a, row_begin, row_end);
-    case DType::Q3_K: return packed_rows<Avx2Kernel<4, PackedScales::SuperHalf, kVnni>>(a, row_begin, row_end);
-    default: return packed_rows<Avx2Kernel<8, PackedScales::Block, kVnni>>(a, row_begin, row_end);
-  }
+  packed_rows_of_format<Avx2Kernels<kVnni>::template Kernel>(a, row_begin, row_end);
 }
 
 }  // namespace
