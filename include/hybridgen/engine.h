@@ -68,6 +68,8 @@ class Engine {
   // True when the policy's prefill is exact attention over the whole prompt, the same for every
   // such policy: it can record a state and start from one (not streaming, h2o, keyformer).
   bool shares_prefill() const;
+  // The model's fingerprint (model_fingerprint), computed once: what keys stored prefill states.
+  const std::string& fingerprint() const;
   // Benchmarks (bench --depth-fill random): resets `seq` and fills it with n_tokens positions of
   // seeded random K/V in the cache's dtype and layout, as if prefilled, in seconds rather than a
   // quadratic prefill. Decode after it runs at that depth; its logits measure speed, not quality.

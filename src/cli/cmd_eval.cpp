@@ -38,6 +38,17 @@ ProgressOptions task_progress(const TaskContext& ctx, const RuntimeOptions& r) {
   return p;
 }
 
+void add_prefill_cache_option(CLI::App& app, std::string& dir) {
+  app.add_option("--prefill-cache", dir,
+                 "directory of prefill states kept between runs: a prompt this model already prefilled on this device "
+                 "is loaded instead (the points of a sweep share one prefill); entries are ~1 GB at 32K tokens");
+}
+
+std::optional<eval::PrefillCache> open_prefill_cache(const std::string& dir) {
+  if (dir.empty()) return std::nullopt;
+  return eval::PrefillCache(dir);
+}
+
 const std::vector<EvalTask>& eval_tasks() {
   static const std::vector<EvalTask> tasks = {
       {"ppl", "perplexity of a text (-f) over windows of --ctx tokens, as `hybridgen perplexity`", bind_ppl_task},

@@ -30,6 +30,7 @@ struct PerplexityOptions {
   std::string save_logits;
   bool decode_path = false;    // token by token even for full attention without --ref (fidelity)
   bool ref_by_prefill = false; // the reference's logits from one prefill per window (fidelity)
+  std::string prefill_cache;   // --prefill-cache DIR (with --tail)
 };
 
 void add_perplexity_options(CLI::App& cmd, PerplexityOptions& o) {
@@ -47,6 +48,7 @@ void add_perplexity_options(CLI::App& cmd, PerplexityOptions& o) {
                  "long context: score only the last N predictions of each window (whole windows only); the "
                  "tokens before them are prefilled in one pass (once for the policy and --ref where both prefill "
                  "exactly) and only the last N run token by token");
+  add_prefill_cache_option(cmd, o.prefill_cache);
   cmd.add_option("--save-logits", o.save_logits,
                  "write the logits of every evaluated position as float32 .npy [positions, vocab]");
 }
@@ -59,6 +61,8 @@ void check_perplexity_options(const PerplexityOptions& o) {
   if (o.tail < 0) throw Error("--tail must be >= 1 (0: off), got " + std::to_string(o.tail));
   if (o.tail > 0 && !o.save_logits.empty())
     throw Error("--save-logits writes every position's logits; with --tail the context's positions have none");
+  if (!o.prefill_cache.empty() && o.tail == 0)
+    throw Error("--prefill-cache keeps the prefill of --tail's context; without --tail every position is scored");
   check_engine_options(o.runtime, o.policy, o.policy.preset);
 }
 
@@ -100,8 +104,9 @@ nlohmann::json measure_perplexity(const PerplexityOptions& o, ModelCache& models
   }
   eval::PerplexityResult r;
   eval::SharedPrefillStats prefills;
+  const std::optional<eval::PrefillCache> cache = open_prefill_cache(o.prefill_cache);
   if (o.tail > 0)
-    r = eval::score_tail(engine, ref.get(), ids, windows, hooks, &prefills);
+    r = eval::score_tail(engine, ref.get(), ids, windows, hooks, &prefills, cache ? &*cache : nullptr);
   else if (ref && o.ref_by_prefill)
     r = eval::score_decode(engine, eval::reference_logits(*ref, ids, windows), ids, windows, hooks);
   else if (decode)
@@ -118,6 +123,7 @@ nlohmann::json measure_perplexity(const PerplexityOptions& o, ModelCache& models
     j["tail"] = o.tail;
     j["prefills"] = prefills.prefills;
     j["prefill_loads"] = prefills.loads;
+    if (cache) j["prefill_cache_hits"] = prefills.cache_hits;
   }
   j["policy"] = engine.describe_attention();
   j["device"] = engine.device().name();

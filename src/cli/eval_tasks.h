@@ -12,10 +12,12 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/common.h"
+#include "eval/prefill_cache.h"
 
 namespace hg::cli {
 
@@ -40,6 +42,12 @@ struct TaskContext {
 
 // The task's own progress (windows, trials, runs): off inside a sweep, which shows its own.
 ProgressOptions task_progress(const TaskContext& ctx, const RuntimeOptions& r);
+
+// --prefill-cache DIR of the tasks that prefill long prompts (fidelity --tail, passkey, ruler):
+// the prefill states kept between runs (eval/prefill_cache.h), so that the points of a sweep, each
+// its own run, prefill a prompt once. open_prefill_cache: none when `dir` is empty.
+void add_prefill_cache_option(CLI::App& app, std::string& dir);
+std::optional<eval::PrefillCache> open_prefill_cache(const std::string& dir);
 
 class TaskRun {
  public:

@@ -46,6 +46,7 @@ class PasskeyTask : public TaskRun {
     app.add_option("--trials", config_.trials, "keys per depth")->capture_default_str();
     app.add_option("-n,--n-gen", config_.n_gen, "answer tokens generated greedily")->capture_default_str();
     app.add_flag("--chat", config_.chat, "wrap the task in the model's chat template");
+    add_prefill_cache_option(app, prefill_cache_);
   }
 
   eval::PasskeyConfig config() const {
@@ -63,7 +64,9 @@ class PasskeyTask : public TaskRun {
 
   nlohmann::json run(TaskContext& ctx) override {
     setup_logging(runtime_.verbose);
-    const eval::PasskeyConfig c = config();
+    const std::optional<eval::PrefillCache> cache = open_prefill_cache(prefill_cache_);
+    eval::PasskeyConfig c = config();
+    c.prefill_cache = cache ? &*cache : nullptr;
     c.validate();
     const Model& model = ctx.models.model(model_);
     const Tokenizer& tok = ctx.models.tokenizer(model_, "passkey");
@@ -101,6 +104,7 @@ class PasskeyTask : public TaskRun {
   eval::PasskeyConfig config_;
   std::string file_;
   std::string depths_ = "0.1,0.5,0.9";
+  std::string prefill_cache_;
 };
 
 }  // namespace

@@ -77,6 +77,7 @@ class RulerTaskRun : public TaskRun {
                    "prose for the essay haystacks (niah_single_2/3, multikey_1, multivalue, multiquery): a text "
                    "file or a directory of .txt files read in natural order, e.g. data/text/moby-dick");
     app.add_flag("--no-chat", no_chat_, "do not wrap the prompts in the model's chat template");
+    add_prefill_cache_option(app, prefill_cache_);
   }
 
   eval::RulerConfig config() const {
@@ -101,7 +102,9 @@ class RulerTaskRun : public TaskRun {
   nlohmann::json run(TaskContext& ctx) override {
     setup_logging(runtime_.verbose);
     check();
-    const eval::RulerConfig c = config();
+    const std::optional<eval::PrefillCache> cache = open_prefill_cache(prefill_cache_);
+    eval::RulerConfig c = config();
+    c.prefill_cache = cache ? &*cache : nullptr;
     const Model& model = ctx.models.model(model_);
     const Tokenizer& tok = ctx.models.tokenizer(model_, "ruler");
     const std::string essay = file_.empty() ? std::string() : read_haystack(file_);
@@ -155,7 +158,7 @@ class RulerTaskRun : public TaskRun {
   RuntimeOptions runtime_;
   PolicyOptions policy_;
   eval::RulerConfig config_;
-  std::string tasks_, file_;
+  std::string tasks_, file_, prefill_cache_;
   bool no_chat_ = false;
 };
 

@@ -134,6 +134,11 @@ void Engine::fill_random(int seq, int n_tokens, uint64_t seed) {
 
 bool Engine::shares_prefill() const { return impl_->attn->exact_prefill(); }
 
+const std::string& Engine::fingerprint() const {
+  if (impl_->fingerprint.empty()) impl_->fingerprint = model_fingerprint(impl_->model);
+  return impl_->fingerprint;
+}
+
 void Engine::load_state(int seq, const PrefillState& state, float* logits_last, int n_tokens) {
   auto& im = *impl_;
   if (n_tokens < 0) n_tokens = state.n_tokens();

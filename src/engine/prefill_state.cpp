@@ -4,6 +4,8 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <unistd.h>
 
 #include "hybridgen/error.h"
 #include "hybridgen/model.h"
@@ -115,7 +117,7 @@ void save_prefill_state(const PrefillState& s, const std::filesystem::path& path
                                  {"has_logits", !s.logits.empty()}};
   const std::string text = header.dump();
   std::filesystem::path tmp = path;
-  tmp += ".tmp";
+  tmp += ".tmp." + std::to_string(::getpid());  // two writers of one path (sweep shards) do not collide
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(path.string() + ": cannot write the state file");

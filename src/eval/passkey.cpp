@@ -7,6 +7,7 @@
 #include <random>
 
 #include "eval/greedy.h"
+#include "eval/shared_prefill.h"
 #include "hybridgen/engine.h"
 #include "hybridgen/error.h"
 #include "hybridgen/tokenizer.h"
@@ -118,8 +119,9 @@ nlohmann::json PasskeyResult::to_json(const PasskeyConfig& c) const {
   for (const auto& t : trials)
     answers.push_back(
         {{"trial", t.trial}, {"depth", t.depth}, {"key", t.key}, {"answer", t.answer}, {"found", t.found}});
-  return {{"accuracy", accuracy()},         {"per_depth", per_depth}, {"trials", c.trials},
-          {"prompt_tokens", prompt_tokens}, {"seconds", seconds},     {"answers", answers}};
+  return {{"accuracy", accuracy()},   {"per_depth", per_depth},         {"trials", c.trials},
+          {"prompt_tokens", prompt_tokens}, {"seconds", seconds},     {"prefills", prefills},
+          {"prefill_cache_hits", cache_hits}, {"answers", answers}};
 }
 
 PasskeyResult run_passkey(Engine& engine, const Tokenizer& tok, std::string_view filler_text, const PasskeyConfig& c,
@@ -127,8 +129,9 @@ PasskeyResult run_passkey(Engine& engine, const Tokenizer& tok, std::string_view
   c.validate();
   const std::vector<int32_t> filler = tok.encode(filler_text, /*add_special=*/false);
   const std::vector<int32_t> stop = tok.stop_ids();
-  const int vocab = engine.vocab_size();
-  std::vector<float> logits(static_cast<size_t>(vocab));  // [vocab]
+  Engine* const engines[] = {&engine};
+  std::vector<std::vector<float>> prompt_logits;  // [1][vocab]
+  SharedPrefillStats prefills;
   PasskeyResult r;
   const int total = c.trials * static_cast<int>(c.depths.size());
   const auto t0 = std::chrono::steady_clock::now();
@@ -137,9 +140,8 @@ PasskeyResult run_passkey(Engine& engine, const Tokenizer& tok, std::string_view
     for (double depth : c.depths) {
       const PasskeyPrompt p = make_passkey_prompt(tok, filler, c, trial, depth);
       r.prompt_tokens = static_cast<int>(p.ids.size());
-      engine.reset(seq);
-      engine.prefill(seq, p.ids, logits.data());
-      const std::vector<int32_t> answer = greedy_tokens(engine, seq, logits, c.n_gen, stop);
+      shared_prefill(engines, seq, p.ids, prompt_logits, prefills, nullptr, c.prefill_cache);
+      const std::vector<int32_t> answer = greedy_tokens(engine, seq, prompt_logits[0], c.n_gen, stop);
       PasskeyTrial t;
       t.trial = trial;
       t.depth = depth;
@@ -151,6 +153,8 @@ PasskeyResult run_passkey(Engine& engine, const Tokenizer& tok, std::string_view
     }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.prefills = prefills.prefills;
+  r.cache_hits = prefills.cache_hits;
   return r;
 }
 

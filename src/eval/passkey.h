@@ -23,6 +23,8 @@ class Tokenizer;
 
 namespace hg::eval {
 
+class PrefillCache;
+
 struct PasskeyConfig {
   int ctx = 1536;                                // prompt tokens (the filler is cut to fit)
   std::vector<double> depths = {0.1, 0.5, 0.9};  // where the key sits, as a fraction of the filler
@@ -30,6 +32,7 @@ struct PasskeyConfig {
   uint64_t seed = 1;
   int n_gen = 8;      // answer tokens generated (greedy)
   bool chat = false;  // wrap the task in the model's chat template (the answer starts "The pass key is")
+  const PrefillCache* prefill_cache = nullptr;  // keeps each trial's prefill between runs (not owned)
 
   void validate() const;  // hg::Error naming the option
 };
@@ -56,10 +59,12 @@ struct PasskeyResult {
   std::vector<PasskeyTrial> trials;
   int prompt_tokens = 0;
   double seconds = 0.0;
+  int prefills = 0, cache_hits = 0;  // prompts prefilled, and loaded from the prefill cache
 
   double accuracy() const;
   double accuracy_at(double depth) const;
-  // {"accuracy", "per_depth": {"0.1": ...}, "trials", "prompt_tokens", "answers": [...]}.
+  // {"accuracy", "per_depth": {"0.1": ...}, "trials", "prompt_tokens", "prefills", "prefill_cache_hits",
+  //  "answers": [...]}.
   nlohmann::json to_json(const PasskeyConfig& c) const;
 };
 

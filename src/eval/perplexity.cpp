@@ -169,7 +169,7 @@ PerplexityResult score_decode(Engine& engine, const ReferenceLogits& ref, std::s
 
 PerplexityResult score_tail(Engine& engine, Engine* ref, std::span<const int32_t> ids,
                             const std::vector<TokenWindow>& windows, const ScoreHooks& hooks,
-                            SharedPrefillStats* prefills) {
+                            SharedPrefillStats* prefills, const PrefillCache* cache) {
   const int vocab = engine.vocab_size();
   if (ref && ref->vocab_size() != vocab) throw Error("the reference engine's vocabulary differs from the policy's");
   // The reference first: where both prefill exactly it records the state and the policy loads
@@ -189,7 +189,7 @@ PerplexityResult score_tail(Engine& engine, Engine* ref, std::span<const int32_t
   for (size_t w = 0; w < windows.size(); ++w) {
     const auto [b, e, skip] = windows[w];
     // tokens b .. b + skip in one prefill: its last row predicts token b + skip + 1, the first scored
-    shared_prefill(engines, seq, ids.subspan(b, skip + 1), rows, stats);
+    shared_prefill(engines, seq, ids.subspan(b, skip + 1), rows, stats, nullptr, cache);
     ran += static_cast<int64_t>(skip);
     for (size_t i = b + skip; i + 1 < e; ++i) {
       if (i > b + skip)

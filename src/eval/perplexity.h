@@ -18,6 +18,7 @@ class Engine;
 namespace hg::eval {
 
 struct SharedPrefillStats;
+class PrefillCache;
 
 struct TokenWindow {
   size_t begin = 0, end = 0;  // [begin, end) of the token stream
@@ -91,9 +92,10 @@ PerplexityResult score_decode(Engine& engine, const ReferenceLogits& ref, std::s
 // both engines, compared at every position. What makes fidelity at 16K-32K affordable: a 32K
 // window costs one prefill and `tail` decode steps instead of 32K decode steps per engine.
 // hooks.on_logits is not called (the prefilled positions have no rows); `prefills` (when given)
-// counts the prefills run and the loads that replaced one.
+// counts the prefills run and the loads that replaced one; `cache` (when given) keeps each
+// window's prefill between runs (eval/prefill_cache.h).
 PerplexityResult score_tail(Engine& engine, Engine* ref, std::span<const int32_t> ids,
                             const std::vector<TokenWindow>& windows, const ScoreHooks& hooks = {},
-                            SharedPrefillStats* prefills = nullptr);
+                            SharedPrefillStats* prefills = nullptr, const PrefillCache* cache = nullptr);
 
 }  // namespace hg::eval

@@ -48,6 +48,8 @@ class Tokenizer;
 
 namespace hg::eval {
 
+class PrefillCache;
+
 enum class RulerFamily { Niah, VariableTracking, CommonWords, FrequentWords };
 enum class Haystack { Noise, Essay, Needles };
 enum class NeedleKind { Words, Numbers, Uuids };
@@ -122,6 +124,7 @@ struct RulerConfig {
   uint64_t seed = 42;              // RULER's default
   std::vector<std::string> tasks;  // names (ruler_tasks()); empty: all
   int answer_tokens = 0;           // greedy reply tokens; 0: each task's own (RULER's)
+  const PrefillCache* prefill_cache = nullptr;  // keeps each sample's prefill between runs (not owned)
   void validate() const;           // hg::Error naming the option
   std::vector<const RulerTask*> selected() const;
 };

@@ -51,7 +51,7 @@ nlohmann::json run_ruler(const RulerGenerator& gen, const Tokenizer& tok, const 
     for (int i = 0; i < c.samples; ++i) {
       const RulerSample s = gen.make(task, c.length, i, c.samples, c.seed);
       tokens_sum += static_cast<double>(s.ids.size());
-      shared_prefill(engines, 0, s.ids, logits, stats, &roles);
+      shared_prefill(engines, 0, s.ids, logits, stats, &roles, c.prefill_cache);
       nlohmann::json replies = nlohmann::json::object();
       for (size_t p = 0; p < policies.size(); ++p) {
         const std::string reply =
@@ -93,6 +93,7 @@ nlohmann::json run_ruler(const RulerGenerator& gen, const Tokenizer& tok, const 
           {"prefill",
            {{"prefills", stats.prefills},
             {"loads", stats.loads},
+            {"cache_hits", stats.cache_hits},
             {"prefill_seconds", stats.prefill_seconds},
             {"load_seconds", stats.load_seconds}}},
           {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()},

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <optional>
 
+#include "device/device.h"
+#include "eval/prefill_cache.h"
 #include "hybridgen/engine.h"
 #include "hybridgen/prefill_state.h"
 
@@ -28,14 +30,20 @@ const char* prefill_role_name(PrefillRole r) {
 
 void shared_prefill(std::span<Engine* const> engines, int seq, std::span<const int32_t> ids,
                     std::vector<std::vector<float>>& logits, SharedPrefillStats& stats,
-                    std::vector<PrefillRole>* roles) {
+                    std::vector<PrefillRole>* roles, const PrefillCache* cache) {
   logits.resize(engines.size());
   if (roles) roles->assign(engines.size(), PrefillRole::Own);
   std::optional<PrefillState> state;
+  bool from_cache = false;
   for (size_t i = 0; i < engines.size(); ++i) {
     Engine& e = *engines[i];
     logits[i].resize(static_cast<size_t>(e.vocab_size()));
     const auto t0 = std::chrono::steady_clock::now();
+    if (e.shares_prefill() && !state && cache && !from_cache) {
+      from_cache = true;  // looked up once per prompt
+      state = cache->find(e.fingerprint(), e.device().name(), ids);
+      stats.cache_hits += state ? 1 : 0;
+    }
     if (e.shares_prefill() && state) {
       e.load_state(seq, *state, logits[i].data());
       stats.loads += 1;
@@ -50,6 +58,10 @@ void shared_prefill(std::span<Engine* const> engines, int seq, std::span<const i
     e.prefill(seq, ids, logits[i].data(), nullptr, record);
     stats.prefills += 1;
     stats.prefill_seconds += since(t0);
+    if (record && cache) {
+      cache->store(*record, e.device().name());
+      stats.cache_stores += 1;
+    }
   }
 }
 

@@ -15,9 +15,12 @@ class Engine;
 
 namespace hg::eval {
 
+class PrefillCache;
+
 struct SharedPrefillStats {
   int prefills = 0;  // prefills run (one per prompt for the sharing engines, plus one per other)
-  int loads = 0;     // engines that started from the recorded state
+  int loads = 0;     // engines that started from the recorded state (or from the cache's)
+  int cache_hits = 0, cache_stores = 0;  // states read from and written to a PrefillCache
   double prefill_seconds = 0, load_seconds = 0;
 };
 
@@ -26,9 +29,11 @@ enum class PrefillRole { Recorded, Loaded, Own };
 const char* prefill_role_name(PrefillRole r);  // "recorded" | "shared" | "own"
 
 // Resets sequence `seq` of every engine and makes it hold `ids`; logits[i] ([vocab]) gets engine
-// i's logits of the last prompt token, roles[i] (when given) how it got there.
+// i's logits of the last prompt token, roles[i] (when given) how it got there. With a cache
+// (eval/prefill_cache.h) the sharing engines start from its state of the prompt when it holds
+// one, and the first of them records it there when it does not.
 void shared_prefill(std::span<Engine* const> engines, int seq, std::span<const int32_t> ids,
                     std::vector<std::vector<float>>& logits, SharedPrefillStats& stats,
-                    std::vector<PrefillRole>* roles = nullptr);
+                    std::vector<PrefillRole>* roles = nullptr, const PrefillCache* cache = nullptr);
 
 }  // namespace hg::eval

@@ -7,24 +7,11 @@
 
 #include "hybridgen/dtype.h"
 #include "hybridgen/model.h"
+#include "util/hash.h"
 
 namespace hg {
 
 namespace {
-
-class Fnv1a {
- public:
-  void add(const void* data, size_t n) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < n; ++i) h_ = (h_ ^ p[i]) * 0x100000001b3ull;
-  }
-  void add(const std::string& s) { add(s.data(), s.size() + 1); }  // with the terminator: "ab"+"c" != "a"+"bc"
-  void add(int64_t v) { add(&v, sizeof v); }
-  uint64_t value() const { return h_; }
-
- private:
-  uint64_t h_ = 0xcbf29ce484222325ull;
-};
 
 constexpr size_t kSample = 4096;
 

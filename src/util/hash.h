@@ -1,7 +1,9 @@
 // Stable 64-bit mixing: the same value on every build and machine (std::hash is not), for what
-// must not change between runs (random K/V rows, the shard of a sweep point).
+// must not change between runs (random K/V rows, the shard of a sweep point, file keys).
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace hg {
 
@@ -12,5 +14,21 @@ inline uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
+
+// FNV-1a (64 bit), fed piece by piece: keys of what is stored on disk (model fingerprints,
+// prefill cache entries).
+class Fnv1a {
+ public:
+  void add(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h_ = (h_ ^ p[i]) * 0x100000001b3ull;
+  }
+  void add(const std::string& s) { add(s.data(), s.size() + 1); }  // with the terminator: "ab"+"c" != "a"+"bc"
+  void add(int64_t v) { add(&v, sizeof v); }
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 0xcbf29ce484222325ull;
+};
 
 }  // namespace hg

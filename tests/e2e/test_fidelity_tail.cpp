@@ -39,6 +39,29 @@ TEST(FidelityTail, OnePrefillPerWindowForSharingPoliciesAndOneEachOtherwise) {
   EXPECT_NEAR(full["kl_mean"].get<double>(), 0.0, 1e-9);
   EXPECT_NEAR(full["ppl"].get<double>(), full["ref_ppl"].get<double>(), 1e-6 * full["ppl"].get<double>());
 
+  // --prefill-cache: the second run of a point loads the first one's prefill and measures the same
+  const std::string cache = " --prefill-cache '" + (dir / "cache").string() + "'";
+  const auto cached = [&](const std::string& policy) {
+    const RunResult r = run_hybridgen(run + "--policy " + policy + cache);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto h1 = cached("hybrid --window 16 --sched fixed --k 4");
+  EXPECT_EQ(h1["prefills"], 2);
+  EXPECT_EQ(h1["prefill_cache_hits"], 0);
+  const auto h2 = cached("hybrid --window 16 --sched fixed --k 4");
+  const auto q = cached("quest --window 16 --k 4");
+  EXPECT_EQ(h2["prefills"], 0);
+  EXPECT_EQ(h2["prefill_cache_hits"], 2);
+  EXPECT_EQ(q["prefills"], 0);
+  for (const char* key : {"ppl", "ref_ppl", "kl_mean", "top1_agreement"}) {
+    EXPECT_EQ(h2[key], h1[key]) << key;
+    EXPECT_EQ(h1[key], hybrid[key]) << key;
+  }
+  EXPECT_EQ(q["ref_ppl"], h1["ref_ppl"]);
+  expect_one_error_line(run_hybridgen(base + "--prefill-cache '" + (dir / "cache").string() + "'"),
+                        "--prefill-cache keeps the prefill of --tail's context");
+
   expect_one_error_line(run_hybridgen(base + "--tail 63"), "--tail 63");
   expect_one_error_line(run_hybridgen(run + "--save-logits '" + (dir / "l.npy").string() + "'"), "--save-logits");
   expect_one_error_line(run_hybridgen(run + "--score-second-half"), "--tail and --score-second-half");

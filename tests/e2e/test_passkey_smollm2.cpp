@@ -53,6 +53,20 @@ TEST(PasskeySmolLM2, FullAttentionFindsTheKeyAStreamingWindowDoesNot) {
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(streaming["answers"][i]["key"], full["answers"][i]["key"]);
   const nlohmann::json again = passkey(model, "--policy streaming --window 512", 3);
   EXPECT_EQ(again["answers"], streaming["answers"]);
+  // --prefill-cache: the first run records each trial's prefill, later runs (any policy whose
+  // prefill is exact) load them and answer as after their own prefill
+  const std::string cache = " --prefill-cache '" + (temp_dir("passkey-cache") / "c").string() + "'";
+  const nlohmann::json recorded = passkey(model, "--policy full" + cache, 2);
+  EXPECT_EQ(recorded["prefills"], 2);
+  EXPECT_EQ(recorded["prefill_cache_hits"], 0);
+  const nlohmann::json loaded = passkey(model, "--policy full" + cache, 2);
+  EXPECT_EQ(loaded["prefills"], 0);
+  EXPECT_EQ(loaded["prefill_cache_hits"], 2);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(recorded["answers"][i], full["answers"][i]);
+    EXPECT_EQ(loaded["answers"][i], full["answers"][i]);
+  }
+  EXPECT_EQ(passkey(model, "--policy hybrid --window 256" + cache, 2)["prefills"], 0);
 }
 
 }  // namespace

@@ -5,12 +5,16 @@
 // order of the floating-point sums (the host's part merged by LSE), so there the logits agree
 // within 2e-3 of their largest magnitude, and the greedy tokens are the same. streaming, h2o and
 // keyformer prefill otherwise and refuse a state. The file format: round trip, truncation, version,
-// model.
+// model. The prefill cache (eval/prefill_cache.h): a later run loads the state an earlier one
+// recorded, bit-equal to prefilling again; an entry that cannot serve is a miss, written anew.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
+#include "device/device.h"
+#include "eval/prefill_cache.h"
 #include "eval/shared_prefill.h"
 #include "hybridgen/engine.h"
 #include "hybridgen/error.h"
@@ -161,6 +165,60 @@ TEST(PrefillState, SharedPrefillRunsOncePerPromptForTheSharingPolicies) {
   // a second prompt: the engines are reset first
   eval::shared_prefill(engines, 0, random_ids(50, 42), logits, stats, &roles);
   for (Engine* e : engines) EXPECT_EQ(e->position(0), 50);
+}
+
+TEST(PrefillState, CacheServesALaterRunBitEqualAndRecomputesWhatItCannotServe) {
+  auto model = load_model(tiny_model("llama-gqa").string());
+  const auto prompt = random_ids(kPrompt, 61);
+  const auto tokens = random_ids(kSteps, 62);
+  const auto dir = temp_dir("prefill-cache") / "cache";  // made by the cache
+  const eval::PrefillCache cache(dir);
+  using R = eval::PrefillRole;
+  // One run: the reference and a policy, as fidelity --tail pairs them; nothing cached yet.
+  auto run = [&](const std::string& preset, eval::SharedPrefillStats& stats, std::vector<R>& roles) {
+    auto full = make_engine(*model, "full"), policy = make_engine(*model, preset);
+    std::vector<Engine*> engines = {full.get(), policy.get()};
+    std::vector<std::vector<float>> logits;
+    eval::shared_prefill(engines, 0, prompt, logits, stats, &roles, &cache);
+    return std::pair{decode_after(*full, logits[0], tokens), decode_after(*policy, logits[1], tokens)};
+  };
+  eval::SharedPrefillStats first, second, third;
+  std::vector<R> roles;
+  const auto a = run("hybrid", first, roles);
+  EXPECT_EQ(roles, (std::vector<R>{R::Recorded, R::Loaded}));
+  EXPECT_EQ(first.prefills, 1);
+  EXPECT_EQ(first.cache_hits, 0);
+  EXPECT_EQ(first.cache_stores, 1);
+  auto full = make_engine(*model, "full");
+  const auto entry = cache.path_of(full->fingerprint(), full->device().name(), prompt);
+  ASSERT_TRUE(std::filesystem::exists(entry));
+  // A later run (new engines): nothing prefilled, every logit bit-equal to the first run's.
+  const auto b = run("hybrid", second, roles);
+  EXPECT_EQ(roles, (std::vector<R>{R::Loaded, R::Loaded}));
+  EXPECT_EQ(second.prefills, 0);
+  EXPECT_EQ(second.cache_hits, 1);
+  EXPECT_EQ(second.cache_stores, 0);
+  EXPECT_EQ(a, b);
+  // Another prompt, another device or another model: another entry.
+  EXPECT_NE(cache.path_of(full->fingerprint(), full->device().name(), random_ids(kPrompt, 63)), entry);
+  EXPECT_NE(cache.path_of(full->fingerprint(), "cuda (H200)", prompt), entry);
+  EXPECT_NE(cache.path_of("0123456789abcdef", full->device().name(), prompt), entry);
+  // A damaged entry is a miss: prefilled again, written anew, the answers unchanged.
+  const std::string bytes = read_file(entry);
+  std::ofstream(entry, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() / 3);
+  const auto c = run("hybrid", third, roles);
+  EXPECT_EQ(third.prefills, 1);
+  EXPECT_EQ(third.cache_hits, 0);
+  EXPECT_EQ(third.cache_stores, 1);
+  EXPECT_EQ(a, c);
+  EXPECT_EQ(read_file(entry), bytes);
+  // An entry holding another prompt (a hash collision, or a file copied over) is a miss too.
+  const auto other = random_ids(kPrompt, 64);
+  std::filesystem::copy_file(entry, cache.path_of(full->fingerprint(), full->device().name(), other));
+  EXPECT_FALSE(cache.find(full->fingerprint(), full->device().name(), other));
+  ASSERT_TRUE(cache.find(full->fingerprint(), full->device().name(), prompt));
+  // A path that cannot be a directory: one clear error.
+  expect_error([&] { eval::PrefillCache(entry / "sub"); }, {"--prefill-cache: cannot make the directory"});
 }
 
 TEST(PrefillState, FileRoundTripAndItsErrors) {
