@@ -75,13 +75,16 @@ RunResult run(const std::string& command_line) {
   return r;
 }
 
-RunResult run_hybridgen(const std::string& args) {
-  return run("'" + (bin_dir() / "hybridgen").string() + "' " + args);
+RunResult run_hybridgen(const std::string& args) { return run("'" + (bin_dir() / "hybridgen").string() + "' " + args); }
+
+RunResult run_hybridgen_env(const std::string& env, const std::string& args) {
+  return run("env " + env + " '" + (bin_dir() / "hybridgen").string() + "' " + args);
 }
 
 std::vector<float> read_npy(const fs::path& p, int64_t* rows, int64_t* cols) {
   const std::string data = read_file(p);
-  if (data.size() < 10 || data.compare(0, 6, "\x93NUMPY") != 0) throw std::runtime_error(p.string() + ": not a .npy file");
+  if (data.size() < 10 || data.compare(0, 6, "\x93NUMPY") != 0)
+    throw std::runtime_error(p.string() + ": not a .npy file");
   const bool v1 = data[6] == 1;
   const size_t header_len = v1 ? static_cast<uint8_t>(data[8]) | (static_cast<uint8_t>(data[9]) << 8)
                                : static_cast<uint8_t>(data[8]) | (static_cast<uint8_t>(data[9]) << 8) |
@@ -114,8 +117,8 @@ void write_ids(const fs::path& p, const std::vector<int32_t>& ids) {
 fs::path tiny_model(const std::string& variant) {
   static fs::path root = [] {
     fs::path dir = temp_dir("tiny");
-    RunResult r = run(python() + " '" + (source_dir() / "tools/make_tiny_model.py").string() + "' --all '" +
-                      dir.string() + "'");
+    RunResult r =
+        run(python() + " '" + (source_dir() / "tools/make_tiny_model.py").string() + "' --all '" + dir.string() + "'");
     if (r.exit_code != 0) throw std::runtime_error("make_tiny_model.py failed: " + r.err);
     return dir;
   }();
@@ -133,7 +136,8 @@ std::vector<int32_t> random_ids(int n, uint32_t seed, int vocab) {
 namespace {
 std::string cached_model(const std::string& file) {
   const char* cache = std::getenv("HG_CACHE");
-  fs::path base = cache ? fs::path(cache) : fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/root") / ".cache/hybridgen";
+  fs::path base =
+      cache ? fs::path(cache) : fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/root") / ".cache/hybridgen";
   fs::path p = base / "models" / file;
   return fs::exists(p) ? p.string() : std::string();
 }

@@ -1,7 +1,7 @@
 // Helpers shared by the tests: paths to the build, the sources and the test data; running the CLI.
 #pragma once
-#include <filesystem>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -10,15 +10,16 @@
 namespace hg::test {
 
 std::filesystem::path source_dir();
-std::filesystem::path data_dir();    // data/ of the repository: real texts, tokenizers, golden ids
+std::filesystem::path data_dir();  // data/ of the repository: real texts, tokenizers, golden ids
 // Real data that may not be redistributed with the repository (Meta's Llama 2/3 tokenizers and
 // their golden ids): the directory named by HG_TEST_DATA, laid out as data/, or "" when unset.
 std::filesystem::path licensed_data_dir();
 // Why a test that needs it skips when HG_TEST_DATA is unset.
 inline constexpr const char* kNoLicensedDataMessage =
-    "Meta's Llama tokenizers are not in the repository (their licence): set HG_TEST_DATA to a directory laid out as data/";
-std::filesystem::path bin_dir();     // build/bin
-std::string python();                // the interpreter CMake found (has numpy, see setup.sh)
+    "Meta's Llama tokenizers are not in the repository (their licence): set HG_TEST_DATA to a directory laid out as "
+    "data/";
+std::filesystem::path bin_dir();  // build/bin
+std::string python();             // the interpreter CMake found (has numpy, see setup.sh)
 // A fresh temporary directory, removed when the process exits.
 std::filesystem::path temp_dir(const std::string& tag);
 
@@ -31,6 +32,8 @@ struct RunResult {
 RunResult run(const std::string& command_line);
 // Runs build/bin/hybridgen with the given arguments (shell-quoted by the caller).
 RunResult run_hybridgen(const std::string& args);
+// The same with environment settings before it, e.g. "HG_PREFILL_GEMM=amx".
+RunResult run_hybridgen_env(const std::string& env, const std::string& args);
 std::string read_file(const std::filesystem::path& p);
 // The lines of a text file, without their '\n' (none when it cannot be read).
 std::vector<std::string> read_lines(const std::filesystem::path& p);

@@ -1,7 +1,10 @@
 #include "kernels/cpu/cpu_isa.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -23,6 +26,17 @@ bool has_avx512_vnni() {
   }();
   return has;
 }
+bool has_amx_bf16() {
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+    if ((d & (1u << 22)) == 0 || (d & (1u << 24)) == 0) return false;  // AMX-BF16, AMX-TILE
+    // Linux hands out the 8 KB tile data state only to processes that ask (5.16 and later).
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return has;
+}
 bool has_avx_vnni() {
   static const bool has = [] {
     unsigned a = 0, b = 0, c = 0, d = 0;
@@ -40,8 +54,7 @@ CpuIsa best_cpu_isa() {
                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     if (avx512 && __builtin_cpu_supports("avx512bf16")) return CpuIsa::Avx512Bf16;
     if (avx512) return CpuIsa::Avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
-      return CpuIsa::Avx2;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c()) return CpuIsa::Avx2;
     return CpuIsa::Scalar;
   }();
   return isa;
@@ -73,6 +86,16 @@ const IsaRequest& isa_request() {
   }();
   return req;
 }
+
+// The prefill GEMM HG_PREFILL_GEMM asks for (AmxBf16 when unset or unknown), and the tests' override.
+PrefillGemm prefill_gemm_request() {
+  static const PrefillGemm g = [] {
+    const char* env = std::getenv("HG_PREFILL_GEMM");
+    return env != nullptr && std::strcmp(env, "sgemm") == 0 ? PrefillGemm::Sgemm : PrefillGemm::AmxBf16;
+  }();
+  return g;
+}
+std::atomic<int> g_prefill_override{-1};
 }  // namespace
 
 CpuIsa active_cpu_isa() { return isa_request().isa; }
@@ -86,30 +109,57 @@ DotInt8 dot_int8_for(CpuIsa isa) {
 
 bool dot_int8_supported(DotInt8 dot) {
   switch (dot) {
-    case DotInt8::Scalar: return true;
-    case DotInt8::Avx2: return cpu_isa_supported(CpuIsa::Avx2);
-    case DotInt8::AvxVnni: return cpu_isa_supported(CpuIsa::Avx2) && has_avx_vnni();
-    case DotInt8::Avx512Vnni: return cpu_isa_supported(CpuIsa::Avx512) && has_avx512_vnni();
+    case DotInt8::Scalar:
+      return true;
+    case DotInt8::Avx2:
+      return cpu_isa_supported(CpuIsa::Avx2);
+    case DotInt8::AvxVnni:
+      return cpu_isa_supported(CpuIsa::Avx2) && has_avx_vnni();
+    case DotInt8::Avx512Vnni:
+      return cpu_isa_supported(CpuIsa::Avx512) && has_avx512_vnni();
   }
   return false;
 }
 
 const char* dot_int8_label(DotInt8 dot) {
   switch (dot) {
-    case DotInt8::Scalar: return "scalar";
-    case DotInt8::Avx2: return "avx2";
-    case DotInt8::AvxVnni: return "avx_vnni";
-    case DotInt8::Avx512Vnni: return "avx512_vnni";
+    case DotInt8::Scalar:
+      return "scalar";
+    case DotInt8::Avx2:
+      return "avx2";
+    case DotInt8::AvxVnni:
+      return "avx_vnni";
+    case DotInt8::Avx512Vnni:
+      return "avx512_vnni";
   }
   return "?";
 }
 
+bool amx_bf16_supported() { return cpu_isa_supported(CpuIsa::Avx512Bf16) && has_amx_bf16(); }
+
+PrefillGemm prefill_gemm_for(CpuIsa isa) {
+  const int forced = g_prefill_override.load(std::memory_order_relaxed);
+  const PrefillGemm want = forced >= 0 ? static_cast<PrefillGemm>(forced) : prefill_gemm_request();
+  return want == PrefillGemm::AmxBf16 && isa == CpuIsa::Avx512Bf16 && amx_bf16_supported() ? PrefillGemm::AmxBf16
+                                                                                           : PrefillGemm::Sgemm;
+}
+
+void override_prefill_gemm(std::optional<PrefillGemm> g) {
+  g_prefill_override.store(g ? static_cast<int>(*g) : -1, std::memory_order_relaxed);
+}
+
+const char* prefill_gemm_label(PrefillGemm g) { return g == PrefillGemm::AmxBf16 ? "amx_bf16" : "sgemm_f32"; }
+
 const char* cpu_isa_label(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::Scalar: return "scalar";
-    case CpuIsa::Avx2: return "avx2";
-    case CpuIsa::Avx512: return "avx512";
-    case CpuIsa::Avx512Bf16: return "avx512_bf16";
+    case CpuIsa::Scalar:
+      return "scalar";
+    case CpuIsa::Avx2:
+      return "avx2";
+    case CpuIsa::Avx512:
+      return "avx512";
+    case CpuIsa::Avx512Bf16:
+      return "avx512_bf16";
   }
   return "?";
 }

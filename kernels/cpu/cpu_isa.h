@@ -2,10 +2,13 @@
 //
 // Detection uses cpuid (__builtin_cpu_supports); HG_CPU_ISA=scalar|avx2|avx_vnni|avx512|avx512_bf16
 // asks for a lower level (a request above what the CPU has is ignored, never trusted). "avx2" is
-// the AVX2 class of CPUs, so it also turns AVX-VNNI off; "avx_vnni" is the AVX2 level with it. Tests do
-// not rely on the variable: they call the *_isa entry points with every level the CPU supports.
+// the AVX2 class of CPUs, so it also turns AVX-VNNI off; "avx_vnni" is the AVX2 level with it.
+// HG_PREFILL_GEMM=sgemm|amx chooses the prefill GEMM at the avx512_bf16 level (amx, the default,
+// where the CPU has it). Tests do not rely on HG_CPU_ISA: they call the *_isa entry points with
+// every level the CPU supports.
 #pragma once
 #include <cstdint>
+#include <optional>
 
 namespace hg::cpu {
 
@@ -28,5 +31,20 @@ enum class DotInt8 : uint8_t { Scalar, Avx2, AvxVnni, Avx512Vnni };
 DotInt8 dot_int8_for(CpuIsa isa);
 bool dot_int8_supported(DotInt8 dot);
 const char* dot_int8_label(DotInt8 dot);
+
+// The GEMM of the prefill path (n_tokens >= kMatmulSgemmMinTokens), another axis: oneDNN's fp32
+// sgemm on dequantized tiles, or the AMX-BF16 tile unit (gemm_amx.h).
+enum class PrefillGemm : uint8_t { Sgemm, AmxBf16 };
+
+// AMX-TILE and AMX-BF16 in CPUID, and Linux granted this process the tile data state
+// (arch_prctl ARCH_REQ_XCOMP_PERM; asked once, for every thread).
+bool amx_bf16_supported();
+// AmxBf16 at the Avx512Bf16 level where amx_bf16_supported(), unless HG_PREFILL_GEMM=sgemm (or
+// the tests' override says otherwise); Sgemm otherwise.
+PrefillGemm prefill_gemm_for(CpuIsa isa);
+// Tests: the prefill GEMM that prefill_gemm_for gives where the CPU allows it, over
+// HG_PREFILL_GEMM (nullopt: the variable's again). Set it while no matmul runs.
+void override_prefill_gemm(std::optional<PrefillGemm> g);
+const char* prefill_gemm_label(PrefillGemm g);  // "sgemm_f32" | "amx_bf16"
 
 }  // namespace hg::cpu

@@ -86,6 +86,7 @@ void run_info(const InfoOptions& o) {
               {"usable_cpus", cpu.usable_cpus},
               {"isa", cpu.isa},
               {"int8_dot", cpu.int8_dot},
+              {"prefill_gemm", cpu.prefill_gemm},
               {"features", cpu.features}};
   // Whether `full` attention at this context fits the device `--device auto` picks.
   const std::unique_ptr<Device> device = cuda_device_count() > 0 ? make_cuda_device(0) : make_cpu_device(1);

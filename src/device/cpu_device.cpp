@@ -20,6 +20,7 @@
 #include "device/device.h"
 #include "hybridgen/error.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/hybrid_attention.h"
 #include "kernels/cpu/matmul.h"
@@ -62,7 +63,12 @@ class CpuDevice final : public Device {
     copier_.join();
   }
 
-  std::string name() const override { return "cpu (" + std::string(cpu::cpu_isa_name()) + ")"; }
+  // "cpu (avx512_bf16)", "cpu (avx512_bf16, amx)" where the prefill GEMM runs on AMX tiles: what
+  // keys stored prefill states (the two sum differently) and what result rows say they ran on
+  std::string name() const override {
+    const bool amx = cpu::prefill_gemm_for(cpu::active_cpu_isa()) == cpu::PrefillGemm::AmxBf16;
+    return "cpu (" + std::string(cpu::cpu_isa_name()) + (amx ? ", amx" : "") + ")";
+  }
   int threads() const override { return pool_.size(); }
   ThreadPool* cpu_pool() override { return &pool_; }
   DeviceMemory memory() const override {
@@ -304,7 +310,8 @@ class CpuDevice final : public Device {
     const KvLayout k = kv.k_layout(), v = kv.v_layout();
     const cpu::PrefillAttentionArgs a = cpu::dense_prefill_args(q, n, n_heads, kv.n_kv_heads, kv.head_dim, scale, k, v,
                                                                 visible_.data(), out, lse_.data());
-    if (tile_scratch_.size() < static_cast<size_t>(pool_.size())) tile_scratch_.resize(static_cast<size_t>(pool_.size()));
+    if (tile_scratch_.size() < static_cast<size_t>(pool_.size()))
+      tile_scratch_.resize(static_cast<size_t>(pool_.size()));
     const int64_t heads = kv.n_kv_heads;
     const int64_t tiles = cpu::prefill_attention_items(a) / heads;
     pool_.parallel_for(tiles * heads, [&](int64_t b, int64_t e, int t) {
@@ -325,9 +332,9 @@ class CpuDevice final : public Device {
   }
 
   ThreadPool pool_;
-  cpu::MatmulWorkspace workspace_;           // the device thread's matmul scratch
-  std::vector<std::vector<float>> scratch_;  // per-thread attention scores (split, hybrid)
-  std::vector<float> split_partials_;        // split attention: per item and head, o, m, l
+  cpu::MatmulWorkspace workspace_;                          // the device thread's matmul scratch
+  std::vector<std::vector<float>> scratch_;                 // per-thread attention scores (split, hybrid)
+  std::vector<float> split_partials_;                       // split attention: per item and head, o, m, l
   std::vector<cpu::PrefillAttentionScratch> tile_scratch_;  // tiled prefill attention, per thread
   std::vector<int64_t> visible_;                            // ... tokens each row sees
   std::vector<float> lse_;                                  // ... its log-sum-exp output

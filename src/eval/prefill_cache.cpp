@@ -45,8 +45,7 @@ std::optional<PrefillState> PrefillCache::find(const std::string& fingerprint, c
   }
   if (s.fingerprint != fingerprint || !std::equal(s.tokens.begin(), s.tokens.end(), ids.begin(), ids.end()) ||
       s.logits.empty()) {
-    spdlog::warn("prefill cache: {} holds another model's or another prompt's state; prefilling again",
-                 path.string());
+    spdlog::warn("prefill cache: {} holds another model's or another prompt's state; prefilling again", path.string());
     return std::nullopt;
   }
   return s;

@@ -83,6 +83,7 @@ const CpuInfo& cpu_info() {
     i.usable_cpus = usable_cpus();
     i.isa = cpu::cpu_isa_label(cpu::active_cpu_isa());
     i.int8_dot = cpu::dot_int8_label(cpu::dot_int8_for(cpu::active_cpu_isa()));
+    i.prefill_gemm = cpu::prefill_gemm_label(cpu::prefill_gemm_for(cpu::active_cpu_isa()));
     i.features = vector_features();
     return i;
   }();
@@ -93,7 +94,7 @@ std::string cpu_summary() {
   const CpuInfo& i = cpu_info();
   return i.model + " (" + i.vendor + " family " + std::to_string(i.family) + " model " +
          std::to_string(i.model_number) + ", " + std::to_string(i.usable_cpus) + " CPUs), kernels " + i.isa +
-         ", int8 dot " + i.int8_dot;
+         ", int8 dot " + i.int8_dot + ", prefill gemm " + i.prefill_gemm;
 }
 
 }  // namespace hg

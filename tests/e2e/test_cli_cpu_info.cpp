@@ -29,7 +29,13 @@ TEST(CpuInfo, NamesTheCpuAndTheChosenIsa) {
     EXPECT_TRUE(has("avx512_bf16"));
   }
   EXPECT_EQ(c.int8_dot, cpu::dot_int8_label(cpu::dot_int8_for(cpu::active_cpu_isa())));
-  EXPECT_NE(cpu_summary().find("kernels " + c.isa + ", int8 dot " + c.int8_dot), std::string::npos);
+  EXPECT_EQ(c.prefill_gemm, cpu::prefill_gemm_label(cpu::prefill_gemm_for(cpu::active_cpu_isa())));
+  // AMX only where CPUID reports it
+  if (c.prefill_gemm == "amx_bf16") {
+    EXPECT_TRUE(has("amx_bf16"));
+  }
+  EXPECT_NE(cpu_summary().find("kernels " + c.isa + ", int8 dot " + c.int8_dot + ", prefill gemm " + c.prefill_gemm),
+            std::string::npos);
 }
 
 TEST(CpuInfo, InInfoAndEveryBenchFormat) {
@@ -45,6 +51,7 @@ TEST(CpuInfo, InInfoAndEveryBenchFormat) {
   EXPECT_EQ(j["cpu"]["model"], c.model);
   EXPECT_EQ(j["cpu"]["isa"], c.isa);
   EXPECT_EQ(j["cpu"]["int8_dot"], c.int8_dot);
+  EXPECT_EQ(j["cpu"]["prefill_gemm"], c.prefill_gemm);
   EXPECT_EQ(j["cpu"]["usable_cpus"], c.usable_cpus);
 
   const std::string bench = "bench -m '" + model + "' -p 8 -n 2 -r 1 -t 1 ";

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <random>
 
+#include "kernels/cpu/cpu_isa.h"
 #include "test_util.h"
 
 namespace hg::test {
@@ -34,12 +35,13 @@ Logits reference_logits(const fs::path& hf_dir, const fs::path& ids_file, const 
   return l;
 }
 
-// hybridgen perplexity --save-logits over the whole id file as one window, f32 KV cache.
+// hybridgen perplexity --save-logits over the whole id file as one window, f32 KV cache. env:
+// settings for the run (the tests run with HG_PREFILL_GEMM=sgemm, test_env.cpp).
 Logits our_logits(const fs::path& model, const fs::path& ids_file, size_t n_ids, const fs::path& out,
-                  const std::string& extra = "") {
-  RunResult r = run_hybridgen("perplexity -m '" + model.string() + "' --ids-file '" + ids_file.string() + "' --ctx " +
-                              std::to_string(n_ids) + " --kv-dtype f32 -t 2 --json --save-logits '" + out.string() +
-                              "' " + extra);
+                  const std::string& extra = "", const std::string& env = "HG_PREFILL_GEMM=sgemm") {
+  RunResult r = run_hybridgen_env(env, "perplexity -m '" + model.string() + "' --ids-file '" + ids_file.string() +
+                                           "' --ctx " + std::to_string(n_ids) +
+                                           " --kv-dtype f32 -t 2 --json --save-logits '" + out.string() + "' " + extra);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   Logits l;
   if (r.exit_code == 0) l.values = read_npy(out, &l.rows, &l.cols);
@@ -75,6 +77,28 @@ TEST_P(ReferenceTest, LogitsMatchNumpyReferenceAtEveryPosition) {
   ASSERT_EQ(expect.rows, static_cast<int64_t>(ids.size()));
   EXPECT_LE(max_diff(expect, got), c.tolerance) << c.variant << ": max |logit| " << max_abs(expect);
   EXPECT_GT(max_abs(expect), 2.0) << "logits are near-uniform: the test would not see errors";
+}
+
+// The AMX prefill GEMM (kernels/cpu/gemm_amx.h), where the CPU has it: X and W rounded to bf16,
+// so the logits move by the roundings: measured 0.07-0.21 on logits up to 6.7 (1-3%; the random
+// weights of these models pass errors on undamped, Qwen2.5-0.5B moves by 0.14 of 25, tests/e2e/
+// test_qwen25.cpp), against 2e-5 for the fp32 sgemm; a layout error in the kernel moves them by
+// the logits' own size. The kernel itself is checked exactly against a bf16-rounded twin in
+// tests/unit/test_matmul.cpp.
+TEST(ReferenceAmx, EveryArchitectureThroughTheAmxPrefillGemm) {
+  if (!cpu::amx_bf16_supported()) GTEST_SKIP() << "no AMX-BF16 on this CPU";
+  const std::vector<int32_t> ids = random_ids(70, 7);
+  for (const std::string variant : {"llama-gqa", "llama3-rope", "qwen2", "opt-proj", "llama-gqa-bf16"}) {
+    SCOPED_TRACE(variant);
+    const fs::path model = tiny_model(variant);
+    const fs::path dir = temp_dir("ref-amx");
+    write_ids(dir / "ids.json", ids);
+    const Logits expect = reference_logits(model, dir / "ids.json", dir / "ref.npy");
+    const Logits sgemm = our_logits(model, dir / "ids.json", ids.size(), dir / "sgemm.npy");
+    const Logits amx = our_logits(model, dir / "ids.json", ids.size(), dir / "amx.npy", "", "HG_PREFILL_GEMM=amx");
+    EXPECT_LE(max_diff(expect, amx), 0.05 * max_abs(expect)) << "max |logit| " << max_abs(expect);
+    EXPECT_GT(max_diff(sgemm, amx), 0.0) << "the AMX GEMM did not run";
+  }
 }
 
 // Llama 3.x GGUF files carry llama3 rope scaling as rope_freqs.weight (one divisor per rotary pair)

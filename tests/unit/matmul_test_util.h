@@ -158,6 +158,20 @@ inline std::vector<double> int8_rounding_bound(DType wt, const std::vector<uint8
   return bound;
 }
 
+// What the AMX prefill GEMM's rounding of X and W to bf16 may cost, output by output: both are
+// rounded to nearest with 8 significant bits, so each product moves by at most
+// (2 * 2^-9 + 2^-18) |w x|.
+inline std::vector<double> bf16_rounding_bound(const std::vector<double>& magnitude) {
+  std::vector<double> bound(magnitude.size());
+  for (size_t i = 0; i < bound.size(); ++i) bound[i] = magnitude[i] * (2.0 / 512.0 + 1.0 / 262144.0);
+  return bound;
+}
+
+// True where matmul at `isa` runs n_tokens x cols through the AMX-BF16 GEMM (gemm_amx.h).
+inline bool takes_amx(CpuIsa isa, int64_t n_tokens, int64_t cols) {
+  return n_tokens >= kMatmulSgemmMinTokens && cols % 32 == 0 && prefill_gemm_for(isa) == PrefillGemm::AmxBf16;
+}
+
 // fp32 accumulation over `cols` terms: error grows ~ cols * eps * sum|w x|; allow a margin.
 // `extra` (optional): a further allowance per output (the int8 activation rounding).
 inline void expect_close(const float* Y, int64_t ldy, const std::vector<double>& ref, const std::vector<double>& magnitude,

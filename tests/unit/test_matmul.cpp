@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/gemm_amx.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_internal.h"
@@ -56,30 +57,42 @@ TEST(Matmul, RowsEveryDtypeIsaShape) {
 }
 
 TEST(Matmul, PoolBothPathsEveryIsa) {
-  std::mt19937 rng(99);
-  ThreadPool pool(2);
-  MatmulWorkspace ws;
-  for (DType wt : kAllTypes)
-    for (int64_t rows : {1, 33, 300})
-      for (int64_t cols : {256, 512}) {
-        const auto W = random_weights(wt, rows, cols, rng);
-        for (int64_t n_tokens : {1, 3, 16, 40}) {
-          const auto X = random_floats(n_tokens * cols, rng);
-          std::vector<double> ref, mag;
-          reference(wt, W, rows, cols, X, n_tokens, ref, mag);
-          // The GEMV path (n_tokens < kMatmulSgemmMinTokens) of quantized weights rounds X to int8.
-          const auto bound = int8_rounding_bound(wt, W, rows, cols, X, n_tokens);
-          const bool int8 = dtype_is_quantized(wt) && n_tokens < kMatmulSgemmMinTokens;
-          for (CpuIsa isa : supported_isas()) {
-            std::vector<float> Y(static_cast<size_t>(n_tokens * rows), NAN);
-            matmul_isa(isa, pool, ws, wt, W.data(), rows, cols, X.data(), n_tokens, Y.data(), rows);
-            expect_close(Y.data(), rows, ref, mag, rows, n_tokens, cols,
-                         std::string(dtype_name(wt)) + " pool " + cpu_isa_label(isa) + " rows=" + std::to_string(rows) +
-                             " n_tokens=" + std::to_string(n_tokens),
-                         int8 ? &bound : nullptr);
+  // Every prefill GEMM too: oneDNN's sgemm, and the AMX tile GEMM where the CPU has it.
+  std::vector<PrefillGemm> gemms = {PrefillGemm::Sgemm};
+  if (amx_bf16_supported()) gemms.push_back(PrefillGemm::AmxBf16);
+  for (PrefillGemm gemm : gemms) {
+    override_prefill_gemm(gemm);
+    SCOPED_TRACE(prefill_gemm_label(gemm));
+    std::mt19937 rng(99);
+    ThreadPool pool(2);
+    MatmulWorkspace ws;
+    for (DType wt : kAllTypes)
+      for (int64_t rows : {1, 33, 300})
+        for (int64_t cols : {256, 512}) {
+          const auto W = random_weights(wt, rows, cols, rng);
+          for (int64_t n_tokens : {1, 3, 16, 40}) {
+            const auto X = random_floats(n_tokens * cols, rng);
+            std::vector<double> ref, mag;
+            reference(wt, W, rows, cols, X, n_tokens, ref, mag);
+            // The GEMV path (n_tokens < kMatmulSgemmMinTokens) of quantized weights rounds X to int8.
+            // The AMX prefill GEMM rounds X and W to bf16.
+            const auto bound = int8_rounding_bound(wt, W, rows, cols, X, n_tokens);
+            const auto bf16 = bf16_rounding_bound(mag);
+            const bool int8 = dtype_is_quantized(wt) && n_tokens < kMatmulSgemmMinTokens;
+            for (CpuIsa isa : supported_isas()) {
+              std::vector<float> Y(static_cast<size_t>(n_tokens * rows), NAN);
+              matmul_isa(isa, pool, ws, wt, W.data(), rows, cols, X.data(), n_tokens, Y.data(), rows);
+              expect_close(Y.data(), rows, ref, mag, rows, n_tokens, cols,
+                           std::string(dtype_name(wt)) + " pool " + cpu_isa_label(isa) +
+                               " rows=" + std::to_string(rows) + " n_tokens=" + std::to_string(n_tokens),
+                           int8                             ? &bound
+                           : takes_amx(isa, n_tokens, cols) ? &bf16
+                                                            : nullptr);
+            }
           }
         }
-      }
+  }
+  override_prefill_gemm(std::nullopt);
 }
 
 TEST(Matmul, PublicEntryPointsAgree) {
@@ -94,9 +107,14 @@ TEST(Matmul, PublicEntryPointsAgree) {
     matmul_rows(DType::Q4_1, W.data(), cols, X.data(), n_tokens, b.data(), rows, 0, rows);
     matmul_rows_scalar(DType::Q4_1, W.data(), cols, X.data(), n_tokens, c.data(), rows, 0, rows);
     const auto bound = int8_rounding_bound(DType::Q4_1, W, rows, cols, X, n_tokens);
+    std::vector<double> ref, mag;
+    reference(DType::Q4_1, W, rows, cols, X, n_tokens, ref, mag);
+    const auto bf16 = bf16_rounding_bound(mag);
     for (size_t i = 0; i < a.size(); ++i) {
-      // n_tokens 1: both round X to int8 (the same way); 20: matmul takes the exact sgemm path.
-      EXPECT_NEAR(a[i], c[i], 1e-4f * (1.0f + std::fabs(c[i])) + (n_tokens == 1 ? bound[i] : 0.0));
+      // n_tokens 1: both round X to int8 (the same way); 20: matmul takes the sgemm path (exact)
+      // or the AMX one (X and W rounded to bf16).
+      const double prefill = takes_amx(active_cpu_isa(), n_tokens, cols) ? bf16[i] : 0.0;
+      EXPECT_NEAR(a[i], c[i], 1e-4f * (1.0f + std::fabs(c[i])) + (n_tokens == 1 ? bound[i] : prefill));
       EXPECT_NEAR(b[i], c[i], 1e-4f * (1.0f + std::fabs(c[i])) + bound[i]);
     }
   }
@@ -106,7 +124,7 @@ TEST(Matmul, PublicEntryPointsAgree) {
 
 // ---- int8 GEMV: every dot instruction set against the scalar twin, on the same int8 X ----
 
-const DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1,   DType::Q5_0, DType::Q5_1, DType::IQ4_NL,
+const DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL,
                              DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS};
 
 std::vector<DotInt8> supported_dots() {
@@ -327,21 +345,21 @@ TEST(MatmulPacked, TwinEqualsGgufTwinAndKernelEqualsTwinOverAwkwardShapes) {
           expect_untouched(twin, ldy, rows, n_tokens, what);
           for (const Kernel& kernel : kernels)
             for (bool accumulate : {false, true}) {
-            std::vector<float> Y(twin.size(), NAN), want = twin;
-            if (accumulate)
+              std::vector<float> Y(twin.size(), NAN), want = twin;
+              if (accumulate)
+                for (int64_t t = 0; t < n_tokens; ++t)
+                  for (int64_t r = 0; r < rows; ++r) Y[t * ldy + r] = 1.0f, want[t * ldy + r] += 1.0f;
+              a.Y = Y.data();
+              a.accumulate = accumulate;
+              const int64_t mid = rows / 2;  // two row ranges, as the pool splits them
+              kernel.fn(a, 0, mid);
+              kernel.fn(a, mid, rows);
+              std::vector<double> want_d(gguf_d.size());
               for (int64_t t = 0; t < n_tokens; ++t)
-                for (int64_t r = 0; r < rows; ++r) Y[t * ldy + r] = 1.0f, want[t * ldy + r] += 1.0f;
-            a.Y = Y.data();
-            a.accumulate = accumulate;
-            const int64_t mid = rows / 2;  // two row ranges, as the pool splits them
-            kernel.fn(a, 0, mid);
-            kernel.fn(a, mid, rows);
-            std::vector<double> want_d(gguf_d.size());
-            for (int64_t t = 0; t < n_tokens; ++t)
-              for (int64_t r = 0; r < rows; ++r) want_d[t * rows + r] = want[t * ldy + r];
-            expect_close(Y.data(), ldy, want_d, mag, rows, n_tokens, cols, what + " packed " + kernel.name);
-            expect_untouched(Y, ldy, rows, n_tokens, what);
-          }
+                for (int64_t r = 0; r < rows; ++r) want_d[t * rows + r] = want[t * ldy + r];
+              expect_close(Y.data(), ldy, want_d, mag, rows, n_tokens, cols, what + " packed " + kernel.name);
+              expect_untouched(Y, ldy, rows, n_tokens, what);
+            }
         }
       }
 }
@@ -434,6 +452,67 @@ TEST(MatmulPacked, GroupWithPackedTargetsEqualsTheGgufPathOnEveryIsa) {
   }
 }
 
+// ---- the AMX-BF16 prefill GEMM against a twin that rounds X and W to bf16 the same way ----
+
+TEST(MatmulAmx, Bf16TileGemmEqualsTheBf16RoundedProductOverAwkwardShapes) {
+  if (!amx_bf16_supported()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS refused the tile state)";
+  std::mt19937 rng(31);
+  const DequantSpanFn dequant = dequantize_span_avx512;
+  std::vector<uint8_t> work_bytes;
+  for (DType wt : {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q6_K})
+    for (int64_t rows : {1, 17, 32, 45, 100})
+      for (int64_t cols : {32, 96, 256, 512}) {
+        if (cols % dtype_block_elems(wt) != 0) continue;
+        const auto W = random_weights(wt, rows, cols, rng);
+        // the twin's inputs: W dequantized, then both rounded to bf16 (fp32_to_bf16: nearest even)
+        std::vector<float> w(static_cast<size_t>(rows * cols));
+        for (int64_t r = 0; r < rows; ++r) dequantize_row_scalar(wt, W.data(), cols, r, w.data() + r * cols);
+        for (auto& v : w) v = bf16_to_fp32(fp32_to_bf16(v));
+        for (int64_t n_tokens : {16, 31, 32, 33, 70}) {
+          const auto X = random_floats(n_tokens * cols, rng);
+          std::vector<uint16_t> x(static_cast<size_t>(amx_padded_tokens(n_tokens) * cols), 0xFFFF);
+          amx_pack_x(X.data(), n_tokens, cols, x.data());
+          for (int64_t i = 0; i < n_tokens * cols; ++i) ASSERT_EQ(x[i], fp32_to_bf16(X[i])) << i;
+          for (size_t i = static_cast<size_t>(n_tokens * cols); i < x.size(); ++i) ASSERT_EQ(x[i], 0) << "padding";
+          std::vector<double> ref(static_cast<size_t>(n_tokens * rows)), mag(ref.size());
+          for (int64_t t = 0; t < n_tokens; ++t)
+            for (int64_t r = 0; r < rows; ++r) {
+              double s = 0, m = 0;
+              for (int64_t c = 0; c < cols; ++c) {
+                const double p = static_cast<double>(w[r * cols + c]) * bf16_to_fp32(x[t * cols + c]);
+                s += p;
+                m += std::fabs(p);
+              }
+              ref[t * rows + r] = s;
+              mag[t * rows + r] = m;
+            }
+          work_bytes.resize(amx_work_bytes(cols) + 64);
+          void* work = work_bytes.data() + (64 - reinterpret_cast<uintptr_t>(work_bytes.data()) % 64) % 64;
+          for (bool accumulate : {false, true}) {
+            const int64_t ldy = rows + 5;  // a stride wider than the rows
+            std::vector<float> Y(static_cast<size_t>(n_tokens * ldy), NAN);
+            if (accumulate)
+              for (int64_t t = 0; t < n_tokens; ++t)
+                for (int64_t r = 0; r < rows; ++r) Y[t * ldy + r] = 1.0f;
+            const AmxGemmArgs a{wt,  W.data(),  dtype_row_bytes(wt, cols), cols, dequant, x.data(), n_tokens, Y.data(),
+                                ldy, accumulate};
+            // two row ranges, the first not a whole number of 32-row panels
+            const int64_t mid = rows / 3;
+            amx_gemm_rows(a, work, 0, mid);
+            amx_gemm_rows(a, work, mid, rows);
+            std::vector<double> want = ref;
+            if (accumulate)
+              for (auto& v : want) v += 1.0;
+            expect_close(Y.data(), ldy, want, mag, rows, n_tokens, cols,
+                         std::string(dtype_name(wt)) + " amx rows=" + std::to_string(rows) +
+                             " cols=" + std::to_string(cols) + " n_tokens=" + std::to_string(n_tokens) +
+                             (accumulate ? " accumulate" : ""));
+            expect_untouched(Y, ldy, rows, n_tokens, "amx");
+          }
+        }
+      }
+}
+
 TEST(Matmul, RejectsColsNotWholeBlocks) {
   std::vector<uint8_t> W(1024);
   std::vector<float> X(64), Y(4);
@@ -448,7 +527,6 @@ __attribute__((target("f16c"))) uint16_t hw_fp32_to_f16(float f) {
 __attribute__((target("f16c"))) float hw_f16_to_fp32(uint16_t h) {
   return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
 }
-
 
 TEST(Half, F16MatchesF16cExhaustively) {
   // From CPUID (util/cpu_info): clang 14's __builtin_cpu_supports does not know "f16c".
