@@ -146,8 +146,9 @@ void add_bench_options(CLI::App& cmd, BenchOptions& o) {
   cmd.add_option("-r,--repetitions", o.reps, "repetitions of each test")->capture_default_str();
   cmd.add_option("--peak-gbps", o.peak_gbps, "measured read bandwidth (build/bin/membw) to report decode's fraction of it");
   cmd.add_option("--depth-fill", o.depth_fill,
-                 "how decode tests reach their depth: prefill (run a random prompt) or random (seeded random K/V, "
-                 "labelled in the output)")
+                 "how decode tests reach their depth: prefill (run a random prompt, once per depth for every policy "
+                 "whose prefill is exact; the other runs load its state) or random (seeded random K/V, labelled in the "
+                 "output)")
       ->capture_default_str();
 }
 

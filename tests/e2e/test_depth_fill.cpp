@@ -147,6 +147,21 @@ TEST(DepthFill, BenchLabelsRandomFillAndKeepsTheDecodeWork) {
   EXPECT_GT(random[0]["peak_rss_bytes"].get<double>(), 0.0);
   EXPECT_GT(random[0]["avg_ts"].get<double>(), 0.0);
 
+  // --depth-fill prefill: one prefill per depth, recorded; the other runs of that policy and of
+  // every policy whose prefill is exact load it; streaming's prefill drops tokens, so its own
+  const auto shared = bench_json(
+      "-o json --depth-fill prefill --window 32 --sinks 4 --k 16 --evict-block 8 --policy full,hybrid,streaming");
+  ASSERT_EQ(shared.size(), 3u);
+  EXPECT_EQ(shared[0]["depth_prefills"], 1);  // full: the warm-up run records, the timed one loads
+  EXPECT_EQ(shared[0]["depth_loads"], 1);
+  EXPECT_EQ(shared[1]["depth_prefills"], 0);  // hybrid
+  EXPECT_EQ(shared[1]["depth_loads"], 2);
+  EXPECT_EQ(shared[2]["depth_prefills"], 2);  // streaming
+  EXPECT_EQ(shared[2]["depth_loads"], 0);
+  // hybrid after the loaded state selects and ships as after its own prefill
+  EXPECT_EQ(shared[1]["h2d_bytes_per_token"], prefill[0]["h2d_bytes_per_token"]);
+  EXPECT_EQ(shared[1]["selected_per_layer"], prefill[0]["selected_per_layer"]);
+
   const RunResult md = run_hybridgen("bench -m '" + tiny_model("llama-gqa").string() +
                                      "' -p 0 -n 2 -d 100 -r 1 --policy full,cpu-attn --depth-fill random");
   ASSERT_EQ(md.exit_code, 0) << md.err;
