@@ -350,7 +350,8 @@ TEST(H2oPredictor, AccumulatesObservedProbabilitiesPerKvHead) {
 
 // The K largest by (score, then the more recent index), in increasing index order, against a
 // sort of the whole row; scores drawn from few values so that ties cross the threshold, with
-// both signed zeros and negatives.
+// both signed zeros and negatives, and a normal bulk (the radix selection's buckets then hold
+// most of the row).
 TEST(TopK, MatchesAFullSortWithTiesToTheRecent) {
   std::mt19937 rng(7);
   const float values[] = {-2.5f, -0.0f, 0.0f, 1.0f, 3.0f, -1e-30f};
@@ -365,6 +366,10 @@ TEST(TopK, MatchesAFullSortWithTiesToTheRecent) {
       if (n % 2 == 0)
         for (auto& x : scores)
           x = rng() % 50 == 0 ? -INFINITY : rng() % 50 == 0 ? 3e38f : wide(rng) * 1e-30f * (rng() % 2 ? 1 : 1e33f);
+      // logits as a decode step has them: a normal bulk whose keys share their high bytes
+      std::normal_distribution<float> bulk(0.0f, 2.0f);
+      if (n % 3 == 0)
+        for (auto& x : scores) x = bulk(rng);
       std::vector<int32_t> all(static_cast<size_t>(n));
       std::iota(all.begin(), all.end(), 0);
       std::sort(all.begin(), all.end(), [&](int32_t a, int32_t b) {

@@ -6,7 +6,7 @@
 
 namespace hg {
 
-// out[0..K) = indices of the K largest of scores[0..n), increasing. order: n ints of scratch.
+// out[0..K) = indices of the K largest of scores[0..n), increasing. order: scratch (2n ints).
 void top_k_indices(const float* scores, int64_t n, int K, int32_t* out, std::vector<int32_t>& order);
 
 }  // namespace hg
