@@ -34,7 +34,7 @@ struct Engine::Impl {
   std::unique_ptr<DeviceWeights> weights;
   std::unique_ptr<LayerAttention> attn;
   std::unique_ptr<Scratch> scratch;
-  std::vector<StepPlan> plans;  // [batch]: the plan of each sequence's next steps
+  std::vector<StepPlan> plans;            // [batch]: the plan of each sequence's next steps
   std::unique_ptr<BatchScheduler> sched;  // hybrid policies: sets `plans` from each step's timings
   RunStats stats;
   std::string all_on_device_note;  // set when a hybrid policy's window covers the whole context
@@ -50,14 +50,18 @@ struct Engine::Impl {
 };
 
 namespace {
-std::unique_ptr<Device> make_device(const EngineOptions& o) {
+// host_share: the share of the device's cores the host workers take while they compute (the
+// feedback scheduler's FeedbackParams::host_share); 0 on a CUDA device.
+std::unique_ptr<Device> make_device(const EngineOptions& o, double& host_share) {
   if (o.device != "cpu" && o.device != "cuda" && o.device != "auto")
     throw Error("--device: '" + o.device + "' is not one of auto, cpu, cuda");
   const bool cuda = o.device == "cuda" || (o.device == "auto" && cuda_device_count() > 0);
+  host_share = 0;
   if (cuda) return make_cuda_device(o.gpu);
   // The CPU device and the host workers share the cores: -t is their total (src/sched/cores.h).
   const CorePlan cores = plan_cores(o.threads, available_cpus(), o.policy.host_workers(), true);
   if (o.policy.host_workers() > 0) spdlog::info("cores: {}", cores.describe());
+  host_share = cores.host_share();
   return make_cpu_device(cores.device_threads);
 }
 }  // namespace
@@ -72,7 +76,8 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
   if (o.batch < 1) throw Error("--batch must be at least 1, got " + std::to_string(o.batch));
   if (o.ubatch < 1) o.ubatch = 256;
   if (o.policy.splits_kv()) o.policy.host_threads = resolve_host_threads(o.policy.host_threads, o.threads);
-  impl_->device = make_device(o);
+  double host_share = 0;
+  impl_->device = make_device(o, host_share);
   // Said before the weights and the KV cache are allocated (the host side: HybridAttention).
   plan_device_memory(model, o.policy, o.kv_dtype, o.ctx, o.batch, impl_->device->name(), impl_->device->memory())
       .require_fits();
@@ -90,7 +95,7 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
   if (!stage.note.empty()) spdlog::info("{}", stage.note);
   impl_->scratch = std::make_unique<Scratch>(*impl_->device, spec, std::max(o.ubatch, o.batch));
   impl_->plans.assign(static_cast<size_t>(o.batch), initial_plan(o.policy));
-  impl_->sched = make_batch_scheduler(o.policy, model, o.batch);
+  impl_->sched = make_batch_scheduler(o.policy, model, o.batch, host_share);
   if (impl_->sched)
     for (int s = 0; s < o.batch; ++s) impl_->plans[static_cast<size_t>(s)] = impl_->sched->plan(s);
 }

@@ -12,8 +12,9 @@ namespace hg {
 
 const char* selection_name(Selection s) { return enum_name(s).data(); }
 
-FeedbackParams feedback_params(const Policy& p, int k_min) {
+FeedbackParams feedback_params(const Policy& p, int k_min, double host_share) {
   FeedbackParams f;
+  f.host_share = host_share;
   f.k_min = k_min;
   f.k_max = p.k_max;
   f.alpha = p.sched_alpha;
@@ -49,9 +50,9 @@ int resolve_k_min(const Policy& p, const Model& model) {
   return profile->k_min;
 }
 
-BatchScheduler::BatchScheduler(const Policy& policy, int k_min, int batch) : policy_(policy) {
+BatchScheduler::BatchScheduler(const Policy& policy, int k_min, int batch, double host_share) : policy_(policy) {
   if (adaptive()) {
-    params_ = feedback_params(policy, k_min);
+    params_ = feedback_params(policy, k_min, host_share);
   } else {
     params_.k_min = params_.k_max = policy.K;  // reported only
   }
@@ -143,14 +144,15 @@ nlohmann::json BatchScheduler::to_json() const {
   return j;
 }
 
-std::unique_ptr<BatchScheduler> make_batch_scheduler(const Policy& policy, const Model& model, int batch) {
+std::unique_ptr<BatchScheduler> make_batch_scheduler(const Policy& policy, const Model& model, int batch,
+                                                     double host_share) {
   if (!policy.splits_kv()) return nullptr;
   int k_min = policy.sched == SchedMode::Fixed ? 0 : resolve_k_min(policy, model);
   if (policy.k_min < 0 && k_min > policy.k_max) {
     spdlog::info("--k-min auto: k_min {} capped at --k-max {}", k_min, policy.k_max);
     k_min = policy.k_max;
   }
-  return std::make_unique<BatchScheduler>(policy, k_min, batch);
+  return std::make_unique<BatchScheduler>(policy, k_min, batch, host_share);
 }
 
 }  // namespace hg

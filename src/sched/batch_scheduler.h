@@ -22,7 +22,8 @@
 namespace hg {
 
 // The scheduler parameters a policy asks for; k_min must already be resolved (not auto).
-FeedbackParams feedback_params(const Policy& p, int k_min);
+// host_share: FeedbackParams::host_share (the CPU device: host workers / its cores; else 0).
+FeedbackParams feedback_params(const Policy& p, int k_min, double host_share = 0);
 // A policy's k_min: its --k-min, or under `auto` the model's K_min profile (logged with the file),
 // else kDefaultKMin (logged). hg::Error naming the file when the profile is corrupt.
 int resolve_k_min(const Policy& p, const Model& model);
@@ -33,7 +34,7 @@ const char* selection_name(Selection s);  // "all" | "post" | "pre"
 
 class BatchScheduler {
  public:
-  BatchScheduler(const Policy& policy, int k_min, int batch);
+  BatchScheduler(const Policy& policy, int k_min, int batch, double host_share = 0);
 
   // Under --k -1 or --select all every host token takes part: nothing to tune, the plan is fixed.
   bool adaptive() const {
@@ -67,6 +68,7 @@ class BatchScheduler {
 
 // The scheduler of a policy that splits the KV cache (k_min resolved, capped at --k-max with a
 // note); null for the others, whose every step attends the same tokens.
-std::unique_ptr<BatchScheduler> make_batch_scheduler(const Policy& policy, const Model& model, int batch);
+std::unique_ptr<BatchScheduler> make_batch_scheduler(const Policy& policy, const Model& model, int batch,
+                                                     double host_share = 0);
 
 }  // namespace hg

@@ -17,6 +17,12 @@ std::string CorePlan::describe() const {
   return s;
 }
 
+double CorePlan::host_share() const {
+  if (host_threads == 0) return 0;
+  if (shared) return 1;
+  return static_cast<double>(device_threads - device_width) / device_threads;
+}
+
 CorePlan plan_cores(int threads, int available, int host_threads, bool cpu_device) {
   if (threads < 0) throw Error("-t/--threads must be >= 0 (0: all cores), got " + std::to_string(threads));
   const int total = threads > 0 ? threads : std::max(1, available);

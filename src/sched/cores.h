@@ -25,6 +25,10 @@ struct CorePlan {
   int device_width = 1;    // CPU device threads while the host workers compute
   bool shared = false;     // the stages share cores (too few to partition)
   std::string describe() const;
+  // The share of the CPU device's throughput the host workers take while they compute:
+  // (device_threads - device_width) / device_threads, 1 when the stages share every core; 0
+  // without a host stage or on a CUDA device.
+  double host_share() const;
 };
 
 // threads: -t (0: all); available: CPUs this process may run on; host_threads: 0 when the policy

@@ -34,6 +34,8 @@ void FeedbackParams::validate() const {
   if (hysteresis < 1) fail("--sched-hysteresis must be >= 1, got " + std::to_string(hysteresis));
   if (!(post_margin >= 0 && post_margin < 1))
     fail("--sched-post-margin must be in [0, 1), got " + std::to_string(post_margin));
+  if (!(host_share >= 0 && host_share <= 1)) fail("host share must be in [0, 1], got " + std::to_string(host_share));
+  if (!(shared_loss > 0 && shared_loss <= 1)) fail("shared loss must be in (0, 1], got " + std::to_string(shared_loss));
 }
 
 FeedbackScheduler::FeedbackScheduler(const FeedbackParams& params) : p_(params) {
@@ -91,8 +93,14 @@ SchedPlan FeedbackScheduler::update(const StepTimes& t) {
   return plan_;
 }
 
+double FeedbackScheduler::host_budget() const {
+  if (p_.host_share <= 0) return dev_;
+  return std::min(1.0, p_.shared_loss / p_.host_share) * dev_;
+}
+
 void FeedbackScheduler::update_post(const StepTimes& t, double sample, int k_used, int hi) {
-  const double target = (1.0 - p_.margin) * dev_;
+  const double budget = host_budget();
+  const double target = (1.0 - p_.margin) * budget;
   const double host = per_token_ * std::max(k_used, 1);  // predicted host + transfer cost at this K
   const int k = plan_.K;
   // The K whose predicted cost meets the target at the per-token cost measured now.
@@ -102,7 +110,7 @@ void FeedbackScheduler::update_post(const StepTimes& t, double sample, int k_use
   } else if (host <= target) {
     const double up = std::min(p_.grow * std::max(k, 1), balance);
     plan_.K = clamp_k(std::max(up, static_cast<double>(k) + 1), p_.k_min, hi);
-  } else if (host > dev_) {
+  } else if (host > budget) {
     // The smoothed cost says host-bound; the newest per-token cost, when higher, is the cost at
     // this K (the EWMA still carries the cheaper per-token cost of the larger K before), so the
     // decrease uses it. A single noisy step cannot get here: the EWMA must agree.
@@ -112,7 +120,7 @@ void FeedbackScheduler::update_post(const StepTimes& t, double sample, int k_use
     plan_.K = std::clamp(k, p_.k_min, hi);  // dead band: hold
   }
   // At the floor and still host-bound: only a cheaper selection can help.
-  const bool host_bound_at_floor = host > dev_ && k == p_.k_min && t.host_tokens > p_.k_min;
+  const bool host_bound_at_floor = host > budget && k == p_.k_min && t.host_tokens > p_.k_min;
   streak_ = host_bound_at_floor ? streak_ + 1 : 0;
   if (p_.adapt_select && streak_ >= p_.pre_after) {
     post_cost_at_switch_ = host;
@@ -131,7 +139,7 @@ void FeedbackScheduler::update_pre(const StepTimes& t, int k_used) {
     scan_known_ = true;
   }
   const double post_predicted = host_pre + scan_per_token_ * static_cast<double>(t.host_tokens);
-  streak_ = post_predicted <= (1.0 - p_.post_margin) * dev_ ? streak_ + 1 : 0;
+  streak_ = post_predicted <= (1.0 - p_.post_margin) * host_budget() ? streak_ + 1 : 0;
   if (streak_ >= hysteresis_now_) enter(Selection::Post);
 }
 

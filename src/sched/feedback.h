@@ -32,6 +32,16 @@
 //    falls back to Pre within 2 · hysteresis steps doubles the required count (backoff, up to
 //    64 × hysteresis), so switches stay bounded even when the estimate of s is off.
 //
+//  * Shared cores (host_share > 0: the CPU device, whose pool lends host_share of its cores to the
+//    host workers while they compute). The rules above assume the host's time is hidden behind
+//    the device's; on shared cores it is not: every second of host work takes host_share of the
+//    device's throughput for that second. There the host's budget is B = min(1, shared_loss /
+//    host_share) · D instead of D (the host may cost the device at most shared_loss of its time):
+//    T = (1 - margin) · B, host-bound is H(K) > B, and Pre -> Post needs P <= (1 - post_margin) · B.
+//    On 2 cores with one host worker (host_share 0.5) B = 0.2 · D: Post's key scan at depth 4096
+//    (~0.8 · D) is host-bound, so the scheduler goes to Pre; with a GPU, or with many cores per
+//    host worker, B = D and nothing changes.
+//
 // Start at K = k_min, Post. reset() restores that state (one request per reset).
 #pragma once
 #include <cstdint>
@@ -52,6 +62,10 @@ struct FeedbackParams {
   int settle_steps = 2;      // Pre steps measured before the key-scan cost s is taken
   int hysteresis = 8;        // consecutive steps the predicted Post cost must fit to switch back
   double post_margin = 0.2;  // ... fit within (1 - post_margin) · T_dev
+  // Shared cores: the share of the device's throughput the host workers take while they compute
+  // (0: a device of its own), and the most of the device's time the host may cost it.
+  double host_share = 0;
+  double shared_loss = 0.1;
   // The paper's partial configurations: K pinned at k_min (only the mode adapts), or the mode
   // pinned at Post (only K adapts).
   bool adapt_k = true;
@@ -104,6 +118,7 @@ class FeedbackScheduler {
   void update_post(const StepTimes& t, double sample, int k_used, int hi);
   void update_pre(const StepTimes& t, int k_used);
   void enter(Selection mode);
+  double host_budget() const;  // B: D, or less on shared cores
 
   FeedbackParams p_;
   SchedPlan plan_;

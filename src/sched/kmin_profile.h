@@ -40,7 +40,7 @@ struct KminProfile {
   static KminProfile from_json(const nlohmann::json& j, const std::string& where);
 };
 
-std::filesystem::path profile_dir();                // cache_dir() / "profiles"
+std::filesystem::path profile_dir();  // cache_dir() / "profiles"
 std::filesystem::path profile_path(const Model& model);
 
 // The knee: the smallest K whose top-1 agreement is within `tolerance` of the largest K's.

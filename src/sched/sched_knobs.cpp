@@ -4,8 +4,8 @@
 #include <climits>
 
 #include "hybridgen/error.h"
-#include "sched/batch_scheduler.h"
 #include "policy/knobs.h"
+#include "sched/batch_scheduler.h"
 
 namespace hg {
 

@@ -33,6 +33,7 @@ TEST(Cores, HostWorkersAreCarvedOutOfTheTotalWhileTheyCompute) {
   EXPECT_EQ(p.device_width, 6);
   EXPECT_EQ(p.host_threads, 2);
   EXPECT_FALSE(p.shared);
+  EXPECT_DOUBLE_EQ(p.host_share(), 0.25);  // what the feedback scheduler charges the device
   // -t 0: every available CPU is the total.
   const CorePlan all = plan_cores(0, 16, 3, true);
   EXPECT_EQ(all.device_threads, 16);
@@ -45,6 +46,8 @@ TEST(Cores, NoHostStageOrAGpuKeepsEveryThreadForTheDevice) {
   const CorePlan gpu = plan_cores(0, 16, 2, /*cpu_device=*/false);
   EXPECT_EQ(gpu.device_threads, 16);
   EXPECT_EQ(gpu.host_threads, 2);
+  EXPECT_EQ(gpu.host_share(), 0.0);
+  EXPECT_EQ(plan_cores(4, 16, 0, true).host_share(), 0.0);
 }
 
 TEST(Cores, TooFewCoresShareThem) {
@@ -53,6 +56,7 @@ TEST(Cores, TooFewCoresShareThem) {
   EXPECT_EQ(p.device_width, 1);
   EXPECT_EQ(p.host_threads, 2);
   EXPECT_TRUE(p.shared);
+  EXPECT_EQ(p.host_share(), 1.0);
   EXPECT_NE(p.describe().find("sharing cores"), std::string::npos);
   EXPECT_FALSE(plan_cores(2, 2, 1, true).shared);
 }

@@ -126,6 +126,52 @@ TEST(Feedback, HostBoundFallsToKMinThenPre) {
   EXPECT_NEAR(sim.sched.scan_cost_per_token(), 3e-6, 0.5e-6);
 }
 
+// Shared cores (the CPU device, 2 cores, one host worker: host_share 0.5). A Post key scan of
+// 0.6 · T_dev is hidden on a device of its own (K climbs, Post stays), but on shared cores it
+// costs the device 0.3 · T_dev, over shared_loss (0.1): host-bound, so K falls and the scheduler
+// goes to Pre, and stays there; a scan of 0.1 · T_dev (0.05 of the device) keeps Post.
+TEST(Feedback, SharedCoresChargeTheHostToTheDevice) {
+  Machine m;
+  m.scan = 1.5e-6;  // 4096 host tokens: 6.1 ms of a 10 ms device step
+  FeedbackParams own;
+  Sim separate(own);
+  separate.run(m, 60);
+  EXPECT_EQ(separate.sched.plan().select, Selection::Post);
+  EXPECT_GT(separate.sched.plan().K, own.k_min);
+
+  FeedbackParams shared;
+  shared.host_share = 0.5;
+  Sim cpu(shared);
+  int pre = -1;
+  for (int i = 0; i < 60; ++i)
+    if (cpu.step(m).select == Selection::Pre && pre < 0) pre = i;
+  ASSERT_GE(pre, 0);
+  EXPECT_LE(pre, shared.pre_after + 4);
+  cpu.run(m, 200);
+  EXPECT_EQ(cpu.sched.plan().select, Selection::Pre);
+  EXPECT_EQ(cpu.sched.plan().K, shared.k_min);
+  EXPECT_EQ(cpu.sched.switches(), 1);
+
+  m.scan = 0.15e-6;  // 0.6 ms: Post at k_min costs 1.4 ms, 0.07 of the device: affordable
+  Sim light(shared);
+  light.run(m, 100);
+  EXPECT_EQ(light.sched.plan().select, Selection::Post);
+  EXPECT_EQ(light.sched.switches(), 0);
+  // K balances the host at (1 - margin) of its budget B = 0.2 · T_dev: 1.8 ms, K ~ 200.
+  const double budget = 0.2 * m.t_dev, cost = post_cost(m, light.sched.plan().K);
+  EXPECT_LE(cost, budget * 1.05);
+  EXPECT_GE(cost, budget * 0.8);
+
+  // Many cores per host worker: a share of 1/16 leaves the host all of T_dev, as on a GPU.
+  m.scan = 1.5e-6;
+  FeedbackParams wide;
+  wide.host_share = 1.0 / 16;
+  Sim big(wide);
+  big.run(m, 60);
+  EXPECT_EQ(big.sched.plan().select, Selection::Post);
+  EXPECT_EQ(big.sched.plan().K, separate.sched.plan().K);
+}
+
 TEST(Feedback, StepChangeConvergesToTheNewBalance) {
   FeedbackParams p;
   Sim sim(p);
@@ -334,6 +380,8 @@ TEST(Feedback, BadParameters) {
   test::expect_error([&] { make([](FeedbackParams& p) { p.alpha = 0; }); }, {"--sched-alpha"});
   test::expect_error([&] { make([](FeedbackParams& p) { p.grow = 1; }); }, {"--sched-grow"});
   test::expect_error([&] { make([](FeedbackParams& p) { p.hysteresis = 0; }); }, {"--sched-hysteresis"});
+  test::expect_error([&] { make([](FeedbackParams& p) { p.host_share = 1.5; }); }, {"host share"});
+  test::expect_error([&] { make([](FeedbackParams& p) { p.shared_loss = 0; }); }, {"shared loss"});
 }
 
 TEST(Feedback, DescribeTrace) {
