@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <system_error>
 
@@ -19,12 +20,29 @@ void pin_current_thread(int cpu) {
   CPU_SET(cpu, &set);
   pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort
 }
-constexpr int kSpinIterations = 4000;
+// How long a thread spins for its next job (a worker) or for the job's end (the caller) before it
+// sleeps on a futex. Time, not iterations: a pause takes 10-140 cycles depending on the core.
+// 5 ms outlasts the gaps between a decode step's jobs even when the hypervisor takes a vCPU away
+// for a while: on a 2-vCPU VM with heavy steal, a 100 us spin put the workers to sleep in those
+// gaps, and every wake-up went through the hypervisor: SmolLM2's decode ran at 33-46 tok/s with
+// it and 86-100 with the 5 ms spin, in alternating runs (docs/performance.md, 3 Dec 2026).
+constexpr auto kSpinTime = std::chrono::microseconds(5000);
 
 inline void cpu_relax() {
 #if defined(__x86_64__)
   __builtin_ia32_pause();
 #endif
+}
+
+// Spins until ready() or kSpinTime has passed (the clock is read every 256 pauses); returns ready().
+template <class Ready>
+bool spin_until(Ready&& ready) {
+  const auto end = std::chrono::steady_clock::now() + kSpinTime;
+  for (uint32_t i = 1;; ++i) {
+    if (ready()) return true;
+    cpu_relax();
+    if (i % 256 == 0 && std::chrono::steady_clock::now() >= end) return ready();
+  }
 }
 
 }  // namespace
@@ -90,14 +108,14 @@ void ThreadPool::worker_loop(int index) {
   std::atomic<uint32_t>& posted = mailboxes_[static_cast<size_t>(index)].posted;
   uint32_t seen = 0;
   for (;;) {
-    // Spin a little (decode issues hundreds of short jobs per token) while this worker is within
-    // the active width, then sleep in the kernel: a parked worker must leave its core to the
-    // stage it was lent to, and an oversubscribed machine (ctest -j) is not starved by spinning.
+    // Spin (decode issues hundreds of short jobs per token) while this worker is within the
+    // active width, then sleep in the kernel: a parked worker must leave its core to the stage it
+    // was lent to at once, and an idle pool leaves its cores to other processes after kSpinTime.
     uint32_t now = posted.load(std::memory_order_acquire);
-    for (int spin = 0; now == seen && spin < kSpinIterations && index < width(); ++spin) {
-      cpu_relax();
+    spin_until([&] {
       now = posted.load(std::memory_order_acquire);
-    }
+      return now != seen || index >= width();
+    });
     while (now == seen) {
       posted.wait(seen, std::memory_order_acquire);
       now = posted.load(std::memory_order_acquire);
@@ -147,11 +165,11 @@ void ThreadPool::run(int64_t n, int64_t grain, Invoke invoke, const void* fn) {
       run_chunk(i);
       done_.fetch_add(1, std::memory_order_acq_rel);
     }
-  int finished = done_.load(std::memory_order_acquire);
-  for (int spin = 0; finished != chunks - 1 && spin < kSpinIterations; ++spin) {
-    cpu_relax();
+  int finished = 0;
+  spin_until([&] {
     finished = done_.load(std::memory_order_acquire);
-  }
+    return finished == chunks - 1;
+  });
   while (finished != chunks - 1) {
     done_.wait(finished, std::memory_order_acquire);
     finished = done_.load(std::memory_order_acquire);

@@ -1,8 +1,9 @@
 // A fixed pool of worker threads, created once. parallel_for splits [0, n) into one contiguous
 // chunk per active thread; the calling thread runs chunk 0, so a pool of N threads has N-1 workers.
-// Each worker has its own mailbox word: it spins briefly on it, then sleeps on it (C++20 atomic
-// wait, a futex), so decode's many small ops avoid syscalls on an idle machine without starving an
-// oversubscribed one, and a job wakes exactly the workers it uses.
+// Each worker has its own mailbox word: it spins on it for up to 5 ms, then sleeps on it (C++20
+// atomic wait, a futex), so decode's many small ops avoid syscalls and wake-ups (on a VM whose
+// vCPUs the hypervisor takes away, a wake-up can cost more than the op) while an idle pool still
+// leaves its cores within milliseconds, and a job wakes exactly the workers it uses.
 //
 // A chunk is claimed before it runs, by its worker or by the caller: once the caller has run its
 // own chunk it takes the chunks whose workers have not started yet. On a quiet machine the
