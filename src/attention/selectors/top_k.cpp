@@ -48,22 +48,23 @@ uint32_t kth_largest_key(const uint32_t* keys, int64_t n, int64_t& need, uint32_
       above += hist[static_cast<size_t>(b)];
     }
   };
-  count(keys, n, 24);
-  uint32_t prefix = pick(need) << 24;
-  int64_t m = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    cand[m] = keys[i];
-    m += (keys[i] >> 24) == (prefix >> 24);
-  }
-  for (int shift = 16; shift >= 0; shift -= 8) {
-    count(cand, m, shift);
+  // Each pass histograms one byte of the survivors, then keeps those with the chosen byte
+  // (compacted into cand; in place from the second pass on). The last byte needs no compaction.
+  uint32_t prefix = 0;
+  const uint32_t* src = keys;
+  int64_t m = n;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    count(src, m, shift);
     const uint32_t byte = pick(need);
     prefix |= byte << shift;
+    if (shift == 0) break;
     int64_t kept = 0;
     for (int64_t i = 0; i < m; ++i) {
-      cand[kept] = cand[i];
-      kept += ((cand[i] >> shift) & 0xffu) == byte;
+      const uint32_t key = src[i];
+      cand[kept] = key;
+      kept += ((key >> shift) & 0xffu) == byte;
     }
+    src = cand;
     m = kept;
   }
   return prefix;
