@@ -14,6 +14,13 @@
 // Shared cores (the CPU device, src/sched/cores.h): given the device's pool, the stage reserves
 // n_threads of its cores from the first submit until its queue runs empty, so the device runs on
 // every core while the host has nothing to do, and never on the host's while it works.
+//
+// Inline (the CPU device with n_threads >= the pool's size, CorePlan::shared, which the default
+// --host-threads 0 gives): the host could only take every core but the device thread's, so
+// nothing would overlap; the stage starts no thread of its own and wait(slot) runs the queued
+// jobs up to slot, in submission order, on the device's pool from the calling (device) thread.
+// Same results and timings (each job's own seconds), without two thread hand-overs per layer:
+// on a 2-vCPU VM those wake-ups cost SmolLM2 a third of its hybrid decode time (docs/performance.md).
 #pragma once
 #include <condition_variable>
 #include <cstddef>
@@ -73,10 +80,13 @@ class HostStage {
   };
   void submit_raw(int slot, Invoke invoke, const void* job, size_t bytes);
   void loop();
+  // Runs job on pool and records its time and exception in it (not its `done`).
+  static void run_job(Slot& job, ThreadPool& pool);
 
   std::vector<int> pin_cpus_;
   int n_threads_;
   ThreadPool* shared_cores_;
+  bool inline_;  // jobs run in wait() on shared_cores_ (see above)
   std::mutex mutex_;
   std::condition_variable work_cv_, done_cv_;
   std::vector<int> ring_;  // queued slot indices, FIFO: [head_, head_ + count_) mod size
@@ -86,6 +96,7 @@ class HostStage {
   bool lent_ = false;  // whether n_threads_ of shared_cores_ are reserved (from submit to idle)
   // Made by the constructor, so that a thread the system refuses is an hg::Error for the caller
   // (inside the coordinator it would be std::terminate); only the coordinator calls parallel_for.
+  // Neither exists inline.
   std::unique_ptr<ThreadPool> pool_;
   std::thread coordinator_;
 };

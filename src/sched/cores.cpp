@@ -11,9 +11,11 @@ namespace hg {
 
 std::string CorePlan::describe() const {
   std::string s = std::to_string(device_threads) + " device threads";
-  if (host_threads > 0)
+  if (shared)
+    s += "; the host stage runs inline on them (-t is not larger than --host-threads " + std::to_string(host_threads) +
+         ")";
+  else if (host_threads > 0)
     s += " (" + std::to_string(device_width) + " while the " + std::to_string(host_threads) + " host workers compute)";
-  if (shared) s += " (sharing cores: -t is not larger than --host-threads)";
   return s;
 }
 
@@ -33,7 +35,7 @@ CorePlan plan_cores(int threads, int available, int host_threads, bool cpu_devic
   if (!cpu_device || plan.host_threads == 0) return plan;
   plan.device_width = total - plan.host_threads;
   if (plan.device_width < 1) {
-    plan.device_width = 1;
+    plan.device_width = total;  // the device never gives a core away: the host jobs run on its pool
     plan.shared = true;
   }
   return plan;

@@ -9,8 +9,11 @@
 // attention nothing overlaps (the device waits for it), runs both its device ops and that host
 // attention on all N. T_dev (the device stage's time, waits excluded) is what the device takes
 // on the cores the host leaves it, which is the figure the feedback scheduler must balance the
-// host against. With too few cores to split (N <= H) the device keeps one thread while the host
-// computes and the stages share cores, and the plan says so (the engine logs it once).
+// host against. With too few cores to split (N <= H, which the default --host-threads 0 gives)
+// a split would leave the device one thread beside N host threads and nothing would overlap: the
+// host stage runs inline instead (HostStage: the device thread runs each layer's host job on the
+// device's pool, all N cores, when the layer waits for it), and the plan says so (the engine
+// logs it once).
 //
 // On a CUDA device the device stage runs on the GPU: the host workers are H threads and -t does
 // not limit them.
@@ -23,7 +26,7 @@ struct CorePlan {
   int device_threads = 1;  // CPU device thread pool (unused by a CUDA device): every core of the run
   int host_threads = 0;    // host-stage workers (0: the policy has no host stage)
   int device_width = 1;    // CPU device threads while the host workers compute
-  bool shared = false;     // the stages share cores (too few to partition)
+  bool shared = false;     // too few cores to partition: the host stage runs inline on the device's
   std::string describe() const;
   // The share of the CPU device's throughput the host workers take while they compute:
   // (device_threads - device_width) / device_threads, 1 when the stages share every core; 0

@@ -17,12 +17,12 @@ TEST(Cores, HostThreadsZeroIsEveryCoreOfTheRunAndCpuAttnsDefault) {
   EXPECT_EQ(policy_preset("cpu-attn").host_threads, 0);
   EXPECT_EQ(policy_preset("hybrid").host_threads, 1);
   EXPECT_EQ(policy_preset("hgca").host_threads, 1);
-  // On the CPU device the stages then share the run's cores: the device keeps one thread, which
-  // waits while the host computes.
+  // On the CPU device the stages then share the run's cores: the host stage runs inline, its
+  // jobs on the device's pool, which keeps every core.
   const CorePlan p = plan_cores(4, 16, resolve_host_threads(0, 4), /*cpu_device=*/true);
   EXPECT_EQ(p.host_threads, 4);
   EXPECT_EQ(p.device_threads, 4);
-  EXPECT_EQ(p.device_width, 1);
+  EXPECT_EQ(p.device_width, 4);
   EXPECT_TRUE(p.shared);
 }
 
@@ -53,11 +53,11 @@ TEST(Cores, NoHostStageOrAGpuKeepsEveryThreadForTheDevice) {
 TEST(Cores, TooFewCoresShareThem) {
   const CorePlan p = plan_cores(2, 2, 2, true);
   EXPECT_EQ(p.device_threads, 2);
-  EXPECT_EQ(p.device_width, 1);
+  EXPECT_EQ(p.device_width, 2);  // the host stage runs inline on the device's pool
   EXPECT_EQ(p.host_threads, 2);
   EXPECT_TRUE(p.shared);
   EXPECT_EQ(p.host_share(), 1.0);
-  EXPECT_NE(p.describe().find("sharing cores"), std::string::npos);
+  EXPECT_NE(p.describe().find("runs inline"), std::string::npos);
   EXPECT_FALSE(plan_cores(2, 2, 1, true).shared);
 }
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "attention/host_stage.h"
@@ -110,6 +111,54 @@ TEST(HostStage, ReservesSharedCoresOnlyWhileItHasWork) {
   stage.wait(1);
   EXPECT_EQ(seen_width.load(), 1);
   EXPECT_EQ(device.width(), 3);  // the queue is empty: released before wait returned
+}
+
+// When the host would take every core of the device's pool (CorePlan::shared: the default
+// --host-threads 0 on the CPU device), the jobs run in wait(), in submission order, on that pool
+// from the waiting thread, and the pool keeps its width.
+TEST(HostStage, JobsRunInlineOnTheDevicePoolWhenTheyWouldTakeEveryCore) {
+  ThreadPool device(2);
+  HostStage stage(2, 4, {}, &device);
+  struct Seen {
+    std::vector<int> order;
+    std::thread::id thread;
+    ThreadPool* pool = nullptr;
+    int width = 0;
+    int64_t sum = 0;
+  } seen;
+  Seen* p = &seen;
+  for (int s = 0; s < 3; ++s)
+    stage.submit(s, [p, s](ThreadPool& pool) {
+      p->order.push_back(s);
+      p->thread = std::this_thread::get_id();
+      p->pool = &pool;
+      p->width = pool.width();
+      std::atomic<int64_t> sum{0};
+      pool.parallel_for(1000, [&](int64_t b, int64_t e, int) {
+        int64_t local = 0;
+        for (int64_t i = b; i < e; ++i) local += i;
+        sum += local;
+      });
+      p->sum += sum.load();
+    });
+  EXPECT_TRUE(seen.order.empty());  // nothing ran before a wait
+  EXPECT_EQ(device.width(), 2);     // and no core was reserved
+  EXPECT_GE(stage.wait(1), 0.0);    // runs slot 0's job first, then slot 1's
+  EXPECT_EQ(seen.order, (std::vector<int>{0, 1}));
+  EXPECT_EQ(seen.thread, std::this_thread::get_id());
+  EXPECT_EQ(seen.pool, &device);
+  EXPECT_EQ(seen.width, 2);
+  stage.wait(0);  // already done
+  stage.wait(2);
+  EXPECT_EQ(seen.order, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(seen.sum, 3 * 499500);
+  // An exception resurfaces in its own slot's wait, and the slot is reusable.
+  stage.submit(3, [](ThreadPool&) { throw Error("job failed on purpose"); });
+  stage.submit(0, [p](ThreadPool&) { p->order.push_back(10); });
+  EXPECT_NO_THROW(stage.wait(0));  // ran slot 3's job too
+  EXPECT_THROW(stage.wait(3), Error);
+  EXPECT_GE(stage.run(3, [p](ThreadPool&) { p->order.push_back(13); }), 0.0);
+  EXPECT_EQ(seen.order, (std::vector<int>{0, 1, 2, 10, 13}));
 }
 
 TEST(HostStage, SubmitAndWaitAllocateNothing) {
