@@ -28,6 +28,7 @@ void attention_items(const float* q, int n_heads, int n_kv_heads, int head_dim, 
 
 // In place: p = softmax(p) over n values; returns the log-sum-exp (used by LSE merges).
 // Vectorized (max_value, exp_shift_sum of dot.h: a polynomial exp, relative error < 2e-7).
+// Probabilities below FLT_MIN are 0, never denormals (which the P·V kernels would pay for).
 float softmax_inplace(float* p, int64_t n);
 
 // Decode attention split along the context (as flash-decoding does), so that a few query rows

@@ -4,7 +4,8 @@
 //   x = max(x, kExpMin); k = round(x log2 e); r = x - k ln2 (ln2 in two parts, Cody-Waite, so
 //   |r| <= ln2 / 2 exactly enough); p = Taylor polynomial of e^r to degree 6 (relative error
 //   < 2e-7 on that range); e^x = p · 2^k.
-// x is clamped at -87 (e^-87 ~ 1.6e-38, still a normal float): no lane underflows to a denormal.
+// x is clamped at -87 (e^-87 ~ 1.6e-38, still a normal float): no lane underflows to a denormal
+// (softmax_inplace's division by the sum would make one: it flushes those to 0).
 // `static` for the same reason as half.h (included by per-ISA translation units).
 #pragma once
 #include <cmath>

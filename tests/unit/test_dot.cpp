@@ -229,6 +229,27 @@ TEST(Dot, MaxAndExpShiftSumEveryIsaLength) {
 
 // Split (flash-decoding) attention against attention_items: chunk boundaries inside, at and past
 // the context, GQA groups of 1 and 3, rows that see different numbers of slots.
+// A peaked row (one logit far above thousands of others) has probabilities below FLT_MIN: they are
+// 0, not denormals (which cost the P·V pass a microcode assist per FMA), and the rest is exact.
+TEST(Dot, SoftmaxHasNoDenormals) {
+  const int64_t n = 5000;
+  std::vector<float> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = i == 7 ? 0.0f : (i % 2 ? -100.0f : -1.0f);
+  const float lse = softmax_inplace(p.data(), n);
+  const double sum = 1.0 + 2500.0 * std::exp(-1.0);  // the 0 at i = 7 and the 2500 even i at -1
+  EXPECT_NEAR(lse, std::log(sum), 1e-5);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = p[static_cast<size_t>(i)];
+    EXPECT_TRUE(v == 0.0f || std::isnormal(v)) << i << ": " << v;
+    if (i == 7)
+      EXPECT_NEAR(v, 1.0 / sum, 1e-5 / sum);
+    else if (i % 2)
+      EXPECT_EQ(v, 0.0f) << i;  // e^-100 / sum < FLT_MIN
+    else
+      EXPECT_NEAR(v, std::exp(-1.0) / sum, 1e-5 / sum) << i;
+  }
+}
+
 TEST(SplitAttention, MatchesAttentionItemsOverChunkBoundaries) {
   std::mt19937 rng(23);
   for (DType dt : {DType::F32, DType::F16, DType::BF16})
