@@ -26,7 +26,7 @@ struct CorePlan {
   int device_threads = 1;  // CPU device thread pool (unused by a CUDA device): every core of the run
   int host_threads = 0;    // host-stage workers (0: the policy has no host stage)
   int device_width = 1;    // CPU device threads while the host workers compute
-  bool shared = false;     // too few cores to partition: the host stage runs inline on the device's
+  bool shared = false;     // too few cores to partition (N <= H): the host stage runs inline
   std::string describe() const;
   // The share of the CPU device's throughput the host workers take while they compute:
   // (device_threads - device_width) / device_threads, 1 when the stages share every core; 0

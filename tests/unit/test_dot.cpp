@@ -227,10 +227,8 @@ TEST(Dot, MaxAndExpShiftSumEveryIsaLength) {
     }
 }
 
-// Split (flash-decoding) attention against attention_items: chunk boundaries inside, at and past
-// the context, GQA groups of 1 and 3, rows that see different numbers of slots.
 // A peaked row (one logit far above thousands of others) has probabilities below FLT_MIN: they are
-// 0, not denormals (which cost the P·V pass a microcode assist per FMA), and the rest is exact.
+// 0, not denormals (which cost the P·V pass a microcode assist per FMA); the others keep their values.
 TEST(Dot, SoftmaxHasNoDenormals) {
   const int64_t n = 5000;
   std::vector<float> p(static_cast<size_t>(n));
@@ -250,6 +248,8 @@ TEST(Dot, SoftmaxHasNoDenormals) {
   }
 }
 
+// Split (flash-decoding) attention against attention_items: chunk boundaries inside, at and past
+// the context, GQA groups of 1 and 3, rows that see different numbers of slots.
 TEST(SplitAttention, MatchesAttentionItemsOverChunkBoundaries) {
   std::mt19937 rng(23);
   for (DType dt : {DType::F32, DType::F16, DType::BF16})
