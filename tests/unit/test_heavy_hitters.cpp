@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
+#include <cfloat>
 #include <cmath>
 #include <deque>
 #include <fstream>
@@ -75,6 +77,44 @@ TEST(Keyformer, GumbelNoiseIsSeededAndGumbelDistributed) {
   EXPECT_NEAR(var, 1.6449, 0.05);
 }
 
+TEST(Keyformer, GumbelNoiseOfARowIsTheScalarNoiseAndCoversTheTails) {
+  std::vector<int32_t> keys(1000);
+  for (int i = 0; i < 1000; ++i) keys[static_cast<size_t>(i)] = 3 * i + 1;
+  std::vector<float> row(keys.size());
+  gumbel_noise_row(11, 4, 5, 2999, keys.data(), static_cast<int64_t>(keys.size()), row.data());
+  for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(row[i], gumbel_noise(11, 4, 5, 2999, keys[i])) << i;
+  // u = (2m + 1) / 2^24: g spans [-ln(-ln 2^-24), -ln(-ln(1 - 2^-24))] = [-2.81, 16.64], and
+  // P(g > 10) = 1 - exp(-e^-10) = 4.5e-5 is still sampled
+  double lo = 0, hi = 0;
+  int above10 = 0;
+  const int n = 1 << 20;
+  for (int i = 0; i < n; ++i) {
+    const double g = gumbel_noise(5, 0, 0, i >> 10, i & 1023);
+    lo = std::min(lo, g), hi = std::max(hi, g);
+    above10 += g > 10.0;
+  }
+  EXPECT_GE(lo, -2.82);
+  EXPECT_LE(hi, 16.64);
+  EXPECT_NEAR(above10, n * 4.54e-5, 5 * std::sqrt(n * 4.54e-5));
+}
+
+TEST(Keyformer, FloatLogIsWithinTwoUlpOfLibm) {
+  // every exponent, mantissas dense near 1 (where ln x is small and its relative error counts)
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<uint32_t> mantissa(0, (1u << 23) - 1);
+  auto check = [](float x) {
+    const float want = static_cast<float>(std::log(static_cast<double>(x)));
+    const float got = ln_normal(x);
+    const float ulp = std::nextafter(std::fabs(want), INFINITY) - std::fabs(want);
+    ASSERT_LE(std::fabs(got - want), 2 * ulp) << x;
+  };
+  for (uint32_t e = 1; e < 255; ++e)
+    for (int i = 0; i < 2000; ++i) check(std::bit_cast<float>(e << 23 | mantissa(rng)));
+  for (int i = -4096; i <= 4096; ++i) check(1.0f + static_cast<float>(i) * 0x1.0p-23f);
+  check(FLT_MIN);
+  check(FLT_MAX);
+}
+
 TEST(Keyformer, GumbelSoftmaxOfProbabilitiesIsTheGumbelSoftmaxOfTheLogits) {
   const float logits[4] = {1.0f, -0.5f, 2.0f, 0.25f};
   const float noise[4] = {0.3f, -1.0f, 0.7f, 2.0f};
@@ -86,6 +126,31 @@ TEST(Keyformer, GumbelSoftmaxOfProbabilitiesIsTheGumbelSoftmaxOfTheLogits) {
   double ref[4], rs = 0;
   for (int j = 0; j < 4; ++j) rs += (ref[j] = std::exp((logits[j] + noise[j]) / 1.5));
   for (int j = 0; j < 4; ++j) EXPECT_NEAR(y[j], ref[j] / rs, 1e-6);
+  // random rows with a few dominant tokens and probabilities down to 1e-30 (peaked rows), against
+  // the same formula in double
+  std::mt19937 rng(3);
+  std::normal_distribution<float> z(0.0f, 6.0f);
+  std::normal_distribution<float> g(0.5f, 1.3f);
+  for (int row = 0; row < 50; ++row) {
+    std::vector<float> lg(257), pr(257), nz(257), out(257);
+    float mx = -INFINITY;
+    for (float& x : lg) mx = std::max(mx, x = z(rng));
+    double s = 0;
+    for (size_t j = 0; j < lg.size(); ++j) s += std::exp(static_cast<double>(lg[j] - mx));
+    for (size_t j = 0; j < lg.size(); ++j) {
+      pr[j] = static_cast<float>(std::exp(static_cast<double>(lg[j] - mx)) / s);
+      nz[j] = g(rng);
+    }
+    const float t = 0.5f + 0.05f * static_cast<float>(row);
+    gumbel_softmax(pr.data(), nz.data(), 257, t, out.data());
+    std::vector<double> want(257);
+    double ws = 0, wm = -INFINITY;
+    for (size_t j = 0; j < 257; ++j)
+      if (pr[j] > 0) wm = std::max(wm, (std::log(static_cast<double>(pr[j])) + nz[j]) / t);
+    for (size_t j = 0; j < 257; ++j)
+      ws += (want[j] = pr[j] > 0 ? std::exp((std::log(static_cast<double>(pr[j])) + nz[j]) / t - wm) : 0.0);
+    for (size_t j = 0; j < 257; ++j) ASSERT_NEAR(out[j], want[j] / ws, 2e-6 + 1e-5 * want[j] / ws) << row << " " << j;
+  }
   const float masked[3] = {0.0f, 1.0f, 0.0f};
   gumbel_softmax(masked, noise, 3, 1.0f, y);
   EXPECT_EQ(y[0], 0.0f);

@@ -50,8 +50,7 @@ void HeavyHitterPruner::observe(const ObservedAttention& o, int g_begin, int g_e
     const float tau = keyformer_tau(tau_init_, tau_end_, o.query_pos, prompt_len_[static_cast<size_t>(o.seq)], ctx_);
     for (int j = 0; j < group; ++j) {
       const int h = g * group + j;
-      for (int i = 0; i < o.count; ++i)
-        s.noise[static_cast<size_t>(i)] = gumbel_noise(seed_, o.layer, h, o.query_pos, pos[i]);
+      gumbel_noise_row(seed_, o.layer, h, o.query_pos, pos, o.count, s.noise.data());
       gumbel_softmax(p + static_cast<size_t>(j) * o.count, s.noise.data(), o.count, tau,
                      s.y.data() + static_cast<size_t>(j) * o.count);
     }
@@ -60,7 +59,7 @@ void HeavyHitterPruner::observe(const ObservedAttention& o, int g_begin, int g_e
 }
 
 void HeavyHitterPruner::retain(int seq, int layer, int g, std::span<const int32_t> positions, int keep,
-                                 std::vector<int32_t>& kept) {
+                               std::vector<int32_t>& kept) {
   // positions: the current heavy hitters and the tokens leaving the recent window
   TokenScores& acc = mutable_scores(seq, layer);
   HeadScratch& s = scratch_[static_cast<size_t>(g)];

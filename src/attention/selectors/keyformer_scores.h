@@ -18,6 +18,15 @@ float keyformer_tau(float tau_init, float tau_end, int64_t pos, int64_t prompt_l
 // the thread split, the batch or the order in which heads are visited.
 float gumbel_noise(uint64_t seed, int layer, int head, int64_t query_pos, int64_t key_pos);
 
+// noise[i] = gumbel_noise(seed, layer, head, query_pos, key_pos[i]) for one query row, bit for bit,
+// with the row's part of the hash computed once and the logarithms in loops that vectorize.
+void gumbel_noise_row(uint64_t seed, int layer, int head, int64_t query_pos, const int32_t* key_pos, int64_t n,
+                      float* noise);
+
+// ln x for a normal, finite x > 0 in float, branch-free and elementwise so that loops of it
+// vectorize (libm's scalar calls were most of keyformer's prefill); within 2 ulp of std::log.
+float ln_normal(float x);
+
 // y = softmax((log p + noise) / τ) over n tokens, from one query head's attention probabilities p
 // (log p and the logits differ by a constant, which the softmax ignores). Tokens with p = 0
 // (masked) get 0. p and y may alias.
