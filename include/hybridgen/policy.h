@@ -8,8 +8,8 @@
 
 namespace hg {
 
-enum class Selection { All, Post, Pre };             // host tokens: all / Post-QKᵀ top-K / Pre-QKᵀ prediction
-enum class MergeMode { Logits, Lse };                 // ship logits + V rows, or a partial result + LSE
+enum class Selection { All, Post, Pre };  // host tokens: all / Post-QKᵀ top-K / Pre-QKᵀ prediction
+enum class MergeMode { Logits, Lse };     // ship logits + V rows, or a partial result + LSE
 enum class QuerySource { Exact, Speculative, Refine };
 // Feedback scheduler: fixed K and mode, both adapted, or one of them (the paper's comparisons).
 enum class SchedMode { Fixed, Adaptive, AdaptiveK, AdaptiveSelect };
@@ -32,13 +32,13 @@ enum class Pruner {
 struct Policy {
   std::string name = "full";
   KvHome kv = KvHome::Device;  // where K and V live
-  int window = 1024;         // recent tokens on the device
-  int n_sinks = 4;           // first tokens kept on the device
-  bool keep_evicted = true;  // false: tokens leaving the window are dropped (pruning)
+  int window = 1024;           // recent tokens on the device
+  int n_sinks = 4;             // first tokens kept on the device
+  bool keep_evicted = true;    // false: tokens leaving the window are dropped (pruning)
   Selection select = Selection::Post;
-  int K = 256;               // host tokens per kv-head that take part (-1: all)
+  int K = 256;                       // host tokens per kv-head that take part (-1: all)
   std::string predictor = "recent";  // the Pre-QKᵀ predictor (--predictor)
-  int partial_dims = 16;     // Partial predictor: query dimensions used for approximate scores
+  int partial_dims = 16;             // Partial predictor: query dimensions used for approximate scores
   MergeMode merge = MergeMode::Logits;
   QuerySource query = QuerySource::Speculative;
   // Layers [0, exact_layers) use the exact query even when speculating: measured on SmolLM2,
@@ -49,15 +49,15 @@ struct Policy {
   // cpu-attn's default: its device waits for the host at every layer, so nothing overlaps the
   // host's work and the cores the device stage would keep would only idle (src/sched/cores.h).
   int host_threads = 1;
-  int evict_block = 16;      // tokens moved from the window to the host at once
+  int evict_block = 16;  // tokens moved from the window to the host at once
   // Knobs of other modules go below, one field a line, each registered in the knob registry
   // (src/policy/knobs.h) with the presets it applies to.
   // h2o / keyformer: heavy hitters per kv-head kept on the device beside the window
   Pruner prune = Pruner::None;
   int heavy = 260;
-  float tau_init = 1.0f;     // keyformer: Gumbel-softmax temperature at the first generated token
-  float tau_end = 2.0f;      // keyformer: ... and at the last position of the context
-  uint64_t seed = 0;         // keyformer: seed of the Gumbel noise (--seed of every command; generate's is also the sampler's)
+  float tau_init = 1.0f;  // keyformer: Gumbel-softmax temperature at the first generated token
+  float tau_end = 2.0f;   // keyformer: ... and at the last position of the context
+  uint64_t seed = 0;  // keyformer: seed of the Gumbel noise (--seed of every command; generate's is also the sampler's)
   // infinigen
   float partial_ratio = 0.2f;  // share of each head's skewed channels used for speculation
   float alpha = 4.0f;          // fetch the tokens whose partial score is within alpha of the max
@@ -66,12 +66,14 @@ struct Policy {
   SchedMode sched = SchedMode::Fixed;  // the hybrid preset: Adaptive
   int k_min = -1;                      // accuracy floor of K (-1: auto, the model's K_min profile, else 64)
   int k_max = 1024;
-  float sched_alpha = 0.25f;           // EWMA weight of the newest step's timings
-  float sched_margin = 0.1f;           // K grows while T_host + T_tx <= (1 - margin) T_dev
-  float sched_grow = 0.5f;             // the most K grows in one step (0.5: by half)
-  int sched_pre_after = 3;             // host-bound steps at k_min before Pre-QKᵀ
-  int sched_hysteresis = 8;            // fitting steps before back to Post-QKᵀ
-  float sched_post_margin = 0.2f;      // ... fitting within (1 - post_margin) T_dev
+  float sched_alpha = 0.25f;       // EWMA weight of the newest step's timings
+  float sched_margin = 0.1f;       // K grows while T_host + T_tx <= (1 - margin) T_dev
+  float sched_grow = 0.5f;         // the most K grows in one step (0.5: by half)
+  int sched_pre_after = 3;         // host-bound steps at k_min before Pre-QKᵀ
+  int sched_hysteresis = 8;        // fitting steps before back to Post-QKᵀ
+  float sched_post_margin = 0.2f;  // ... fitting within (1 - post_margin) T_dev
+  int sched_probe = 32;            // Pre steps between Post probes of the key scan (0: none)
+  float sched_shared_loss = 0.1f;  // CPU device: the most of its time the host workers may cost it
 
   // Sinks + window on the device, the rest on the host or dropped: the attention stage of
   // src/attention/hybrid_attention.h and the feedback scheduler.
@@ -85,9 +87,9 @@ struct Policy {
 // point, changed from step to step by the feedback scheduler (Engine::set_step_plan). The
 // attention stage reads K and the selection mode from here, never from the Policy.
 struct StepPlan {
-  int K = 256;                          // host tokens per kv-head that take part (-1: all)
-  Selection select = Selection::Post;   // Post-QKᵀ top-K, Pre-QKᵀ prediction, or all host tokens
-  std::string predictor = "recent";     // the Pre-QKᵀ predictor
+  int K = 256;                         // host tokens per kv-head that take part (-1: all)
+  Selection select = Selection::Post;  // Post-QKᵀ top-K, Pre-QKᵀ prediction, or all host tokens
+  std::string predictor = "recent";    // the Pre-QKᵀ predictor
 };
 // The plan a policy starts every request with.
 StepPlan initial_plan(const Policy& p);
@@ -97,12 +99,12 @@ StepPlan initial_plan(const Policy& p);
 struct PresetInfo {
   std::string name;
   std::string system;
-  std::string summary;            // what it keeps where, one line
+  std::string summary;               // what it keeps where, one line
   void (*apply)(Policy&) = nullptr;  // the preset's knob values over Policy's defaults
 };
 const std::vector<PresetInfo>& preset_table();
 
-Policy policy_preset(const std::string& name);   // hg::Error listing the presets for an unknown name
+Policy policy_preset(const std::string& name);  // hg::Error listing the presets for an unknown name
 std::vector<std::string> policy_presets();
 // Applies "key: value" overrides from a YAML mapping (a file's `policy:` section or the whole file);
 // keys are the knob registry's names (src/policy/knobs.h), `preset: NAME` starts over from a preset.

@@ -23,6 +23,8 @@ FeedbackParams feedback_params(const Policy& p, int k_min, double host_share) {
   f.pre_after = p.sched_pre_after;
   f.hysteresis = p.sched_hysteresis;
   f.post_margin = p.sched_post_margin;
+  f.probe_every = p.sched_probe;
+  f.shared_loss = p.sched_shared_loss;
   f.adapt_k = p.sched == SchedMode::Adaptive || p.sched == SchedMode::AdaptiveK;
   f.adapt_select = p.sched == SchedMode::Adaptive || p.sched == SchedMode::AdaptiveSelect;
   if (p.sched == SchedMode::AdaptiveSelect) {
@@ -117,7 +119,7 @@ std::string BatchScheduler::summary(int seq) const {
 
 nlohmann::json BatchScheduler::seq_json(int seq) const {
   nlohmann::json trace = nlohmann::json::array();
-  for (const auto& e : this->trace(seq))
+  for (const auto& e : this->trace(seq)) {
     trace.push_back({{"step", e.step},
                      {"k", e.K},
                      {"select", selection_name(e.select)},
@@ -125,11 +127,14 @@ nlohmann::json BatchScheduler::seq_json(int seq) const {
                      {"t_host_ms", e.t_host * 1e3},
                      {"t_tx_ms", e.t_tx * 1e3},
                      {"host_tokens", e.host_tokens}});
+    if (e.probe) trace.back()["probe"] = true;  // a Post step taken in Pre to measure the key scan
+  }
   static const char* modes[] = {"fixed", "adaptive", "adaptive-k", "adaptive-select"};
   return {{"mode", modes[static_cast<int>(policy_.sched)]},
           {"k_min", params_.k_min},
           {"k_max", params_.k_max},
           {"switches", switches(seq)},
+          {"probes", adaptive() ? seqs_.at(static_cast<size_t>(seq)).feedback.probes() : 0},
           {"summary", summary(seq)},
           {"trace", trace}};
 }

@@ -36,6 +36,8 @@ void FeedbackParams::validate() const {
     fail("--sched-post-margin must be in [0, 1), got " + std::to_string(post_margin));
   if (!(host_share >= 0 && host_share <= 1)) fail("host share must be in [0, 1], got " + std::to_string(host_share));
   if (!(shared_loss > 0 && shared_loss <= 1)) fail("shared loss must be in (0, 1], got " + std::to_string(shared_loss));
+  if (probe_every < 0) fail("--sched-probe must be >= 0, got " + std::to_string(probe_every));
+  if (warmup_steps < 0) fail("scheduler warm-up steps must be >= 0, got " + std::to_string(warmup_steps));
 }
 
 FeedbackScheduler::FeedbackScheduler(const FeedbackParams& params) : p_(params) {
@@ -52,7 +54,8 @@ void FeedbackScheduler::reset() {
   post_cost_at_switch_ = scan_per_token_ = 0;
   tokens_at_switch_ = 0;
   scan_known_ = false;
-  switches_ = 0;
+  probe_interval_ = since_probe_ = 0;
+  switches_ = probes_ = 0;
   trace_.clear();
 }
 
@@ -62,6 +65,8 @@ void FeedbackScheduler::enter(Selection mode) {
     const bool short_return = switches_ > 0 && mode_steps_ < 2 * hysteresis_now_;
     hysteresis_now_ = short_return ? std::min(kMaxBackoff * p_.hysteresis, 2 * hysteresis_now_) : p_.hysteresis;
     scan_known_ = false;
+    probe_interval_ = p_.probe_every;
+    since_probe_ = 0;
   }
   plan_ = {p_.k_min, mode};
   ++switches_;
@@ -71,26 +76,47 @@ void FeedbackScheduler::enter(Selection mode) {
 }
 
 SchedPlan FeedbackScheduler::update(const StepTimes& t) {
-  trace_.push_back(
-      {static_cast<int64_t>(trace_.size()), plan_.K, plan_.select, t.t_dev, t.t_host, t.t_tx, t.host_tokens});
+  trace_.push_back({static_cast<int64_t>(trace_.size()), plan_.K, plan_.select, t.t_dev, t.t_host, t.t_tx,
+                    t.host_tokens, plan_.probe});
+  // Warm-up steps count toward no switch, and the EWMAs start over at each of them and at the
+  // first step after them (seeded by it, not by a cold one).
+  const int64_t step = static_cast<int64_t>(trace_.size()) - 1;
+  const bool warming = step<p_.warmup_steps, smooth = step> p_.warmup_steps;
   const int64_t n = std::max<int64_t>(t.host_tokens, 0);
   const int k_used = static_cast<int>(std::min<int64_t>(plan_.K, n));
   const int hi = std::max(p_.k_min, static_cast<int>(std::min<int64_t>(p_.k_max, n)));
-  dev_ = seeded_dev_ ? ewma(dev_, t.t_dev, p_.alpha) : t.t_dev;
+  dev_ = seeded_dev_ && smooth ? ewma(dev_, t.t_dev, p_.alpha) : t.t_dev;
   seeded_dev_ = true;
+  if (plan_.probe) {  // Post's cost, not Pre's: it stays out of the Pre EWMA
+    end_probe(t, k_used);
+    return plan_;
+  }
   ++mode_steps_;
   if (n == 0) {  // nothing on the host yet: nothing to measure
     plan_.K = std::clamp(plan_.K, p_.k_min, hi);
     return plan_;
   }
   const double sample = (t.t_host + t.t_tx) / std::max(k_used, 1);
-  per_token_ = seeded_host_ ? ewma(per_token_, sample, p_.alpha) : sample;
+  per_token_ = seeded_host_ && smooth ? ewma(per_token_, sample, p_.alpha) : sample;
   seeded_host_ = true;
   if (plan_.select == Selection::Post)
     update_post(t, sample, k_used, hi);
   else
     update_pre(t, k_used);
+  if (warming && plan_.select == Selection::Post) streak_ = 0;
   return plan_;
+}
+
+void FeedbackScheduler::end_probe(const StepTimes& t, int k_used) {
+  ++probes_;
+  plan_ = {p_.k_min, Selection::Pre};
+  if (t.host_tokens <= 0) return;
+  // The two modes at the same K differ by the key scan over every host token.
+  const double post = t.t_host + t.t_tx, pre = per_token_ * std::max(k_used, 1);
+  scan_per_token_ = std::max(0.0, post - pre) / static_cast<double>(t.host_tokens);
+  scan_known_ = true;
+  probe_interval_ = std::min(8 * p_.probe_every, 2 * probe_interval_);
+  since_probe_ = 0;
 }
 
 double FeedbackScheduler::host_budget() const {
@@ -140,7 +166,11 @@ void FeedbackScheduler::update_pre(const StepTimes& t, int k_used) {
   }
   const double post_predicted = host_pre + scan_per_token_ * static_cast<double>(t.host_tokens);
   streak_ = post_predicted <= (1.0 - p_.post_margin) * host_budget() ? streak_ + 1 : 0;
-  if (streak_ >= hysteresis_now_) enter(Selection::Post);
+  if (streak_ >= hysteresis_now_) {
+    enter(Selection::Post);
+  } else if (p_.probe_every > 0 && ++since_probe_ >= probe_interval_) {
+    plan_ = {p_.k_min, Selection::Post, true};
+  }
 }
 
 std::string describe_trace(const std::vector<SchedTraceEntry>& tr, int switches, int k_min, int k_max) {
@@ -153,9 +183,11 @@ std::string describe_trace(const std::vector<SchedTraceEntry>& tr, int switches,
     post += e.select != Selection::Pre;
   }
   const int64_t pre = static_cast<int64_t>(tr.size()) - post;
+  const auto probes = std::count_if(tr.begin(), tr.end(), [](const SchedTraceEntry& e) { return e.probe; });
   std::ostringstream o;
   o << "K " << lo << ".." << hi << " (final " << tr.back().K << ", k_min " << k_min << ", k_max " << k_max << "), "
     << "post " << post << " steps, pre " << pre << " steps, " << switches << " switches";
+  if (probes > 0) o << ", " << probes << " probes";
   return o.str();
 }
 

@@ -31,6 +31,16 @@
 //    when P <= (1 - post_margin) · D for `hysteresis` consecutive steps. A Post episode that
 //    falls back to Pre within 2 · hysteresis steps doubles the required count (backoff, up to
 //    64 × hysteresis), so switches stay bounded even when the estimate of s is off.
+//  * Probes. s is measured once, at the switch; a switch made on inflated Post costs (a loaded
+//    host, the first cold steps) would overstate it for good, and the run would never come back
+//    to Post. So every probe_every Pre steps one step runs Post at k_min (a probe: the plan's
+//    `probe`, not a mode switch): its host cost less Pre's smoothed cost at k_min, over the host
+//    tokens, is s afresh. The interval doubles after each probe (up to 8 × probe_every) and
+//    starts over at each switch to Pre, so a run that belongs in Pre pays one Post step in 32,
+//    then in 64, … 256.
+//  * Warm-up. The first warmup_steps decode steps after reset() (a pool waking, the first writes
+//    into the KV pages) are measured but not smoothed: D and u start over at each of them, and
+//    they count toward no switch.
 //
 //  * Shared cores (host_share > 0: the CPU device, whose pool lends host_share of its cores to the
 //    host workers while they compute). The rules above assume the host's time is hidden behind
@@ -62,6 +72,8 @@ struct FeedbackParams {
   int settle_steps = 2;      // Pre steps measured before the key-scan cost s is taken
   int hysteresis = 8;        // consecutive steps the predicted Post cost must fit to switch back
   double post_margin = 0.2;  // ... fit within (1 - post_margin) · T_dev
+  int probe_every = 32;      // Pre steps between probes (0: no probes)
+  int warmup_steps = 4;      // first decode steps: measured, not smoothed, no switch counted
   // Shared cores: the share of the device's throughput the host workers take while they compute
   // (0: a device of its own), and the most of the device's time the host may cost it.
   double host_share = 0;
@@ -85,6 +97,7 @@ struct StepTimes {
 struct SchedPlan {
   int K = 0;
   Selection select = Selection::Post;  // Post or Pre
+  bool probe = false;                  // a Post step at k_min in Pre, to measure the key scan afresh
 };
 
 // One entry of the trace: the plan a step ran with and what it measured.
@@ -94,6 +107,7 @@ struct SchedTraceEntry {
   Selection select = Selection::Post;
   double t_dev = 0, t_host = 0, t_tx = 0;  // seconds
   int64_t host_tokens = 0;
+  bool probe = false;
 };
 
 class FeedbackScheduler {
@@ -107,7 +121,8 @@ class FeedbackScheduler {
   SchedPlan update(const StepTimes& t);
 
   const FeedbackParams& params() const { return p_; }
-  int switches() const { return switches_; }
+  int switches() const { return switches_; }  // mode switches; probes are not switches
+  int probes() const { return probes_; }
   const std::vector<SchedTraceEntry>& trace() const { return trace_; }
   // Smoothed state, for tests and logs: D (s), u (s per selected token), s (s per host token).
   double device_time() const { return dev_; }
@@ -117,6 +132,7 @@ class FeedbackScheduler {
  private:
   void update_post(const StepTimes& t, double sample, int k_used, int hi);
   void update_pre(const StepTimes& t, int k_used);
+  void end_probe(const StepTimes& t, int k_used);
   void enter(Selection mode);
   double host_budget() const;  // B: D, or less on shared cores
 
@@ -132,11 +148,13 @@ class FeedbackScheduler {
   int64_t tokens_at_switch_ = 0;
   double scan_per_token_ = 0;  // s: key-scan cost per host token (s)
   bool scan_known_ = false;
-  int switches_ = 0;
+  int probe_interval_ = 0;  // Pre steps from the last probe (or the switch) to the next
+  int since_probe_ = 0;
+  int switches_ = 0, probes_ = 0;
   std::vector<SchedTraceEntry> trace_;
 };
 
-// Summary of a trace for `--stats`: K range, final K, steps in each mode, switches.
+// Summary of a trace for `--stats`: K range, final K, steps in each mode, switches, probes.
 std::string describe_trace(const std::vector<SchedTraceEntry>& trace, int switches, int k_min, int k_max);
 
 }  // namespace hg

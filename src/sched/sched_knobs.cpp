@@ -59,6 +59,14 @@ void register_sched_knobs(KnobRegistry& r) {
                  &Policy::sched_pre_after, 1, INT_MAX, ps));
   r.add(int_knob("sched-hysteresis", "scheduler: steps the predicted Post-QK cost must fit before switching back",
                  &Policy::sched_hysteresis, 1, INT_MAX, ps));
+  r.add(int_knob("sched-probe",
+                 "scheduler: Pre-QK steps before one Post-QK step measures the key scan afresh (doubling after each, "
+                 "up to 8x; 0: never)",
+                 &Policy::sched_probe, 0, INT_MAX, ps));
+  r.add(float_knob("sched-shared-loss",
+                   "scheduler, CPU device: the most of the device's time the host workers may take from it on shared "
+                   "cores (the host's budget is min(1, loss / host share) T_dev)",
+                   &Policy::sched_shared_loss, 0.01f, 1.0f, ps));
   r.add(float_knob("sched-post-margin", "scheduler: ... fit within (1 - post-margin) T_dev", &Policy::sched_post_margin,
                    0.0f, 0.9f, ps));
 }

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <thread>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "hybridgen/engine.h"
 #include "hybridgen/model.h"
@@ -98,11 +98,16 @@ TEST(Sched, DelayedHostStageSwitchesToPreAndBack) {
   o.policy = policy_preset("hybrid");
   o.policy.window = 64;
   o.policy.k_min = 32;
+  // The host's budget is all of T_dev, as with cores of its own: on a loaded 2-core machine the
+  // default (a tenth of the device's time) puts Post at k_min on the edge of it without any
+  // delay, and this test is about the delay.
+  o.policy.sched_shared_loss = 1.0f;
   // The host stage sleeps 80 ms per step (T_dev is ~20 ms) during decode steps [20, 50), spread
   // over its layer jobs: the injected hook stands for a slower host.
   const int n_layers = model->spec.n_layers;
   o.host_job_hook = [n_layers](int64_t step, int) {
-    if (step >= 20 && step < 50) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(80.0 / n_layers));
+    if (step >= 20 && step < 50)
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(80.0 / n_layers));
   };
   Engine engine(*model, o);
   const std::vector<int32_t> ids = random_ids(300, 5, 30000);

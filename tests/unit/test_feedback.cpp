@@ -110,7 +110,7 @@ TEST(Feedback, HostBoundFallsToKMinThenPre) {
     const SchedPlan plan = sim.step(m);
     if (at_kmin < 0 && plan.K == p.k_min) at_kmin = i;
     if (pre < 0 && plan.select == Selection::Pre) pre = i;
-    if (plan.select == Selection::Post) {
+    if (plan.select == Selection::Post && !plan.probe) {
       ASSERT_TRUE(pre < 0) << "back to Post at step " << i << " although Post cannot fit";
     }
   }
@@ -151,6 +151,9 @@ TEST(Feedback, SharedCoresChargeTheHostToTheDevice) {
   EXPECT_EQ(cpu.sched.plan().select, Selection::Pre);
   EXPECT_EQ(cpu.sched.plan().K, shared.k_min);
   EXPECT_EQ(cpu.sched.switches(), 1);
+  // Probes confirmed the scan's cost at Pre steps 32, 96 and 224: their intervals double.
+  EXPECT_EQ(cpu.sched.probes(), 3);
+  EXPECT_NEAR(cpu.sched.scan_cost_per_token(), m.scan, 0.1 * m.scan);
 
   m.scan = 0.15e-6;  // 0.6 ms: Post at k_min costs 1.4 ms, 0.07 of the device: affordable
   Sim light(shared);
@@ -247,8 +250,10 @@ TEST(Feedback, SwitchesBackToPostWhenSlackReturns) {
   ASSERT_EQ(sim.sched.plan().K, p.k_min);
   m.overhead = 0.5e-3;  // and goes away
   int back = -1;
-  for (int i = 0; i < 100 && back < 0; ++i)
-    if (sim.step(m).select == Selection::Post) back = i;
+  for (int i = 0; i < 100 && back < 0; ++i) {
+    const SchedPlan plan = sim.step(m);
+    if (plan.select == Selection::Post && !plan.probe) back = i;
+  }
   ASSERT_GE(back, 0);
   EXPECT_GE(back, p.hysteresis - 1);   // not before the hysteresis
   EXPECT_LE(back, p.hysteresis + 10);  // nor long after (the EWMA of the Pre cost must drop first)
@@ -256,6 +261,63 @@ TEST(Feedback, SwitchesBackToPostWhenSlackReturns) {
   EXPECT_EQ(sim.sched.plan().select, Selection::Post);
   EXPECT_GT(sim.sched.plan().K, 512);
   EXPECT_EQ(sim.sched.switches(), 2);
+}
+
+// A host that is slow only until the switch (a loaded machine, another job): the scan's cost,
+// measured as Post's cost before the switch less Pre's after it, comes out 5x too large, and
+// Post never seems to fit again. A probe measures it afresh and the run returns to Post.
+TEST(Feedback, AProbeCorrectsAnInflatedScanEstimate) {
+  for (const int probe_every : {32, 0}) {
+    FeedbackParams p;
+    p.probe_every = probe_every;
+    Sim sim(p);
+    Machine m;
+    m.scan = 0.5e-6;  // Post at K 64: 0.5 + 2 + 0.3 ms, far inside T_dev 10 ms
+    int switched = -1, back = -1;
+    for (int i = 0; i < 200; ++i) {
+      m.overhead = switched < 0 ? 9e-3 : 0.5e-3;
+      const SchedPlan plan = sim.step(m);
+      if (switched < 0 && plan.select == Selection::Pre) switched = i;
+      if (switched >= 0 && back < 0 && plan.select == Selection::Post && !plan.probe) back = i;
+    }
+    ASSERT_GE(switched, 0);
+    if (probe_every == 0) {  // what happened before probes: Pre for good
+      EXPECT_EQ(back, -1);
+      EXPECT_GT(sim.sched.scan_cost_per_token(), 4 * m.scan);
+      continue;
+    }
+    // The probe after 32 Pre steps, then the hysteresis (8 steps).
+    ASSERT_GE(back, 0);
+    EXPECT_LE(back - switched, 32 + p.hysteresis + 4);
+    EXPECT_NEAR(sim.sched.scan_cost_per_token(), m.scan, 0.1 * m.scan);
+    EXPECT_EQ(sim.sched.plan().select, Selection::Post);
+    EXPECT_GT(sim.sched.plan().K, 512);
+    EXPECT_EQ(sim.sched.switches(), 2);
+    EXPECT_EQ(sim.sched.probes(), 1);
+  }
+}
+
+// The first decode steps run cold (10x their cost here): measured, not smoothed, no switch.
+TEST(Feedback, ColdFirstStepsDoNotSwitchToPre) {
+  for (const int warmup : {4, 0}) {
+    FeedbackParams p;
+    p.host_share = 0.5;  // shared cores: the host's budget is 0.2 T_dev = 2 ms
+    p.warmup_steps = warmup;
+    Sim sim(p);
+    Machine m;
+    m.scan = 0.1e-6;  // Post at K 64: 0.5 + 0.4 + 0.3 ms = 1.2 ms warm
+    Machine cold = m;
+    cold.overhead = 10 * m.overhead, cold.scan = 10 * m.scan, cold.per_token = 10 * m.per_token;
+    sim.run(cold, 4);
+    sim.run(m, 60);
+    if (warmup == 0) {  // three cold steps at k_min are enough to leave Post
+      EXPECT_GE(sim.sched.switches(), 1);
+      continue;
+    }
+    EXPECT_EQ(sim.sched.switches(), 0);
+    EXPECT_EQ(sim.sched.plan().select, Selection::Post);
+    EXPECT_GT(sim.sched.plan().K, p.k_min);
+  }
 }
 
 TEST(Feedback, WrongScanEstimateBacksOffInsteadOfFlapping) {
