@@ -6,6 +6,7 @@
 #include <string>
 
 #include "hybridgen/error.h"
+#include "sched/cores.h"
 #include "util/signals.h"
 
 namespace hg {
@@ -14,7 +15,7 @@ HostStage::HostStage(int n_threads, int n_slots, std::vector<int> pin_cpus, Thre
     : pin_cpus_(std::move(pin_cpus)),
       n_threads_(std::max(1, n_threads)),
       shared_cores_(shared_cores),
-      inline_(shared_cores && shared_cores->size() <= n_threads_),
+      inline_(shared_cores && shares_every_core(shared_cores->size(), n_threads_)),
       ring_(static_cast<size_t>(n_slots)),
       slots_(static_cast<size_t>(n_slots)) {
   if (inline_) return;

@@ -33,11 +33,11 @@ CorePlan plan_cores(int threads, int available, int host_threads, bool cpu_devic
   plan.device_threads = total;
   plan.device_width = total;
   if (!cpu_device || plan.host_threads == 0) return plan;
-  plan.device_width = total - plan.host_threads;
-  if (plan.device_width < 1) {
-    plan.device_width = total;  // the device never gives a core away: the host jobs run on its pool
-    plan.shared = true;
+  if (shares_every_core(total, plan.host_threads)) {
+    plan.shared = true;  // the device never gives a core away: the host jobs run on its pool
+    return plan;
   }
+  plan.device_width = total - plan.host_threads;
   return plan;
 }
 

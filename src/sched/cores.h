@@ -37,6 +37,9 @@ struct CorePlan {
 // threads: -t (0: all); available: CPUs this process may run on; host_threads: 0 when the policy
 // has no host stage.
 CorePlan plan_cores(int threads, int available, int host_threads, bool cpu_device);
+// Too few cores to split between the CPU device's pool and the host workers (N <= H): the host
+// stage runs inline on the pool. The one test of it, for plan_cores and HostStage alike.
+inline bool shares_every_core(int device_threads, int host_threads) { return device_threads <= host_threads; }
 // CPUs this process may run on (sched_getaffinity; hardware_concurrency when that fails).
 int available_cpus();
 // The host workers of --host-threads H: H, or for 0 every core of the run: `threads` (-t) when it
