@@ -81,7 +81,8 @@ SchedPlan FeedbackScheduler::update(const StepTimes& t) {
   // Warm-up steps count toward no switch, and the EWMAs start over at each of them and at the
   // first step after them (seeded by it, not by a cold one).
   const int64_t step = static_cast<int64_t>(trace_.size()) - 1;
-  const bool warming = step<p_.warmup_steps, smooth = step> p_.warmup_steps;
+  const bool warming = step < p_.warmup_steps;
+  const bool smooth = step > p_.warmup_steps;
   const int64_t n = std::max<int64_t>(t.host_tokens, 0);
   const int k_used = static_cast<int>(std::min<int64_t>(plan_.K, n));
   const int hi = std::max(p_.k_min, static_cast<int>(std::min<int64_t>(p_.k_max, n)));

@@ -10,10 +10,11 @@ namespace hg {
 constexpr float kLn2Hi = 0.693359375f;  // ln 2 in two parts: k * kLn2Hi is exact for |k| < 2^15
 constexpr float kLn2Lo = -2.12194440e-4f;
 
-// ln_normal (keyformer_scores.h): x = 2^k f with f in [√½, √2) (0x3f3504f3 is √½'s bits: adding 1.0's bits minus them
-// carries into the exponent exactly when the mantissa is at least √2's), then ln f = 2 atanh(s) = 2s (1 + s²/3 + s⁴/5 +
-// …) with s = (f - 1) / (f + 1), |s| <= 0.172, to s⁹ (truncation < 1e-9 relative). f - 1 is exact, so x near 1 keeps
-// its relative precision. Within 2 ulp of std::log (tests/unit/test_heavy_hitters.cpp).
+// ln_normal (keyformer_scores.h): x = 2^k f with f in [√½, √2) (0x3f3504f3 is √½'s bits: adding
+// 1.0's bits minus them carries into the exponent exactly when the mantissa is at least √2's),
+// then ln f = 2 atanh(s) = 2s (1 + s²/3 + s⁴/5 + …) with s = (f - 1) / (f + 1), |s| <= 0.172, to
+// s⁹ (truncation < 1e-9 relative). f - 1 is exact, so x near 1 keeps its relative precision.
+// Within 2 ulp of std::log (tests/unit/test_heavy_hitters.cpp).
 float ln_normal(float x) {
   const uint32_t bits = std::bit_cast<uint32_t>(x) + (0x3f800000u - 0x3f3504f3u);
   const float k = static_cast<float>(static_cast<int32_t>(bits >> 23) - 127);
