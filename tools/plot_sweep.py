@@ -101,8 +101,10 @@ def label(row, keys):
 def footer(fig, rows):
     r = rows[0]
     machine = r.get("machine", {})
+    commits = list(dict.fromkeys(row.get("hybridgen", {}).get("commit", "?") for row in rows))  # in order, once
+    shown = ", ".join(commits[:4]) + (f" and {len(commits) - 4} more" if len(commits) > 4 else "")
     text = (f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, device {machine.get('device', '?')}; "
-            f"hybridgen {r.get('hybridgen', {}).get('commit', '?')}; {len(rows)} rows")
+            f"hybridgen {shown}; {len(rows)} rows")
     fig.text(0.01, 0.005, text, fontsize=7, color="0.35", ha="left", va="bottom")
 
 
@@ -163,15 +165,26 @@ def plot_lines(ax, data, xlabel, ylabel, logx=False):
         ax.legend(fontsize=8)
 
 
-def plot_bars(ax, data, ylabel):
+def plot_bars(ax, data, xlabel, first=True):
+    """Horizontal bars, one a setting, top to bottom in the rows' order: the settings' names (a
+    policy and its knobs) are long, and read level on the y axis. Panels after the first share
+    its y axis (first=False): they neither name nor flip it again."""
     names = list(data)
     means = [data[n][0][1] for n in names]
     stds = [data[n][0][2] for n in names]
-    ax.bar(range(len(names)), means, yerr=stds, capsize=3, color="C0")
-    ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel(ylabel)
-    ax.grid(True, axis="y", alpha=0.3)
+    ax.barh(range(len(names)), means, xerr=stds, capsize=3, color="C0")
+    if first:
+        ax.set_yticks(range(len(names)))
+        ax.set_yticklabels(names, fontsize=8)
+        ax.invert_yaxis()
+    else:
+        ax.tick_params(labelleft=False)
+    ax.set_xlabel(xlabel)
+    ax.grid(True, axis="x", alpha=0.3)
+
+
+def bars_height(data):
+    return max(3.0, 0.28 * len(data) + 1.6)
 
 
 def bench_figures(rows, out_dir, written):
@@ -190,8 +203,9 @@ def bench_figures(rows, out_dir, written):
         footer(fig, rows)
         save(fig, out_dir, "decode_vs_depth.png", written)
     else:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        plot_bars(ax, series(rows, None, metric("decode_tps"), labels), "decode throughput (tokens/s)")
+        data = series(rows, None, metric("decode_tps"), labels)
+        fig, ax = plt.subplots(figsize=(8, bars_height(data)))
+        plot_bars(ax, data, "decode throughput (tokens/s)")
         ax.set_title(title(rows, "decode tokens/s per setting"))
         footer(fig, rows)
         save(fig, out_dir, "decode_per_policy.png", written)
@@ -215,13 +229,18 @@ def accuracy_figures(rows, out_dir, written):
     # K is the x axis only when every row has one (a sweep over policies gives some rows none).
     x_key = next((k for k in K_KEYS if k in keys and all(k in r.get("params", {}) for r in rows)), None)
     labels = [k for k in keys if k != x_key]
-    fig, axes = plt.subplots(1, len(present), figsize=(max(7.0, 4.6 * len(present)), 4.5), squeeze=False)
-    for ax, (m, ylabel) in zip(axes[0], present):
+    if x_key:
+        fig, axes = plt.subplots(1, len(present), figsize=(max(7.0, 4.6 * len(present)), 4.5), squeeze=False)
+    else:  # one row of bars per setting, the names once, on the left
+        height = bars_height(series(rows, None, metric(present[0][0]), labels))
+        fig, axes = plt.subplots(1, len(present), figsize=(4.0 + 3.2 * len(present), height), squeeze=False,
+                                 sharey=True)
+    for i, (ax, (m, ylabel)) in enumerate(zip(axes[0], present)):
         if x_key:
             plot_lines(ax, series(rows, x_key, metric(m), labels), f"K ({x_key}: host tokens per kv-head)", ylabel,
                        logx=True)
         else:
-            plot_bars(ax, series(rows, None, metric(m), labels), ylabel)
+            plot_bars(ax, series(rows, None, metric(m), labels), ylabel, first=i == 0)
     what = f"accuracy vs {x_key}" if x_key else "accuracy per setting"
     fig.suptitle(title(rows, what))
     footer(fig, rows)
