@@ -26,6 +26,19 @@ std::vector<std::string> lines_of(const fs::path& p) {
   return out;
 }
 
+// The lines of a file that end in a newline; `torn` gets what follows the last one (a line being
+// written, or cut short: a write of more than a page can stop part-way when SIGKILL arrives).
+std::vector<std::string> whole_lines_of(const fs::path& p, std::string* torn = nullptr) {
+  std::ifstream in(p, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> out;
+  size_t begin = 0;
+  for (size_t nl; (nl = text.find('\n', begin)) != std::string::npos; begin = nl + 1)
+    out.push_back(text.substr(begin, nl - begin));
+  if (torn) *torn = text.substr(begin);
+  return out;
+}
+
 fs::path write_sweep(const fs::path& dir, const std::string& name, const std::string& text) {
   const fs::path p = dir / (name + ".yaml");
   std::ofstream(p) << text;
@@ -111,20 +124,25 @@ TEST(SweepCli, KilledAfterTheSecondPointAndResumedEndsWithOneLinePerPoint) {
   const pid_t pid = std::stoi(bg.out);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
   size_t seen = 0;
-  while ((seen = lines_of(out).size()) < 2 && std::chrono::steady_clock::now() < deadline)
+  while ((seen = whole_lines_of(out).size()) < 2 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   ASSERT_GE(seen, 2u);
   // Reap the killed process (it is our grandchild's sibling: wait until it is gone).
   while (kill(pid, 0) == 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  const auto killed_lines = lines_of(out);
+  // Every line the sweep finished is whole; a line it was writing may be torn (each line is one
+  // write(), but a write of more than a page can stop part-way at SIGKILL), and --resume must
+  // drop it and run that point again.
+  std::string torn;
+  const auto killed_lines = whole_lines_of(out, &torn);
   ASSERT_LT(killed_lines.size(), 6u) << "the sweep finished before the kill: the test proves nothing";
-  check_lines(killed_lines, "ok");  // whole lines only
+  check_lines(killed_lines, "ok");
 
   RunResult r = run_hybridgen("sweep '" + sweep.string() + "' -o '" + out.string() + "' --resume");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto lines = lines_of(out);
+  const auto lines = whole_lines_of(out, &torn);
+  EXPECT_EQ(torn, "");
   ASSERT_EQ(lines.size(), 6u);
   const auto keys = check_lines(lines, "ok");
   EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), 6u);
@@ -225,12 +243,10 @@ TEST(PlotSweep, CommittedResultsGiveValidPngs) {
   struct Expect {
     std::string file, png;
   };
-  const std::vector<Expect> expected = {{"bench_depth.jsonl", "decode_vs_depth.png"},
-                                        {"fidelity_k.jsonl", "accuracy_vs_k.png"},
-                                        {"passkey.jsonl", "passkey_heatmap.png"},
-                                        {"passkey.jsonl", "accuracy_per_policy.png"},
-                                        {"sched_trace.jsonl", "sched_trace.png"},
-                                        {"ruler.jsonl", "ruler_vs_length.png"}};
+  const std::vector<Expect> expected = {
+      {"bench_depth.jsonl", "decode_vs_depth.png"}, {"fidelity_k.jsonl", "accuracy_vs_k.png"},
+      {"passkey.jsonl", "passkey_heatmap.png"},     {"passkey.jsonl", "accuracy_per_policy.png"},
+      {"sched_trace.jsonl", "sched_trace.png"},     {"ruler.jsonl", "ruler_vs_length.png"}};
   for (const auto& e : expected) {
     SCOPED_TRACE(e.file);
     const fs::path out = dir / e.file;
