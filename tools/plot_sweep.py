@@ -295,11 +295,16 @@ def passkey_heatmap(rows, out_dir, written):
         ctx = r["metrics"].get("prompt_tokens") or r["params"].get("ctx")
         for depth, acc in r["metrics"]["per_depth"].items():
             panels.setdefault(label(r, keys), {}).setdefault((float(depth), int(ctx)), []).append(float(acc))
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels) + 1.5, 4.6), squeeze=False,
+    cols = min(4, len(panels))  # rows of at most 4 panels: a dozen presets in one row were unreadable
+    nrows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols + 1.5, 3.6 * nrows + 1.0), squeeze=False,
                              layout="constrained")
     fig.get_layout_engine().set(rect=(0, 0.04, 1, 0.96))
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[len(panels):]:
+        ax.set_visible(False)
     image = None
-    for ax, (name, cells) in zip(axes[0], panels.items()):
+    for k, (ax, (name, cells)) in enumerate(zip(flat, panels.items())):
         depths = sorted({d for d, _ in cells})
         ctxs = sorted({c for _, c in cells})
         grid = [[mean_std(cells[(d, c)])[0] if (d, c) in cells else float("nan") for c in ctxs] for d in depths]
@@ -313,10 +318,10 @@ def passkey_heatmap(rows, out_dir, written):
         ax.set_yticks(range(len(depths)))
         ax.set_yticklabels([f"{d:g}" for d in depths])
         ax.set_xlabel("context (prompt tokens)")
-        if ax is axes[0][0]:
+        if k % cols == 0:
             ax.set_ylabel("depth of the key (fraction of the filler)")
-        ax.set_title(name, fontsize=9)
-    fig.colorbar(image, ax=axes[0].tolist(), label="passkey accuracy")
+        ax.set_title("\n".join(textwrap.wrap(name, 40)), fontsize=9)
+    fig.colorbar(image, ax=flat[:len(panels)], label="passkey accuracy")
     fig.suptitle(title(rows, "passkey accuracy by depth and context"))
     footer(fig, rows)
     path = os.path.join(out_dir, "passkey_heatmap.png")
