@@ -8,7 +8,10 @@
 // (softmax_inplace's division by the sum would make one: it flushes those to 0).
 // `static` for the same reason as half.h (included by per-ISA translation units).
 #pragma once
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 namespace hg::cpu {
 
@@ -26,6 +29,23 @@ static inline float exp_nonpositive_scalar(float x) {
   float p = kExpPoly[0];
   for (int i = 1; i < 7; ++i) p = p * r + kExpPoly[i];
   return std::ldexp(p, static_cast<int>(k));
+}
+
+// The same steps without library calls, branch-free, so that a loop of it vectorizes in a
+// translation unit built for the baseline ISA (std::nearbyint and std::ldexp keep GCC from it):
+// k is rounded by adding and subtracting 1.5 · 2^23, the clamp is a min on the bits (x <= 0: the
+// larger magnitude has the larger bits), and 2^k is built in the exponent bits (k >= -126).
+// Bit for bit exp_nonpositive_scalar where x * kLog2e is rounded before the addition, i.e.
+// without FMA contraction (tests/unit/test_dot.cpp). Keyformer's Gumbel-softmax uses it.
+static inline float exp_nonpositive_elementwise(float x) {
+  constexpr float kRound = 12582912.0f;  // 1.5 · 2^23
+  constexpr uint32_t kMinBits = std::bit_cast<uint32_t>(kExpMin);
+  x = std::bit_cast<float>(std::min(std::bit_cast<uint32_t>(x), kMinBits));
+  const float k = (x * kLog2e + kRound) - kRound;
+  const float r = (x - k * kLn2Hi) - k * kLn2Lo;
+  float p = kExpPoly[0];
+  for (int i = 1; i < 7; ++i) p = p * r + kExpPoly[i];
+  return p * std::bit_cast<float>(static_cast<uint32_t>(static_cast<int32_t>(k) + 127) << 23);
 }
 
 }  // namespace hg::cpu

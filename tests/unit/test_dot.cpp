@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/exp_poly.h"
 #include "kernels/cpu/half.h"
 
 namespace hg::cpu {
@@ -225,6 +227,21 @@ TEST(Dot, MaxAndExpShiftSumEveryIsaLength) {
       }
       EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum + 1e-30) << cpu_isa_label(isa);
     }
+}
+
+// The branch-free exp (Keyformer's Gumbel-softmax) is the softmax's scalar exp, bit for bit, in a
+// translation unit without FMA contraction (this one: the baseline ISA).
+TEST(Dot, ElementwiseExpIsTheScalarExp) {
+  for (int i = 0; i <= 2000000; ++i) {
+    const float x = -100.0f * static_cast<float>(i) / 2000000.0f;
+    ASSERT_EQ(std::bit_cast<uint32_t>(exp_nonpositive_elementwise(x)),
+              std::bit_cast<uint32_t>(exp_nonpositive_scalar(x)))
+        << x;
+  }
+  for (const float x : {0.0f, -0.0f, -87.0f, -87.5f, -1e30f, -INFINITY, -0.5f * 0.693359375f})
+    ASSERT_EQ(std::bit_cast<uint32_t>(exp_nonpositive_elementwise(x)),
+              std::bit_cast<uint32_t>(exp_nonpositive_scalar(x)))
+        << x;
 }
 
 // A peaked row (one logit far above thousands of others) has probabilities below FLT_MIN: they are

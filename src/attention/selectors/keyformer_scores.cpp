@@ -5,10 +5,12 @@
 #include <cfloat>
 #include <cmath>
 
+#include "kernels/cpu/exp_poly.h"
+
 namespace hg {
 
-constexpr float kLn2Hi = 0.693359375f;  // ln 2 in two parts: k * kLn2Hi is exact for |k| < 2^15
-constexpr float kLn2Lo = -2.12194440e-4f;
+using cpu::kLn2Hi;  // ln 2 in two parts, as the softmax exp splits it (kernels/cpu/exp_poly.h)
+using cpu::kLn2Lo;
 
 // ln_normal (keyformer_scores.h): x = 2^k f with f in [√½, √2) (0x3f3504f3 is √½'s bits: adding
 // 1.0's bits minus them carries into the exponent exactly when the mantissa is at least √2's),
@@ -51,19 +53,6 @@ float uniform_open(uint64_t row, int64_t key_pos) {
 // -ln(-ln u): u >= 2^-24 and -ln u >= 2^-24 are both normal.
 inline float gumbel_of_uniform(float u) { return -ln_normal(-ln_normal(u)); }
 
-// e^x for x <= 0 (exp_poly.h's steps), elementwise without library calls: round x log2 e by
-// adding 1.5 · 2^23, and build 2^k in the exponent bits (x >= -87, so k >= -126: normal).
-inline float exp_nonpositive(float x) {
-  constexpr float kRound = 12582912.0f, kLog2e = 1.44269504088896341f;
-  constexpr uint32_t kMinus87Bits = std::bit_cast<uint32_t>(-87.0f);
-  x = std::bit_cast<float>(std::min(std::bit_cast<uint32_t>(x), kMinus87Bits));  // x <= 0: max(x, -87)
-  const float k = (x * kLog2e + kRound) - kRound;
-  const float r = (x - k * kLn2Hi) - k * kLn2Lo;
-  const float p =
-      (((((r * (1.0f / 720) + 1.0f / 120) * r + 1.0f / 24) * r + 1.0f / 6) * r + 0.5f) * r + 1.0f) * r + 1.0f;
-  return p * std::bit_cast<float>(static_cast<uint32_t>(static_cast<int32_t>(k) + 127) << 23);
-}
-
 }  // namespace
 
 float keyformer_tau(float tau_init, float tau_end, int64_t pos, int64_t prompt_len, int64_t ctx) {
@@ -104,7 +93,7 @@ void gumbel_softmax(const float* p, const float* noise, int64_t n, float tau, fl
     return;
   }
   for (int64_t j = 0; j < n; ++j) {
-    const float yj = y[j], e = exp_nonpositive(yj - m);  // -inf - m clamps to e^-87
+    const float yj = y[j], e = cpu::exp_nonpositive_elementwise(yj - m);  // -inf - m clamps to e^-87
     const uint32_t keep = std::bit_cast<uint32_t>(yj) == std::bit_cast<uint32_t>(-INFINITY) ? 0u : ~0u;
     y[j] = std::bit_cast<float>(std::bit_cast<uint32_t>(e) & keep);  // masked: 0
   }
