@@ -101,23 +101,22 @@ SchedPlan FeedbackScheduler::update(const StepTimes& t) {
   per_token_ = seeded_host_ && smooth ? ewma(per_token_, sample, p_.alpha) : sample;
   seeded_host_ = true;
   if (plan_.select == Selection::Post)
-    update_post(t, sample, k_used, hi);
+    update_post(t, sample, k_used, hi, warming);
   else
     update_pre(t, k_used);
-  if (warming && plan_.select == Selection::Post) streak_ = 0;
   return plan_;
 }
 
 void FeedbackScheduler::end_probe(const StepTimes& t, int k_used) {
   ++probes_;
   plan_ = {p_.k_min, Selection::Pre};
+  probe_interval_ = std::min(8 * p_.probe_every, 2 * probe_interval_);
+  since_probe_ = 0;
   if (t.host_tokens <= 0) return;
   // The two modes at the same K differ by the key scan over every host token.
   const double post = t.t_host + t.t_tx, pre = per_token_ * std::max(k_used, 1);
   scan_per_token_ = std::max(0.0, post - pre) / static_cast<double>(t.host_tokens);
   scan_known_ = true;
-  probe_interval_ = std::min(8 * p_.probe_every, 2 * probe_interval_);
-  since_probe_ = 0;
 }
 
 double FeedbackScheduler::host_budget() const {
@@ -125,7 +124,7 @@ double FeedbackScheduler::host_budget() const {
   return std::min(1.0, p_.shared_loss / p_.host_share) * dev_;
 }
 
-void FeedbackScheduler::update_post(const StepTimes& t, double sample, int k_used, int hi) {
+void FeedbackScheduler::update_post(const StepTimes& t, double sample, int k_used, int hi, bool warming) {
   const double budget = host_budget();
   const double target = (1.0 - p_.margin) * budget;
   const double host = per_token_ * std::max(k_used, 1);  // predicted host + transfer cost at this K
@@ -148,7 +147,7 @@ void FeedbackScheduler::update_post(const StepTimes& t, double sample, int k_use
   }
   // At the floor and still host-bound: only a cheaper selection can help.
   const bool host_bound_at_floor = host > budget && k == p_.k_min && t.host_tokens > p_.k_min;
-  streak_ = host_bound_at_floor ? streak_ + 1 : 0;
+  streak_ = host_bound_at_floor && !warming ? streak_ + 1 : 0;  // a warm-up step counts toward no switch
   if (p_.adapt_select && streak_ >= p_.pre_after) {
     post_cost_at_switch_ = host;
     tokens_at_switch_ = t.host_tokens;

@@ -130,7 +130,7 @@ class FeedbackScheduler {
   double scan_cost_per_token() const { return scan_per_token_; }
 
  private:
-  void update_post(const StepTimes& t, double sample, int k_used, int hi);
+  void update_post(const StepTimes& t, double sample, int k_used, int hi, bool warming);
   void update_pre(const StepTimes& t, int k_used);
   void end_probe(const StepTimes& t, int k_used);
   void enter(Selection mode);

@@ -299,10 +299,11 @@ TEST(Feedback, AProbeCorrectsAnInflatedScanEstimate) {
 
 // The first decode steps run cold (10x their cost here): measured, not smoothed, no switch.
 TEST(Feedback, ColdFirstStepsDoNotSwitchToPre) {
-  for (const int warmup : {4, 0}) {
+  for (const auto& [warmup, pre_after] : {std::pair{4, 3}, std::pair{4, 1}, std::pair{0, 3}}) {
     FeedbackParams p;
     p.host_share = 0.5;  // shared cores: the host's budget is 0.2 T_dev = 2 ms
     p.warmup_steps = warmup;
+    p.pre_after = pre_after;  // 1: a single host-bound step would switch, were it counted
     Sim sim(p);
     Machine m;
     m.scan = 0.1e-6;  // Post at K 64: 0.5 + 0.4 + 0.3 ms = 1.2 ms warm
