@@ -19,15 +19,25 @@ namespace hg {
 class Device;
 class BatchScheduler;
 
+// The prefill chunk when EngineOptions::ubatch is 0. Exact policies: larger chunks only amortize
+// more (the prefill GEMM dequantizes each weight panel once per chunk: 14% of a 32K prefill at
+// 256 rows on the AMX Xeon, docs/performance.md); the results of an exact prefill do not depend
+// on the chunk beyond rounding. The pruning policies keep the 256 rows their results were made with.
+inline constexpr int kExactPrefillUbatch = 1024;
+inline constexpr int kPruningPrefillUbatch = 256;
+
 struct EngineOptions {
   int threads = 0;               // CPU threads of the device (0: all cores)
   DType kv_dtype = DType::BF16;  // f32, f16 or bf16
   int ctx = 0;                   // tokens per sequence the KV cache holds (0: the model's max)
   int batch = 1;                 // sequences decoded together
-  int ubatch = 256;              // prefill processes prompts in chunks of this many tokens
-  std::string device = "auto";   // auto | cpu | cuda
-  int gpu = 0;                   // CUDA device index
-  Policy policy;                 // attention policy (default: full)
+  // Prefill processes prompts in chunks of this many tokens (0: kExactPrefillUbatch when the
+  // policy's prefill is exact attention, kPruningPrefillUbatch for the policies whose prefill
+  // evicts as it goes: streaming, h2o, keyformer; what they keep depends on the chunk).
+  int ubatch = 0;
+  std::string device = "auto";  // auto | cpu | cuda
+  int gpu = 0;                  // CUDA device index
+  Policy policy;                // attention policy (default: full)
   // Host KV placement (hybrid policies): --kv-placement, --k-node, --v-node, --k-dram-budget
   std::string kv_placement = "semantic";
   int k_node = -1, v_node = -1;  // -1: auto

@@ -30,6 +30,11 @@ void add_model_options(CLI::App& cmd, ModelOptions& o) {
 void add_runtime_options(CLI::App& cmd, RuntimeOptions& o) {
   cmd.add_option("-t,--threads", o.threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd.add_option("-c,--ctx", o.ctx, "tokens per sequence the KV cache holds (0: as needed)")->capture_default_str();
+  cmd.add_option("--ubatch", o.ubatch,
+                 "prompt tokens per prefill chunk (0: " + std::to_string(kExactPrefillUbatch) +
+                     " where the policy's prefill is exact, " + std::to_string(kPruningPrefillUbatch) +
+                     " for streaming, h2o and keyformer, whose prefill evicts as it goes)")
+      ->capture_default_str();
   cmd.add_option("--kv-dtype", o.kv_dtype, "KV cache dtype: bf16|f16|f32")->capture_default_str();
   cmd.add_option("--device", o.device, "auto|cpu|cuda")->capture_default_str();
   cmd.add_option("--gpu", o.gpu, "CUDA device index")->capture_default_str();
@@ -156,6 +161,7 @@ void check_engine_options(const RuntimeOptions& r, const PolicyOptions& o, const
                           const std::vector<std::string>& compared) {
   parse_kv_dtype(r.kv_dtype);
   if (r.ctx < 0) throw Error("--ctx must be >= 0, got " + std::to_string(r.ctx));
+  if (r.ubatch < 0) throw Error("--ubatch must be >= 0 (0: auto), got " + std::to_string(r.ubatch));
   EngineOptions e;
   e.ctx = r.ctx;
   apply_policy_options(o, preset, e, compared);
@@ -182,9 +188,11 @@ EngineOptions engine_options(const RuntimeOptions& r, const ModelSpec& spec, int
   e.device = r.device;
   e.gpu = r.gpu;
   e.batch = batch;
+  e.ubatch = r.ubatch;
   check_range("-t", r.threads, 0, hardware_threads(), "0: all; at most the CPUs of this machine");
   if (r.gpu < 0) throw Error("--gpu must be >= 0 (a CUDA device index), got " + std::to_string(r.gpu));
   if (r.ctx < 0) throw Error("--ctx must be >= 0, got " + std::to_string(r.ctx));
+  if (r.ubatch < 0) throw Error("--ubatch must be >= 0 (0: auto), got " + std::to_string(r.ubatch));
   e.ctx = r.ctx > 0 ? r.ctx : needed_ctx;
   // Past the trained context RoPE keeps working, the model just never saw such distances; allowed
   // with a warning, as llama.cpp does (OPT's learned positions end there: the engine refuses it).

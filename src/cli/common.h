@@ -44,6 +44,7 @@ struct PolicyOptions {
 struct RuntimeOptions {
   int threads = 0;
   int ctx = 0;
+  int ubatch = 0;  // prompt tokens per prefill chunk (0: the engine's choice for the policy)
   std::string kv_dtype = "bf16";
   std::string device = "auto";
   int gpu = 0;

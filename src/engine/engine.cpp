@@ -74,7 +74,7 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
     throw Error("--ctx " + std::to_string(o.ctx) + ": OPT's learned position embeddings end at " +
                 std::to_string(spec.max_ctx) + " positions (max_position_embeddings)");
   if (o.batch < 1) throw Error("--batch must be at least 1, got " + std::to_string(o.batch));
-  if (o.ubatch < 1) o.ubatch = 256;
+  if (o.ubatch < 0) throw Error("--ubatch must be >= 0 (0: auto), got " + std::to_string(o.ubatch));
   if (o.policy.splits_kv()) o.policy.host_threads = resolve_host_threads(o.policy.host_threads, o.threads);
   double host_share = 0;
   impl_->device = make_device(o, host_share);
@@ -93,6 +93,7 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
   impl_->attn = std::move(stage.attention);
   impl_->all_on_device_note = stage.note;
   if (!stage.note.empty()) spdlog::info("{}", stage.note);
+  if (o.ubatch == 0) o.ubatch = impl_->attn->exact_prefill() ? kExactPrefillUbatch : kPruningPrefillUbatch;
   impl_->scratch = std::make_unique<Scratch>(*impl_->device, spec, std::max(o.ubatch, o.batch));
   impl_->plans.assign(static_cast<size_t>(o.batch), initial_plan(o.policy));
   impl_->sched = make_batch_scheduler(o.policy, model, o.batch, host_share);

@@ -121,21 +121,26 @@ void transformer_layer(Device& d, const ModelSpec& spec, const DeviceLayer& l, L
   if (!pre_norm) norm(d, spec, l.ffn_norm, l.ffn_norm_bias, s.x, n, s.x);
 }
 
-// logits = lm_head · project_out(norm(x))  for rows [first, first + n)
+// logits = lm_head · project_out(norm(x))  for rows [first, first + n), in slices of the logits
+// scratch (Scratch::logit_rows)
 void output_head(Device& d, const ModelSpec& spec, const DeviceWeights& w, Scratch& s, int first, int n,
                  float* logits_host) {
-  const float* x = s.x + static_cast<int64_t>(first) * spec.d_model;
-  const float* head_in = x;
-  if (w.final_norm.present()) {
-    norm(d, spec, w.final_norm, w.final_norm_bias, x, n, s.h);
-    head_in = s.h;
+  for (int r0 = first; r0 < first + n; r0 += s.logit_rows) {
+    const int m = std::min(s.logit_rows, first + n - r0);
+    const float* x = s.x + static_cast<int64_t>(r0) * spec.d_model;
+    const float* head_in = x;
+    if (w.final_norm.present()) {
+      norm(d, spec, w.final_norm, w.final_norm_bias, x, m, s.h);
+      head_in = s.h;
+    }
+    if (w.project_out.present()) {
+      d.matmul(w.project_out, DeviceTensor{}, head_in, m, s.q);
+      head_in = s.q;
+    }
+    d.matmul(w.lm_head, DeviceTensor{}, head_in, m, s.logits);
+    d.copy_to_host(logits_host + static_cast<int64_t>(r0 - first) * spec.vocab_size, s.logits,
+                   sizeof(float) * static_cast<size_t>(m) * spec.vocab_size);
   }
-  if (w.project_out.present()) {
-    d.matmul(w.project_out, DeviceTensor{}, head_in, n, s.q);
-    head_in = s.q;
-  }
-  d.matmul(w.lm_head, DeviceTensor{}, head_in, n, s.logits);
-  d.copy_to_host(logits_host, s.logits, sizeof(float) * static_cast<size_t>(n) * spec.vocab_size);
 }
 
 }  // namespace
@@ -154,8 +159,11 @@ std::unique_ptr<DeviceWeights> upload_weights(Device& d, const Model& model) {
   return w;
 }
 
-Scratch::Scratch(Device& dev, const ModelSpec& spec, int rows) : device(dev), max_rows(rows) {
-  auto f = [&](int64_t per_row) { return static_cast<float*>(dev.alloc(sizeof(float) * per_row * rows)); };
+Scratch::Scratch(Device& dev, const ModelSpec& spec, int rows)
+    : device(dev), max_rows(rows), logit_rows(std::min(rows, kMaxLogitRows)) {
+  auto f = [&](int64_t per_row, int64_t n = 0) {
+    return static_cast<float*>(dev.alloc(sizeof(float) * per_row * (n > 0 ? n : rows)));
+  };
   const int64_t wide = std::max<int64_t>({spec.d_model, spec.word_embed_proj_dim, spec.q_dim()});
   x = f(spec.d_model);
   h = f(wide);
@@ -165,7 +173,7 @@ Scratch::Scratch(Device& dev, const ModelSpec& spec, int rows) : device(dev), ma
   attn = f(spec.q_dim());
   gate = f(spec.d_ff);
   up = f(spec.d_ff);
-  logits = f(spec.vocab_size);
+  logits = f(spec.vocab_size, logit_rows);
   ids.resize(static_cast<size_t>(rows));
   pos.resize(static_cast<size_t>(rows));
   pos_ids.resize(static_cast<size_t>(rows));

@@ -38,17 +38,22 @@ struct Scratch {
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
 
+  // Rows of logits computed at once: a prefill chunk's logits of every row (perplexity) come in
+  // slices, so the scratch does not hold [max_rows, vocab] (622 MB at 1024 rows of Qwen2's 151936).
+  static constexpr int kMaxLogitRows = 256;
+
   Device& device;
   int max_rows;
-  float* x;       // [max_rows, d_model] residual stream
-  float* h;       // [max_rows, max(d_model, proj_dim)] normed input / projections
-  float* q;       // [max_rows, q_dim]
-  float* k;       // [max_rows, kv_dim]
-  float* v;       // [max_rows, kv_dim]
-  float* attn;    // [max_rows, q_dim]
-  float* gate;    // [max_rows, d_ff]
-  float* up;      // [max_rows, d_ff]
-  float* logits;  // [max_rows, vocab]
+  int logit_rows;                 // min(max_rows, kMaxLogitRows)
+  float* x;                       // [max_rows, d_model] residual stream
+  float* h;                       // [max_rows, max(d_model, proj_dim)] normed input / projections
+  float* q;                       // [max_rows, q_dim]
+  float* k;                       // [max_rows, kv_dim]
+  float* v;                       // [max_rows, kv_dim]
+  float* attn;                    // [max_rows, q_dim]
+  float* gate;                    // [max_rows, d_ff]
+  float* up;                      // [max_rows, d_ff]
+  float* logits;                  // [logit_rows, vocab]
   std::vector<int32_t> ids, pos;  // host copies of the rows' tokens and positions
   std::vector<int32_t> pos_ids;   // OPT: rows of the learned position table (pos + offset)
 };

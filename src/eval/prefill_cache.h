@@ -4,9 +4,10 @@
 // prefilled once per point, minutes each. With a cache the first point records the state
 // (hybridgen/prefill_state.h) and the others load it.
 //
-// An entry is keyed by the model's fingerprint, the device that computed it (cpu (avx512_bf16),
-// cuda: another kernel sums in another order) and the prompt's tokens, and is checked against all
-// three when it is read: a stale or colliding file is a miss, recomputed and written over. An
+// An entry is keyed by the model's fingerprint, what computed it (the device: cpu (avx512_bf16),
+// cuda: another kernel sums in another order; and the prefill chunk, --ubatch: a prompt's last,
+// short chunk may take another GEMM path) and the prompt's tokens; the model and the prompt are
+// checked again when it is read: a stale or colliding file is a miss, recomputed and written over. An
 // entry that cannot be read (truncated, another format version) is a miss with a warning. Files
 // are written whole (save_prefill_state renames a finished file into place), so concurrent runs
 // sharing a directory see an entry whole or not at all. Nothing evicts: a 32K state of a 0.5B

@@ -16,6 +16,10 @@ double since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
+std::string prefill_computed_on(Engine& e) {
+  return e.device().name() + ", ubatch " + std::to_string(e.options().ubatch);
+}
+
 const char* prefill_role_name(PrefillRole r) {
   switch (r) {
     case PrefillRole::Recorded:
@@ -41,7 +45,7 @@ void shared_prefill(std::span<Engine* const> engines, int seq, std::span<const i
     const auto t0 = std::chrono::steady_clock::now();
     if (e.shares_prefill() && !state && cache && !from_cache) {
       from_cache = true;  // looked up once per prompt
-      state = cache->find(e.fingerprint(), e.device().name(), ids);
+      state = cache->find(e.fingerprint(), prefill_computed_on(e), ids);
       stats.cache_hits += state ? 1 : 0;
     }
     if (e.shares_prefill() && state) {
@@ -59,7 +63,7 @@ void shared_prefill(std::span<Engine* const> engines, int seq, std::span<const i
     stats.prefills += 1;
     stats.prefill_seconds += since(t0);
     if (record && cache) {
-      cache->store(*record, e.device().name());
+      cache->store(*record, prefill_computed_on(e));
       stats.cache_stores += 1;
     }
   }

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace hg {
@@ -27,6 +28,11 @@ struct SharedPrefillStats {
 // How an engine came to hold the prompt.
 enum class PrefillRole { Recorded, Loaded, Own };
 const char* prefill_role_name(PrefillRole r);  // "recorded" | "shared" | "own"
+
+// What a cached state of engine `e` is keyed by besides the model and the prompt (PrefillCache's
+// `device`): the device that computed it and the prefill chunk, --ubatch (a prompt's last, short
+// chunk may take another GEMM path).
+std::string prefill_computed_on(Engine& e);
 
 // Resets sequence `seq` of every engine and makes it hold `ids`; logits[i] ([vocab]) gets engine
 // i's logits of the last prompt token, roles[i] (when given) how it got there. With a cache

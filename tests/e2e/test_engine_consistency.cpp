@@ -7,7 +7,9 @@
 #include <random>
 
 #include "hybridgen/engine.h"
+#include "hybridgen/error.h"
 #include "hybridgen/model.h"
+#include "hybridgen/policy.h"
 #include "test_util.h"
 
 namespace hg::test {
@@ -86,6 +88,28 @@ TEST_P(Consistency, BatchOfDifferentLengthsEqualsEachAlone) {
   }
 }
 
+TEST_P(Consistency, AllLogitsOfALongChunkComeInSlicesThatMatchSmallChunks) {
+  // One chunk of 600 rows: its logits come in slices of Scratch::kMaxLogitRows (256) rows.
+  auto model = load_model(tiny_model(GetParam()).string());
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_dtype = DType::F32;
+  o.ctx = 600;
+  o.ubatch = 600;
+  Engine one_chunk(*model, o);
+  o.ubatch = 64;
+  Engine small_chunks(*model, o);
+  const auto ids = random_ids(600, 7);
+  const int vocab = one_chunk.vocab_size();
+  std::vector<float> a(ids.size() * static_cast<size_t>(vocab)), b(a.size()), last(static_cast<size_t>(vocab));
+  one_chunk.prefill(0, ids, last.data(), a.data());
+  small_chunks.prefill(0, ids, nullptr, b.data());
+  for (size_t i = 0; i < ids.size(); ++i)
+    ASSERT_LE(max_diff(a.data() + i * vocab, b.data() + i * vocab, static_cast<size_t>(vocab)), 1e-4) << "row " << i;
+  // the last row's logits alone (one row: the GEMV path) against its row of the slices
+  EXPECT_LE(max_diff(last.data(), a.data() + (ids.size() - 1) * vocab, static_cast<size_t>(vocab)), 1e-4);
+}
+
 TEST_P(Consistency, Bf16CacheStaysClose) {
   auto model = load_model(tiny_model(GetParam()).string());
   EngineOptions o;
@@ -103,6 +127,33 @@ TEST_P(Consistency, Bf16CacheStaysClose) {
   double max_abs = 0.0;
   for (float x : a) max_abs = std::max(max_abs, static_cast<double>(std::fabs(x)));
   EXPECT_LE(max_diff(a.data(), b.data(), a.size()), 0.05 * max_abs);
+}
+
+TEST(Ubatch, AutoIsLargeForExactPrefillsAndKeepsThePruningPoliciesChunk) {
+  auto model = load_model(tiny_model("llama-gqa").string());
+  auto resolved = [&](const std::string& preset) {
+    EngineOptions o;
+    o.threads = 2;
+    o.ctx = 64;
+    o.policy = policy_preset(preset);
+    if (preset != "full") o.policy.window = 16;
+    o.policy.heavy = 6;
+    o.policy.k_min = 8;  // no K_min profile lookup
+    return Engine(*model, o).options().ubatch;
+  };
+  EXPECT_EQ(resolved("full"), kExactPrefillUbatch);
+  EXPECT_EQ(resolved("hybrid"), kExactPrefillUbatch);
+  EXPECT_EQ(resolved("cpu-attn"), kExactPrefillUbatch);
+  EXPECT_EQ(resolved("streaming"), kPruningPrefillUbatch);
+  EXPECT_EQ(resolved("h2o"), kPruningPrefillUbatch);
+  EXPECT_EQ(resolved("keyformer"), kPruningPrefillUbatch);
+  EngineOptions o;
+  o.threads = 2;
+  o.ctx = 64;
+  o.ubatch = 40;
+  EXPECT_EQ(Engine(*model, o).options().ubatch, 40);
+  o.ubatch = -1;
+  EXPECT_THROW(Engine(*model, o), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, Consistency, ::testing::Values("llama-gqa", "qwen2", "opt", "opt-postln-proj"),

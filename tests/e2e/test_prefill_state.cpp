@@ -190,7 +190,7 @@ TEST(PrefillState, CacheServesALaterRunBitEqualAndRecomputesWhatItCannotServe) {
   EXPECT_EQ(first.cache_hits, 0);
   EXPECT_EQ(first.cache_stores, 1);
   auto full = make_engine(*model, "full");
-  const auto entry = cache.path_of(full->fingerprint(), full->device().name(), prompt);
+  const auto entry = cache.path_of(full->fingerprint(), eval::prefill_computed_on(*full), prompt);
   ASSERT_TRUE(std::filesystem::exists(entry));
   // A later run (new engines): nothing prefilled, every logit bit-equal to the first run's.
   const auto b = run("hybrid", second, roles);
@@ -200,9 +200,9 @@ TEST(PrefillState, CacheServesALaterRunBitEqualAndRecomputesWhatItCannotServe) {
   EXPECT_EQ(second.cache_stores, 0);
   EXPECT_EQ(a, b);
   // Another prompt, another device or another model: another entry.
-  EXPECT_NE(cache.path_of(full->fingerprint(), full->device().name(), random_ids(kPrompt, 63)), entry);
+  EXPECT_NE(cache.path_of(full->fingerprint(), eval::prefill_computed_on(*full), random_ids(kPrompt, 63)), entry);
   EXPECT_NE(cache.path_of(full->fingerprint(), "cuda (H200)", prompt), entry);
-  EXPECT_NE(cache.path_of("0123456789abcdef", full->device().name(), prompt), entry);
+  EXPECT_NE(cache.path_of("0123456789abcdef", eval::prefill_computed_on(*full), prompt), entry);
   // A damaged entry is a miss: prefilled again, written anew, the answers unchanged.
   const std::string bytes = read_file(entry);
   std::ofstream(entry, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() / 3);
@@ -214,9 +214,9 @@ TEST(PrefillState, CacheServesALaterRunBitEqualAndRecomputesWhatItCannotServe) {
   EXPECT_EQ(read_file(entry), bytes);
   // An entry holding another prompt (a hash collision, or a file copied over) is a miss too.
   const auto other = random_ids(kPrompt, 64);
-  std::filesystem::copy_file(entry, cache.path_of(full->fingerprint(), full->device().name(), other));
-  EXPECT_FALSE(cache.find(full->fingerprint(), full->device().name(), other));
-  ASSERT_TRUE(cache.find(full->fingerprint(), full->device().name(), prompt));
+  std::filesystem::copy_file(entry, cache.path_of(full->fingerprint(), eval::prefill_computed_on(*full), other));
+  EXPECT_FALSE(cache.find(full->fingerprint(), eval::prefill_computed_on(*full), other));
+  ASSERT_TRUE(cache.find(full->fingerprint(), eval::prefill_computed_on(*full), prompt));
   // A path that cannot be a directory: one clear error.
   expect_error([&] { eval::PrefillCache(entry / "sub"); }, {"--prefill-cache: cannot make the directory"});
 }
