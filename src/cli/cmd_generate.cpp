@@ -131,7 +131,14 @@ void run_generate(const GenerateOptions& o) {
       std::fputs(stream->push(next).c_str(), stdout);
       std::fflush(stdout);
     }
-    if (i + 1 == o.n_predict || engine.position(seq) >= eo.ctx) break;
+    if (i + 1 == o.n_predict) break;
+    if (engine.position(seq) >= eo.ctx) {
+      std::fprintf(stderr,
+                   "generate: stopped after %zu of %d tokens: the context of %d tokens is full (--ctx; the "
+                   "model's trained context is %d)\n",
+                   generated.size(), o.n_predict, eo.ctx, model->spec.max_ctx);
+      break;
+    }
     engine.decode(std::span<const int>(&seq, 1), std::span<const int32_t>(&next, 1), logits.data());
   }
   if (stream) {

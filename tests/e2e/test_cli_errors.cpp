@@ -74,6 +74,14 @@ TEST(CliErrors, BadTokenIds) {
   expect_one_error_line(run_hybridgen("generate -m '" + good.string() + "' --ids '[1, 99999]' -n 2"), "99999");
 }
 
+TEST(CliErrors, AFullContextStopsGenerationWithOneLine) {
+  // 4 prompt tokens in a context of 6: the third token fills it; said, not an error
+  const RunResult r =
+      run_hybridgen("generate -m '" + (bad_root() / "good").string() + "' --ids '[1,2,3,4]' --ctx 6 -n 5 --temp 0");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("stopped after 3 of 5 tokens: the context of 6 tokens is full"), std::string::npos) << r.err;
+}
+
 TEST(CliErrors, PoliciesThatContradictThemselves) {
   const std::string m = "-m '" + (bad_root() / "good").string() + "' --ids '[1,2,3,4]' -n 2";
   expect_one_error_line(run_hybridgen("generate " + m + " --policy warp-drive"), "is not a policy");
