@@ -23,14 +23,20 @@ double max_diff(const float* a, const float* b, size_t n) {
   return m;
 }
 
+// Two threads, an fp32 cache (the comparisons are of arithmetic, not of the cache's rounding).
+EngineOptions f32_options(int ctx) {
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_dtype = DType::F32;
+  o.ctx = ctx;
+  return o;
+}
+
 class Consistency : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Consistency, PrefillThenDecodeEqualsFullPrefill) {
   auto model = load_model(tiny_model(GetParam()).string());
-  EngineOptions o;
-  o.threads = 2;
-  o.kv_dtype = DType::F32;
-  o.ctx = 128;
+  EngineOptions o = f32_options(128);
   o.ubatch = 16;  // several prefill chunks
   Engine engine(*model, o);
   const int vocab = engine.vocab_size();
@@ -54,10 +60,7 @@ TEST_P(Consistency, PrefillThenDecodeEqualsFullPrefill) {
 
 TEST_P(Consistency, BatchOfDifferentLengthsEqualsEachAlone) {
   auto model = load_model(tiny_model(GetParam()).string());
-  EngineOptions o;
-  o.threads = 2;
-  o.kv_dtype = DType::F32;
-  o.ctx = 96;
+  EngineOptions o = f32_options(96);
   o.batch = 3;
   Engine batched(*model, o);
   o.batch = 1;
@@ -91,10 +94,7 @@ TEST_P(Consistency, BatchOfDifferentLengthsEqualsEachAlone) {
 TEST_P(Consistency, AllLogitsOfALongChunkComeInSlicesThatMatchSmallChunks) {
   // One chunk of 600 rows: its logits come in slices of Scratch::kMaxLogitRows (256) rows.
   auto model = load_model(tiny_model(GetParam()).string());
-  EngineOptions o;
-  o.threads = 2;
-  o.kv_dtype = DType::F32;
-  o.ctx = 600;
+  EngineOptions o = f32_options(600);
   o.ubatch = 600;
   Engine one_chunk(*model, o);
   o.ubatch = 64;
@@ -112,10 +112,7 @@ TEST_P(Consistency, AllLogitsOfALongChunkComeInSlicesThatMatchSmallChunks) {
 
 TEST_P(Consistency, Bf16CacheStaysClose) {
   auto model = load_model(tiny_model(GetParam()).string());
-  EngineOptions o;
-  o.threads = 2;
-  o.ctx = 64;
-  o.kv_dtype = DType::F32;
+  EngineOptions o = f32_options(64);
   Engine f32(*model, o);
   o.kv_dtype = DType::BF16;
   Engine bf16(*model, o);
