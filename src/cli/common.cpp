@@ -192,7 +192,6 @@ EngineOptions engine_options(const RuntimeOptions& r, const ModelSpec& spec, int
   check_range("-t", r.threads, 0, hardware_threads(), "0: all; at most the CPUs of this machine");
   if (r.gpu < 0) throw Error("--gpu must be >= 0 (a CUDA device index), got " + std::to_string(r.gpu));
   if (r.ctx < 0) throw Error("--ctx must be >= 0, got " + std::to_string(r.ctx));
-  if (r.ubatch < 0) throw Error("--ubatch must be >= 0 (0: auto), got " + std::to_string(r.ubatch));
   e.ctx = r.ctx > 0 ? r.ctx : needed_ctx;
   // Past the trained context RoPE keeps working, the model just never saw such distances; allowed
   // with a warning, as llama.cpp does (OPT's learned positions end there: the engine refuses it).

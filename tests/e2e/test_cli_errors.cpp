@@ -137,6 +137,7 @@ TEST(CliErrors, BadNumbersGiveOneLineNeverAbort) {
       {gen + "-n -1", "-n must be between 0 and"},
       {gen + "-n 2147483647", "-n must be between 0 and"},
       {gen + "--ctx -5", "--ctx must be >= 0"},
+      {gen + "--ubatch -1", "--ubatch must be >= 0"},
       {gen + "--top-k -1", "--top-k must be between 0 and"},
       {gen + "--top-p 1.5", "--top-p must be between 0 and 1"},
       {gen + "--temp nan", "--temp must be between 0 and 100"},
