@@ -22,7 +22,8 @@ class BatchScheduler;
 // The prefill chunk when EngineOptions::ubatch is 0. Exact policies: larger chunks only amortize
 // more (the prefill GEMM dequantizes each weight panel once per chunk: 14% of a 32K prefill at
 // 256 rows on the AMX Xeon, docs/performance.md); the results of an exact prefill do not depend
-// on the chunk beyond rounding. The pruning policies keep the 256 rows their results were made with.
+// on the chunk beyond rounding. The dropping policies that prune as they prefill (--exact-prefill
+// false) keep the 256 rows their results were made with.
 inline constexpr int kExactPrefillUbatch = 1024;
 inline constexpr int kPruningPrefillUbatch = 256;
 
@@ -33,7 +34,8 @@ struct EngineOptions {
   int batch = 1;                 // sequences decoded together
   // Prefill processes prompts in chunks of this many tokens (0: kExactPrefillUbatch when the
   // policy's prefill is exact attention, kPruningPrefillUbatch for the policies whose prefill
-  // evicts as it goes: streaming, h2o, keyformer; what they keep depends on the chunk).
+  // evicts as it goes: streaming, h2o, keyformer with --exact-prefill false; what they keep
+  // depends on the chunk).
   int ubatch = 0;
   std::string device = "auto";  // auto | cpu | cuda
   int gpu = 0;                  // CUDA device index
@@ -50,6 +52,9 @@ struct EngineOptions {
 
 struct LayerStats;
 
+// After each prefill chunk: the prompt's tokens done so far; false stops the prefill.
+using PrefillChunkDone = std::function<bool(int64_t tokens_done)>;
+
 class Engine {
  public:
   Engine(const Model& model, const EngineOptions& options);
@@ -65,10 +70,17 @@ class Engine {
   // Appends `tokens` to sequence `seq`. logits_last: [vocab] for the last token (may be null);
   // logits_all: [tokens.size(), vocab] for every token (may be null). record (may be null): a state
   // of this sequence's tokens so far (PrefillState::for_model when it is empty) that the prefill's
-  // K/V rows, first queries and last logits are appended to; hg::Error when the policy's prefill is
-  // not exact attention (shares_prefill()).
-  void prefill(int seq, std::span<const int32_t> tokens, float* logits_last, float* logits_all = nullptr,
-               PrefillState* record = nullptr);
+  // K/V rows, first queries, last logits and the prompt scores it names (with the policy's own)
+  // are appended to; hg::Error when the policy's prefill is not exact attention (shares_prefill()).
+  // A dropping policy's prompt (streaming, h2o, keyformer; from position 0) is prefilled exactly
+  // on a full-attention stage made for it, then placed as load_state places a state.
+  // chunk_done (may be empty): called after each chunk of ubatch rows with the tokens done so far
+  // (progress bars); returning false stops the prefill there and prefill returns false (the
+  // sequence holds the chunks done; a dropping policy's prompt, nothing; `record` is then not a
+  // state of them). The whole prompt in one call: a dropping policy's exact prefill is placed once
+  // it ends, so a prompt given in pieces would be evicted after its first piece.
+  bool prefill(int seq, std::span<const int32_t> tokens, float* logits_last, float* logits_all = nullptr,
+               PrefillState* record = nullptr, const PrefillChunkDone& chunk_done = {});
   // Resets `seq` and makes it hold the state's first n_tokens tokens (-1: all) as its own prefill
   // of them would leave it (K/V where the policy puts them, the predictors fed the prompt's
   // queries), without running the model. logits_last [vocab] (may be null): the state's, when
@@ -76,8 +88,12 @@ class Engine {
   // or the policy prefills otherwise (!shares_prefill()).
   void load_state(int seq, const PrefillState& state, float* logits_last, int n_tokens = -1);
   // True when the policy's prefill is exact attention over the whole prompt, the same for every
-  // such policy: it can record a state and start from one (not streaming, h2o, keyformer).
+  // such policy: it can record a state and start from one (every preset; not the dropping ones,
+  // streaming, h2o and keyformer, with --exact-prefill false).
   bool shares_prefill() const;
+  // The prompt scores (attention/prompt_scores.h names) the policy keeps tokens by after its
+  // prefill (h2o, keyformer): a state it starts from must hold them, a prefill it records adds them.
+  std::vector<std::string> prompt_scores() const;
   // The model's fingerprint (model_fingerprint), computed once: what keys stored prefill states.
   const std::string& fingerprint() const;
   // Benchmarks (bench --depth-fill random): resets `seq` and fills it with n_tokens positions of

@@ -50,6 +50,10 @@ struct Policy {
   // host's work and the cores the device stage would keep would only idle (src/sched/cores.h).
   int host_threads = 1;
   int evict_block = 16;  // tokens moved from the window to the host at once
+  // Dropping policies (keep_evicted false): the prompt's prefill is exact attention over all of it
+  // and the tokens are evicted once after it, as streaming's, H2O's and Keyformer's code does;
+  // false: they are evicted as the prefill goes, chunk by chunk (memory never exceeds the budget).
+  bool exact_prefill = true;
   // Knobs of other modules go below, one field a line, each registered in the knob registry
   // (src/policy/knobs.h) with the presets it applies to.
   // h2o / keyformer: heavy hitters per kv-head kept on the device beside the window

@@ -10,4 +10,8 @@ void prefill_attention_avx2(const PrefillAttentionArgs& a, int64_t item_begin, i
   prefill_attention_tiles<dequantize_span_avx2>(a, item_begin, item_end, scratch);
 }
 
+void attention_mass_avx2(const AttentionMassArgs& a, int64_t item, float* mass, AttentionMassScratch& scratch) {
+  attention_mass_tile(a, item, mass, scratch);
+}
+
 }  // namespace hg::cpu

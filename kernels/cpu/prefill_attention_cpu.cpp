@@ -122,4 +122,68 @@ void prefill_attention_scalar(const PrefillAttentionArgs& a, int64_t item_begin,
   }
 }
 
+int64_t attention_mass_items(const AttentionMassArgs& a) {
+  const int64_t tile = prefill_query_tile_rows(a.n_heads / a.n_kv_heads);
+  return (a.n_rows + tile - 1) / tile * a.n_kv_heads;
+}
+
+int64_t attention_mass_keys(const AttentionMassArgs& a, int64_t item) {
+  const int64_t tile = prefill_query_tile_rows(a.n_heads / a.n_kv_heads);
+  const int64_t r0 = item / a.n_kv_heads * tile;
+  int64_t k_end = 0;
+  for (int64_t r = r0; r < std::min(a.n_rows, r0 + tile); ++r) k_end = std::max(k_end, a.n_visible[r]);
+  return k_end;
+}
+
+void attention_mass_isa(CpuIsa isa, const AttentionMassArgs& a, int64_t item, float* mass,
+                        AttentionMassScratch& scratch) {
+  switch (isa) {
+    case CpuIsa::Avx512Bf16:
+    case CpuIsa::Avx512:
+      return attention_mass_avx512(a, item, mass, scratch);
+    case CpuIsa::Avx2:
+      return attention_mass_avx2(a, item, mass, scratch);
+    case CpuIsa::Scalar:
+      break;
+  }
+  attention_mass_tile(a, item, mass, scratch);
+}
+
+void attention_mass(const AttentionMassArgs& a, int64_t item, float* mass, AttentionMassScratch& scratch) {
+  attention_mass_isa(active_cpu_isa(), a, item, mass, scratch);
+}
+
+void attention_mass_scalar(const AttentionMassArgs& a, int64_t item, float* mass) {
+  const int hd = a.head_dim;
+  const int group = a.n_heads / a.n_kv_heads;
+  const int64_t tile_rows = prefill_query_tile_rows(group);
+  const int g = static_cast<int>(item % a.n_kv_heads);
+  const int64_t r0 = item / a.n_kv_heads * tile_rows;
+  const int64_t k_end = attention_mass_keys(a, item);
+  std::vector<double> acc(static_cast<size_t>(k_end), 0.0);
+  std::vector<float> x(static_cast<size_t>(k_end));
+  for (int64_t i = r0; i < std::min(a.n_rows, r0 + tile_rows); ++i)
+    for (int h = g * group; h < (g + 1) * group; ++h) {
+      const int64_t n = a.n_visible[i];
+      if (n <= 0) continue;
+      const float* q = a.q + i * a.ld_q + static_cast<int64_t>(h) * hd;
+      for (int64_t t = 0; t < n; ++t) {
+        const float* k = a.k + t * a.ld_k + static_cast<int64_t>(g) * hd;
+        float dot = 0.0f;
+        for (int d = 0; d < hd; ++d) dot += q[d] * a.scale * k[d];
+        x[static_cast<size_t>(t)] = dot;
+      }
+      if (a.noise) {
+        a.noise(a.noise_ctx, i, h, n, x.data());
+        for (int64_t t = 0; t < n; ++t) x[static_cast<size_t>(t)] *= a.inv_tau;
+      }
+      const float max_v = *std::max_element(x.begin(), x.begin() + n);
+      double sum = 0.0;
+      for (int64_t t = 0; t < n; ++t) sum += std::exp(static_cast<double>(x[static_cast<size_t>(t)]) - max_v);
+      for (int64_t t = 0; t < n; ++t)
+        acc[static_cast<size_t>(t)] += std::exp(static_cast<double>(x[static_cast<size_t>(t)]) - max_v) / sum;
+    }
+  for (int64_t t = 0; t < k_end; ++t) mass[t] = static_cast<float>(acc[static_cast<size_t>(t)]);
+}
+
 }  // namespace hg::cpu

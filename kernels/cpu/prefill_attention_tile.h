@@ -19,6 +19,8 @@ void prefill_attention_avx2(const PrefillAttentionArgs& a, int64_t item_begin, i
                             PrefillAttentionScratch& scratch);
 void prefill_attention_avx512(const PrefillAttentionArgs& a, int64_t item_begin, int64_t item_end,
                               PrefillAttentionScratch& scratch);
+void attention_mass_avx2(const AttentionMassArgs& a, int64_t item, float* mass, AttentionMassScratch& scratch);
+void attention_mass_avx512(const AttentionMassArgs& a, int64_t item, float* mass, AttentionMassScratch& scratch);
 
 namespace {
 
@@ -165,6 +167,48 @@ void prefill_attention_tiles(const PrefillAttentionArgs& a, int64_t item_begin, 
           a.lse[(r0 + r) * a.ld_lse + h] = -INFINITY;
         }
       }
+  }
+}
+
+
+// attention_mass (prefill_attention.h) for one item: the scores of the tile's query vectors over
+// every key they see in one sgemm (the buffer is [m][k_end]: 24 MB at 32K keys, streamed), then
+// per query vector the softmax and its column sums in strips that vectorize. The rows are added in
+// order, so the item's sums do not depend on anything but its inputs.
+inline void attention_mass_tile(const AttentionMassArgs& a, int64_t item, float* mass, AttentionMassScratch& s) {
+  const int hd = a.head_dim;
+  const int group = a.n_heads / a.n_kv_heads;
+  const int64_t tile_rows = prefill_query_tile_rows(group);
+  const int g = static_cast<int>(item % a.n_kv_heads);
+  const int64_t r0 = item / a.n_kv_heads * tile_rows;
+  const int64_t rows = std::min(tile_rows, a.n_rows - r0);
+  const int64_t m_rows = rows * group;
+  int64_t k_end = 0;
+  for (int64_t r = 0; r < rows; ++r) k_end = std::max(k_end, a.n_visible[r0 + r]);
+  std::fill(mass, mass + k_end, 0.0f);
+  if (k_end == 0) return;
+  s.q.resize(static_cast<size_t>(m_rows * hd));
+  s.x.resize(static_cast<size_t>(m_rows * k_end));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int j = 0; j < group; ++j) {
+      const float* src = a.q + (r0 + r) * a.ld_q + static_cast<int64_t>(g * group + j) * hd;
+      float* dst = s.q.data() + (r * group + j) * hd;
+      for (int d = 0; d < hd; ++d) dst[d] = src[d] * a.scale;
+    }
+  SingleThreadedOmp omp_guard;
+  // X = Q · Kᵀ  [m_rows][k_end]
+  sgemm(m_rows, k_end, hd, s.q.data(), hd, a.k + static_cast<int64_t>(g) * hd, a.ld_k, 0.0f, s.x.data(), k_end);
+  for (int64_t m = 0; m < m_rows; ++m) {
+    const int64_t valid = std::min(a.n_visible[r0 + m / group], k_end);
+    if (valid <= 0) continue;
+    float* x = s.x.data() + m * k_end;
+    if (a.noise) {
+      a.noise(a.noise_ctx, r0 + m / group, g * group + static_cast<int>(m % group), valid, x);
+      if (a.inv_tau != 1.0f) scale_row(x, valid, a.inv_tau);
+    }
+    const float sum = strip_exp_sum(x, valid, strip_max(x, valid));
+    const float inv = 1.0f / sum;
+    for (int64_t t = 0; t < valid; ++t) mass[t] += x[t] * inv;
   }
 }
 

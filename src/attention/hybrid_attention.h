@@ -54,6 +54,9 @@ class HybridAttention final : public LayerAttention {
   void fill(int seq, int n_tokens, const KvRowSource& source) override;
   void learn_prompt_queries(int seq, int layer, const float* q, int n_rows) override;
   bool exact_prefill() const override;
+  bool places_prefill() const override;
+  std::vector<std::string> prompt_scores() const override;
+  void learn_prompt_scores(int seq, int layer, size_t i, const float* scores, int n_tokens) override;
   std::vector<LayerStats>* layer_stats() override { return clock_.all_stats(); }
   const StepTiming* last_step_timing() const override { return clock_.last(); }
   std::string describe() const override;

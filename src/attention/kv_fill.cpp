@@ -33,9 +33,10 @@ KvRowSource random_kv_source(uint64_t seed, int kv_dim) {
   };
 }
 
-KvFill::KvFill(Device& device, int kv_dim)
+KvFill::KvFill(Device& device, int kv_dim, int chunk)
     : device_(device),
       kv_dim_(kv_dim),
+      chunk_(std::clamp(chunk, 1, kChunk)),
       k_host_(static_cast<size_t>(kChunk) * kv_dim),
       v_host_(static_cast<size_t>(kChunk) * kv_dim) {
   k_dev_ = device_.alloc(sizeof(float) * k_host_.size());

@@ -27,15 +27,17 @@ KvRowSource random_kv_source(uint64_t seed, int kv_dim);
 class KvFill {
  public:
   static constexpr int kChunk = 512;
-  KvFill(Device& device, int kv_dim);
+  // chunk: rows per chunk, at most kChunk (the heavy-hitter policies fill a window at a time, so
+  // that every token leaves the window through its retainer, never skipping it).
+  KvFill(Device& device, int kv_dim, int chunk = kChunk);
   ~KvFill();
   KvFill(const KvFill&) = delete;
   KvFill& operator=(const KvFill&) = delete;
 
   template <typename Begin, typename Store, typename End>
   void run(int seq, int n_tokens, const KvRowSource& source, int n_layers, Begin&& begin, Store&& store, End&& end) {
-    for (int p0 = 0; p0 < n_tokens; p0 += kChunk) {
-      const int n = std::min(kChunk, n_tokens - p0);
+    for (int p0 = 0; p0 < n_tokens; p0 += chunk_) {
+      const int n = std::min(chunk_, n_tokens - p0);
       rows_.clear();
       for (int p = p0; p < p0 + n; ++p) rows_.push_back({seq, p, 0});
       begin(rows_);
@@ -54,6 +56,7 @@ class KvFill {
  private:
   Device& device_;
   int kv_dim_;
+  int chunk_;
   std::vector<TokenRow> rows_;
   std::vector<float> k_host_, v_host_;  // [kChunk][kv_dim]
   void* k_dev_ = nullptr;

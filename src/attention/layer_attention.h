@@ -77,9 +77,20 @@ class LayerAttention {
   // After a fill: `layer`'s true queries of the prompt's first rows, for the predictors that learn
   // from them (InfiniGen's skew), as a prefill of those rows would have fed them.
   virtual void learn_prompt_queries(int /*seq*/, int /*layer*/, const float* /*q*/, int /*n_rows*/) {}
-  // True when the stage's prefill is exact attention over every token of the prompt, so that it
-  // can start from another stage's recorded prefill (false where the prefill drops or prunes).
+  // True when the stage's prefill of a prompt is exact attention over every token of it, so that
+  // it can start from another stage's recorded prefill (false where the prefill drops or prunes).
   virtual bool exact_prefill() const { return true; }
+  // True when the stage does not prefill a prompt itself: the engine runs the prompt's exact
+  // prefill on a full-attention stage of its own and the stage places the recorded state (fill),
+  // keeping what it keeps. The dropping policies (streaming, h2o, keyformer) by default: their
+  // papers' code prefills the whole prompt with full attention and evicts once after it.
+  virtual bool places_prefill() const { return false; }
+  // The prompt scores (attention/prompt_scores.h names) the stage places a prompt by: h2o's or
+  // keyformer's; a state it starts from must hold them.
+  virtual std::vector<std::string> prompt_scores() const { return {}; }
+  // Before a fill: `layer`'s prompt scores of prompt_scores()[i], [n_tokens][n_kv_heads].
+  virtual void learn_prompt_scores(int /*seq*/, int /*layer*/, size_t /*i*/, const float* /*scores*/,
+                                   int /*n_tokens*/) {}
 
   virtual std::vector<LayerStats>* layer_stats() { return nullptr; }
   // The latest decode step's per-layer T_dev / T_host / T_tx (null when the stage keeps none).

@@ -246,14 +246,13 @@ ProgressOptions progress_options(const RuntimeOptions& r) {
 bool prefill_with_progress(Engine& engine, int seq, std::span<const int32_t> tokens, float* logits_last,
                            const ProgressOptions& progress, const InterruptScope* interrupt, PrefillState* record) {
   Progress bar("prefill", static_cast<int64_t>(tokens.size()), "tokens", progress);
-  const size_t chunk = static_cast<size_t>(std::max(1, engine.options().ubatch));
-  for (size_t begin = 0; begin < tokens.size(); begin += chunk) {
-    if (interrupt && interrupt->interrupted()) return false;
-    const size_t n = std::min(chunk, tokens.size() - begin);
-    engine.prefill(seq, tokens.subspan(begin, n), begin + n == tokens.size() ? logits_last : nullptr, nullptr, record);
-    bar.update(static_cast<int64_t>(begin + n));
-  }
-  return true;
+  if (interrupt && interrupt->interrupted()) return false;
+  // One call (a dropping policy places its prompt when the prefill ends); the bar moves and Ctrl-C
+  // is seen after every chunk.
+  return engine.prefill(seq, tokens, logits_last, nullptr, record, [&](int64_t done) {
+    bar.update(done);
+    return !(interrupt && interrupt->interrupted());
+  });
 }
 
 std::string read_text_file(const std::string& path) {

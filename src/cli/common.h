@@ -89,9 +89,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const ModelOptions& o, const Model& mo
 EngineOptions engine_options(const RuntimeOptions& r, const ModelSpec& spec, int needed_ctx, int batch);
 // Progress on stderr (a bar on a terminal, periodic lines otherwise), or none with --no-progress.
 ProgressOptions progress_options(const RuntimeOptions& r);
-// engine.prefill in chunks of the engine's ubatch (the chunks it would make itself, so the result is
-// the same), reporting tokens done / total. With `interrupt`, stops between chunks after a SIGINT
-// and returns false. record: as Engine::prefill's.
+// engine.prefill of the whole prompt, reporting tokens done / total after each of its chunks. With
+// `interrupt`, stops after the chunk running at a SIGINT and returns false. record: as
+// Engine::prefill's.
 bool prefill_with_progress(Engine& engine, int seq, std::span<const int32_t> tokens, float* logits_last,
                            const ProgressOptions& progress, const InterruptScope* interrupt = nullptr,
                            PrefillState* record = nullptr);

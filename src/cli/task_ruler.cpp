@@ -65,7 +65,7 @@ class RulerTaskRun : public TaskRun {
     app.get_option("--policy")
         ->description(
             "comma list of policies answering the same samples, each PRESET or PRESET:KNOB=VALUE[:KNOB=VALUE] "
-            "(e.g. full,hybrid,hybrid:k=64); those whose prefill is exact share one prefill per sample");
+            "(e.g. full,hybrid,hybrid:k=64); they share one prefill per sample (but a dropping policy with exact-prefill=false)");
     app.add_option("--length", config_.length, "tokens per sample: the prompt and the task's answer tokens")
         ->capture_default_str();
     app.add_option("--samples", config_.samples, "samples per task")->capture_default_str();

@@ -6,17 +6,20 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "attention/kv_fill.h"
 #include "attention/layer_attention.h"
 #include "device/device.h"
 #include "engine/forward.h"
+#include "engine/prefill_recorder.h"
 #include "hybridgen/error.h"
 #include "kv/memory_plan.h"
 #include "mem/placement.h"
 #include "sched/batch_scheduler.h"
 #include "sched/cores.h"
+#include "util/thread_pool.h"
 
 namespace hg {
 
@@ -39,6 +42,39 @@ struct Engine::Impl {
   RunStats stats;
   std::string all_on_device_note;  // set when a hybrid policy's window covers the whole context
   std::string fingerprint;         // the model's, once a prefill state needs it
+  std::unique_ptr<ThreadPool> score_pool;  // prompt scores on a device without a CPU pool (CUDA)
+
+  // Where a recorded prefill computes its prompt scores: the CPU device's pool, else a pool of
+  // this machine's cores made on first use.
+  ThreadPool& scores_pool() {
+    if (ThreadPool* p = device->cpu_pool()) return *p;
+    if (!score_pool) score_pool = std::make_unique<ThreadPool>(hardware_threads());
+    return *score_pool;
+  }
+
+  // Runs tokens through `stage` as sequence `seq` (at `start`) in chunks of ubatch rows; false when
+  // `chunk_done` asked to stop after a chunk.
+  bool run_prefill(LayerAttention& stage, int seq, int start, std::span<const int32_t> tokens, float* logits_last,
+                   float* logits_all, PrefillRecorder* record, const PrefillChunkDone& chunk_done) {
+    const int vocab = model.spec.vocab_size;
+    std::vector<TokenRow> rows;
+    for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(options.ubatch)) {
+      const size_t end = std::min(tokens.size(), begin + static_cast<size_t>(options.ubatch));
+      rows.clear();
+      for (size_t i = begin; i < end; ++i) rows.push_back({seq, start + static_cast<int>(i), tokens[i]});
+      const bool last_chunk = end == tokens.size();
+      float* out_all = logits_all ? logits_all + begin * static_cast<size_t>(vocab) : nullptr;
+      stage.begin_step(rows, /*prefill=*/true, std::span(plans).subspan(0, stage_seqs(stage)));
+      forward(*device, model.spec, *weights, stage, *scratch, rows, out_all, last_chunk ? logits_last : nullptr,
+              record);
+      stage.end_step(rows);
+      if (chunk_done && !chunk_done(static_cast<int64_t>(end)) && !last_chunk) return false;
+    }
+    return true;
+  }
+  size_t stage_seqs(const LayerAttention& stage) const {
+    return &stage == attn.get() ? plans.size() : 1;  // the exact prefill's own stage holds one sequence
+  }
 
   // hg::Error when `state` was made by another model (the fingerprint is computed once).
   void check_state(const PrefillState& state) {
@@ -159,9 +195,24 @@ void Engine::load_state(int seq, const PrefillState& state, float* logits_last, 
                 std::to_string(im.options.ctx) + " tokens (raise --ctx)");
   if (!shares_prefill())
     throw Error("prefill state: the policy '" + im.attn->describe() +
-                "' drops or prunes tokens during its prefill, so it cannot start from a recorded one; it "
-                "prefills the prompt itself");
+                "' drops or prunes tokens during its prefill (--exact-prefill false), so it cannot start from a "
+                "recorded one; it prefills the prompt itself");
+  const std::vector<std::string> needs = im.attn->prompt_scores();
+  std::vector<int> score_of;
+  for (const std::string& name : needs) {
+    const int i = state.score_index(name);
+    if (i < 0 || n_tokens != state.n_tokens())
+      throw Error("prefill state: it holds no '" + name + "' prompt scores" +
+                  (i < 0 ? std::string() : " for a prefix of it") + ", which the policy '" + im.attn->describe() +
+                  "' keeps tokens by; record the state with this policy (generate --save-state --policy ...)");
+    score_of.push_back(i);
+  }
   reset(seq);
+  for (size_t i = 0; i < score_of.size(); ++i)
+    for (int layer = 0; layer < state.n_layers; ++layer)
+      im.attn->learn_prompt_scores(seq, layer, i,
+                                   state.layers[static_cast<size_t>(layer)].scores[static_cast<size_t>(score_of[i])].data(),
+                                   n_tokens);
   const int kv_dim = state.kv_dim;
   im.attn->fill(seq, n_tokens, [&](int layer, int64_t pos0, int64_t n, float* k, float* v) {
     const PrefillState::Layer& l = state.layers[static_cast<size_t>(layer)];
@@ -178,6 +229,7 @@ void Engine::load_state(int seq, const PrefillState& state, float* logits_last, 
     std::copy(state.logits.begin(), state.logits.end(), logits_last);
   }
 }
+std::vector<std::string> Engine::prompt_scores() const { return impl_->attn->prompt_scores(); }
 LayerAttention& Engine::attention() { return *impl_->attn; }
 std::string Engine::describe_attention() const {
   return impl_->all_on_device_note.empty() ? impl_->attn->describe() : impl_->all_on_device_note;
@@ -190,22 +242,35 @@ void Engine::reset_all() {
   for (int s = 0; s < impl_->options.batch; ++s) reset(s);
 }
 
-void Engine::prefill(int seq, std::span<const int32_t> tokens, float* logits_last, float* logits_all,
-                     PrefillState* record) {
+bool Engine::prefill(int seq, std::span<const int32_t> tokens, float* logits_last, float* logits_all,
+                     PrefillState* record, const PrefillChunkDone& chunk_done) {
   auto& im = *impl_;
   if (seq < 0 || seq >= im.options.batch)
     throw Error("sequence " + std::to_string(seq) + " is outside the batch of " + std::to_string(im.options.batch));
   const int start = im.attn->length(seq);
+  // A dropping policy's prompt: exact attention on a full stage of its own, then placed (evicted once)
+  const bool placed = im.attn->places_prefill() && start == 0 && !tokens.empty();
+  PrefillState placed_state;
+  if (placed && !record) record = &placed_state;
   std::vector<float> recorded_logits;
   if (record) {
-    if (!shares_prefill())
+    if (!shares_prefill() || (im.attn->places_prefill() && start > 0))
       throw Error("prefill state: the policy '" + im.attn->describe() +
-                  "' drops or prunes tokens during its prefill; its state would not serve other policies");
-    if (record->layers.empty()) *record = PrefillState::for_model(im.model);
+                  "' drops or prunes tokens during this prefill; its state would not serve other policies");
+    if (record->layers.empty()) {
+      std::vector<std::string> names = std::move(record->score_names);
+      *record = PrefillState::for_model(im.model);
+      record->score_names = std::move(names);
+    }
     im.check_state(*record);
     if (record->n_tokens() != start)
       throw Error("prefill state: it holds " + std::to_string(record->n_tokens()) + " tokens, the sequence " +
                   std::to_string(start) + "; record from the sequence's start");
+    for (const std::string& name : im.attn->prompt_scores())
+      if (record->score_index(name) < 0) {
+        if (start > 0) throw Error("prefill state: its prompt scores must be asked for at the sequence's start");
+        record->score_names.push_back(name);
+      }
     if (!logits_last && !tokens.empty()) {
       recorded_logits.resize(static_cast<size_t>(im.model.spec.vocab_size));
       logits_last = recorded_logits.data();
@@ -216,25 +281,29 @@ void Engine::prefill(int seq, std::span<const int32_t> tokens, float* logits_las
                 std::to_string(im.options.ctx) + " tokens; raise --ctx, the model was trained on " +
                 std::to_string(im.model.spec.max_ctx) + ")");
   const auto t0 = std::chrono::steady_clock::now();
-  const int vocab = im.model.spec.vocab_size;
-  std::vector<TokenRow> rows;
-  for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(im.options.ubatch)) {
-    const size_t end = std::min(tokens.size(), begin + static_cast<size_t>(im.options.ubatch));
-    rows.clear();
-    for (size_t i = begin; i < end; ++i) rows.push_back({seq, start + static_cast<int>(i), tokens[i]});
-    const bool last_chunk = end == tokens.size();
-    float* out_all = logits_all ? logits_all + begin * static_cast<size_t>(vocab) : nullptr;
-    im.attn->begin_step(rows, /*prefill=*/true, im.plans);
-    forward(*im.device, im.model.spec, *im.weights, *im.attn, *im.scratch, rows, out_all,
-            last_chunk ? logits_last : nullptr, record);
-    im.attn->end_step(rows);
+  std::optional<PrefillRecorder> recorder;
+  if (record) recorder.emplace(*record, im.model.spec, record->score_names.empty() ? nullptr : &im.scores_pool());
+  bool done = true;
+  if (placed) {
+    // The exact stage holds only this prompt, and only while it runs (H2O's code, too, holds the
+    // whole prompt on the GPU while it prefills). Stopped midway, the sequence stays empty.
+    const AttentionContext ac{*im.device, im.model, im.options.kv_dtype, static_cast<int>(tokens.size()), 1, {}};
+    std::unique_ptr<LayerAttention> exact = make_full_attention(ac);
+    done = im.run_prefill(*exact, 0, 0, tokens, logits_last, logits_all, recorder ? &*recorder : nullptr, chunk_done);
+    if (!done) return false;
+  } else {
+    done = im.run_prefill(*im.attn, seq, start, tokens, logits_last, logits_all, recorder ? &*recorder : nullptr,
+                          chunk_done);
+    if (!done) return false;  // the state holds rows of tokens it does not list: not kept as one
   }
   if (record && !tokens.empty()) {
     record->tokens.insert(record->tokens.end(), tokens.begin(), tokens.end());
     record->logits.assign(logits_last, logits_last + im.model.spec.vocab_size);
   }
+  if (placed) load_state(seq, *record, nullptr);
   im.stats.prefill_tokens += static_cast<int64_t>(tokens.size());
   im.stats.prefill_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return true;
 }
 
 void Engine::decode(std::span<const int> seqs, std::span<const int32_t> tokens, float* logits) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/prefill_recorder.h"
 #include "hybridgen/error.h"
 
 namespace hg {
@@ -51,26 +52,8 @@ RopeParams rope_params(const ModelSpec& spec) {
   return p;
 }
 
-// Appends the rows' K, V (and queries, for the first kQueryRows positions) of `layer` to the state.
-void record_rows(Device& d, const ModelSpec& spec, const Scratch& s, int layer, const std::vector<TokenRow>& rows,
-                 PrefillState& state) {
-  PrefillState::Layer& l = state.layers[static_cast<size_t>(layer)];
-  const size_t n = rows.size(), kv = static_cast<size_t>(spec.kv_dim()), qd = static_cast<size_t>(spec.q_dim());
-  const size_t k0 = l.k.size();
-  l.k.resize(k0 + n * kv);
-  l.v.resize(k0 + n * kv);
-  d.copy_to_host(l.k.data() + k0, s.k, sizeof(float) * n * kv);
-  d.copy_to_host(l.v.data() + k0, s.v, sizeof(float) * n * kv);
-  const int pos0 = rows.front().pos;
-  const size_t q_rows = static_cast<size_t>(std::clamp(PrefillState::kQueryRows - pos0, 0, static_cast<int>(n)));
-  if (q_rows == 0) return;
-  const size_t q0 = l.q.size();
-  l.q.resize(q0 + q_rows * qd);
-  d.copy_to_host(l.q.data() + q0, s.q, sizeof(float) * q_rows * qd);
-}
-
 void transformer_layer(Device& d, const ModelSpec& spec, const DeviceLayer& l, LayerAttention& attn, Scratch& s,
-                       int layer, const std::vector<TokenRow>& rows, PrefillState* record) {
+                       int layer, const std::vector<TokenRow>& rows, PrefillRecorder* record) {
   const int n = static_cast<int>(rows.size());
   const bool pre_norm = spec.do_layer_norm_before || !spec.is_opt();
   attn.layer_input(layer, s.x, rows);
@@ -92,7 +75,7 @@ void transformer_layer(Device& d, const ModelSpec& spec, const DeviceLayer& l, L
   }
   // attn = softmax(q·Kᵀ/√d)·V over each sequence's tokens, wherever they live  [n, q_dim]
   attn.attend(layer, s.q, s.k, s.v, rows, s.attn);
-  if (record) record_rows(d, spec, s, layer, rows, *record);
+  if (record) record->record(d, s, layer, rows);
   // x += Wo·attn + bo  (the residual add fused into the matmul)
   const Device::MatmulOut wo{&l.wo, &l.bo, s.x, true};
   d.matmul_group(s.attn, n, &wo, 1);
@@ -184,7 +167,7 @@ Scratch::~Scratch() {
 }
 
 void forward(Device& d, const ModelSpec& spec, const DeviceWeights& w, LayerAttention& attn, Scratch& s,
-             const std::vector<TokenRow>& rows, float* logits_all, float* logits_last, PrefillState* record) {
+             const std::vector<TokenRow>& rows, float* logits_all, float* logits_last, PrefillRecorder* record) {
   const int n = static_cast<int>(rows.size());
   if (n > s.max_rows) throw Error("forward: " + std::to_string(n) + " rows > scratch of " + std::to_string(s.max_rows));
   for (int i = 0; i < n; ++i) {

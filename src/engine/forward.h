@@ -11,6 +11,8 @@
 
 namespace hg {
 
+class PrefillRecorder;
+
 struct DeviceLayer {
   DeviceTensor attn_norm, attn_norm_bias;  // [d_model]
   DeviceTensor wq, wk, wv, wo;             // [q_dim, d_model], [kv_dim, d_model] x2, [d_model, q_dim]
@@ -61,9 +63,9 @@ struct Scratch {
 // Runs the rows through the model; the attention stage stores their K and V and attends (the
 // caller brackets this with begin_step / end_step). logits_all: [rows, vocab] or null;
 // logits_last: [vocab] of the last row or null. record (a prefill of one sequence, or null): each
-// layer's K, V and first queries of the rows are appended to it.
+// layer's K, V, first queries and prompt scores of the rows go to its state.
 void forward(Device& device, const ModelSpec& spec, const DeviceWeights& w, LayerAttention& attn, Scratch& s,
              const std::vector<TokenRow>& rows, float* logits_all, float* logits_last,
-             PrefillState* record = nullptr);
+             PrefillRecorder* record = nullptr);
 
 }  // namespace hg

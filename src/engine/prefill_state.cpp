@@ -69,6 +69,7 @@ PrefillState PrefillState::for_model(const Model& model) {
   s.n_layers = model.spec.n_layers;
   s.kv_dim = model.spec.kv_dim();
   s.q_dim = model.spec.q_dim();
+  s.n_kv_heads = model.spec.n_kv_heads;
   s.vocab = model.spec.vocab_size;
   s.layers.resize(static_cast<size_t>(s.n_layers));
   return s;
@@ -78,7 +79,7 @@ void PrefillState::check_model(const Model& model, const std::string& what, std:
   if (model_print.empty()) model_print = model_fingerprint(model);
   const ModelSpec& m = model.spec;
   if (fingerprint != model_print || n_layers != m.n_layers || kv_dim != m.kv_dim() || q_dim != m.q_dim() ||
-      vocab != m.vocab_size)
+      n_kv_heads != m.n_kv_heads || vocab != m.vocab_size)
     throw Error(what + ": the state was saved by another model (fingerprint " + fingerprint + ", " +
                 std::to_string(n_layers) + " layers) than " + model.source.filename().string() + " (fingerprint " +
                 model_print + ", " + std::to_string(m.n_layers) + " layers)");
@@ -90,9 +91,13 @@ PrefillState PrefillState::prefix(int n) const {
                 std::to_string(n_tokens()));
   PrefillState p = *this;
   p.tokens.resize(static_cast<size_t>(n));
-  if (n < n_tokens()) p.logits.clear();
+  if (n < n_tokens()) {
+    p.logits.clear();
+    p.score_names.clear();
+  }
   const int rows = std::min(n, kQueryRows);
   for (Layer& l : p.layers) {
+    if (n < n_tokens()) l.scores.clear();
     l.k.resize(static_cast<size_t>(n) * kv_dim);
     l.v.resize(static_cast<size_t>(n) * kv_dim);
     l.q.resize(std::min(l.q.size(), static_cast<size_t>(rows) * q_dim));
@@ -100,9 +105,18 @@ PrefillState PrefillState::prefix(int n) const {
   return p;
 }
 
+int PrefillState::score_index(const std::string& name) const {
+  for (size_t i = 0; i < score_names.size(); ++i)
+    if (score_names[i] == name) return static_cast<int>(i);
+  return -1;
+}
+
 size_t PrefillState::bytes() const {
   size_t b = tokens.size() * sizeof(int32_t) + logits.size() * sizeof(float);
-  for (const Layer& l : layers) b += (l.k.size() + l.v.size() + l.q.size()) * sizeof(float);
+  for (const Layer& l : layers) {
+    b += (l.k.size() + l.v.size() + l.q.size()) * sizeof(float);
+    for (const auto& sc : l.scores) b += sc.size() * sizeof(float);
+  }
   return b;
 }
 
@@ -111,10 +125,17 @@ void save_prefill_state(const PrefillState& s, const std::filesystem::path& path
                                  {"n_layers", s.n_layers},
                                  {"kv_dim", s.kv_dim},
                                  {"q_dim", s.q_dim},
+                                 {"n_kv_heads", s.n_kv_heads},
                                  {"vocab", s.vocab},
+                                 {"scores", s.score_names},
                                  {"n_tokens", s.n_tokens()},
                                  {"q_rows", s.q_rows()},
                                  {"has_logits", !s.logits.empty()}};
+  for (const PrefillState::Layer& l : s.layers) {
+    bool ok = l.scores.size() == s.score_names.size();
+    for (const auto& sc : l.scores) ok = ok && sc.size() == s.tokens.size() * static_cast<size_t>(s.n_kv_heads);
+    if (!ok) throw Error(path.string() + ": the state's prompt scores do not match its tokens (not saved)");
+  }
   const std::string text = header.dump();
   std::filesystem::path tmp = path;
   tmp += ".tmp." + std::to_string(::getpid());  // two writers of one path (sweep shards) do not collide
@@ -132,6 +153,7 @@ void save_prefill_state(const PrefillState& s, const std::filesystem::path& path
       write_array(out, l.k);
       write_array(out, l.v);
       write_array(out, l.q);
+      for (const auto& sc : l.scores) write_array(out, sc);
     }
     if (!out.flush()) throw Error(path.string() + ": writing the state file failed (disk full?)");
   }
@@ -175,7 +197,14 @@ PrefillState read_prefill_state(std::istream& in, uint64_t size, const std::stri
   s.n_layers = field(h, "n_layers", where, 1);
   s.kv_dim = field(h, "kv_dim", where, 1);
   s.q_dim = field(h, "q_dim", where, 1);
+  s.n_kv_heads = field(h, "n_kv_heads", where, 1);
   s.vocab = field(h, "vocab", where, 1);
+  if (s.kv_dim % s.n_kv_heads != 0) throw Error(where + ": the state header's kv_dim is not a multiple of n_kv_heads");
+  if (!h.contains("scores") || !h["scores"].is_array()) throw Error(where + ": the state header lacks the score names");
+  for (const auto& name : h["scores"]) {
+    if (!name.is_string()) throw Error(where + ": a score name in the state header is not a string");
+    s.score_names.push_back(name.get<std::string>());
+  }
   const int n = field(h, "n_tokens", where, 0);
   const int q_rows = field(h, "q_rows", where, 0);
   if (q_rows > std::min(n, PrefillState::kQueryRows))
@@ -188,6 +217,9 @@ PrefillState read_prefill_state(std::istream& in, uint64_t size, const std::stri
     l.k = r.array<float>(kv, "a layer's K");
     l.v = r.array<float>(kv, "a layer's V");
     l.q = r.array<float>(static_cast<uint64_t>(q_rows) * static_cast<uint64_t>(s.q_dim), "a layer's queries");
+    for (size_t i = 0; i < s.score_names.size(); ++i)
+      l.scores.push_back(r.array<float>(static_cast<uint64_t>(n) * static_cast<uint64_t>(s.n_kv_heads),
+                                        "a layer's prompt scores"));
   }
   if (r.left() != 0) throw Error(where + ": " + std::to_string(r.left()) + " bytes after the state's end");
   return s;

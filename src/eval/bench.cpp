@@ -113,7 +113,9 @@ std::vector<nlohmann::json> run_bench(const Model& model, const BenchConfig& c, 
   // --depth-fill prefill: the context of each depth (seeded by the depth: the same for every
   // policy), prefilled once and recorded; every repetition of every policy whose prefill is exact
   // attention starts from that state (Engine::load_state), which is what its own prefill would
-  // leave, in seconds instead of minutes at 32K. streaming, h2o and keyformer prefill each time.
+  // leave, in seconds instead of minutes at 32K. A policy that keeps tokens by prompt scores the
+  // state lacks (the first h2o or keyformer row) records it again, with them; streaming, h2o and
+  // keyformer with --exact-prefill false prefill each time.
   std::map<int, PrefillState> depth_states;
   int depth_prefills = 0, depth_loads = 0;  // of the current row
   auto depth_context = [&](int depth) {
@@ -124,16 +126,24 @@ std::vector<nlohmann::json> run_bench(const Model& model, const BenchConfig& c, 
   };
   auto fill_depth = [&](Engine& engine, int seq, int depth) {
     auto it = depth_states.find(depth);
-    if (engine.shares_prefill() && it != depth_states.end()) {
+    const std::vector<std::string> scores = engine.prompt_scores();
+    const bool holds = it != depth_states.end() && std::all_of(scores.begin(), scores.end(), [&](const auto& n) {
+                         return it->second.score_index(n) >= 0;
+                       });
+    if (engine.shares_prefill() && holds) {
       engine.load_state(seq, it->second, nullptr);
       ++depth_loads;
       return;
     }
     ++depth_prefills;
-    if (!engine.shares_prefill()) return engine.prefill(seq, depth_context(depth), nullptr);
+    if (!engine.shares_prefill()) {
+      engine.prefill(seq, depth_context(depth), nullptr);
+      return;
+    }
     PrefillState s;
+    if (it != depth_states.end()) s.score_names = it->second.score_names;  // the earlier rows' too
     engine.prefill(seq, depth_context(depth), nullptr, nullptr, &s);
-    depth_states.emplace(depth, std::move(s));
+    depth_states.insert_or_assign(depth, std::move(s));
   };
   for (const std::string& policy : c.policies)
     for (int t : c.threads)

@@ -52,16 +52,19 @@ nlohmann::json run_ruler(const RulerGenerator& gen, const Tokenizer& tok, const 
       const RulerSample s = gen.make(task, c.length, i, c.samples, c.seed);
       tokens_sum += static_cast<double>(s.ids.size());
       shared_prefill(engines, 0, s.ids, logits, stats, &roles, c.prefill_cache);
-      nlohmann::json replies = nlohmann::json::object();
+      nlohmann::json replies = nlohmann::json::object(), sample_scores = nlohmann::json::object();
       for (size_t p = 0; p < policies.size(); ++p) {
         const std::string reply =
             tok.decode(greedy_tokens(*engines[p], 0, logits[p], n_answer, stop), /*skip_special=*/true);
         scores[p][t].push_back(string_match_all(reply, s.answers));
         replies[policies[p].label] = reply;
+        sample_scores[policies[p].label] = scores[p][t].back();
         role[p] = roles[p];  // the same for every sample
       }
-      nlohmann::json a = {
-          {"task", task.name}, {"index", i}, {"tokens", s.ids.size()}, {"answers", s.answers}, {"replies", replies}};
+      // the sample's score per policy, so that rows of a sweep split by task can be pooled again
+      // (tools/plot_sweep.py)
+      nlohmann::json a = {{"task", task.name},         {"index", i},          {"tokens", s.ids.size()},
+                          {"answers", s.answers},      {"replies", replies}, {"scores", sample_scores}};
       if (s.depth >= 0) a["depth"] = s.depth;
       answers.push_back(std::move(a));
       if (on_sample) on_sample(++done, total);

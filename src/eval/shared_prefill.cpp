@@ -1,5 +1,6 @@
 #include "eval/shared_prefill.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -39,6 +40,14 @@ void shared_prefill(std::span<Engine* const> engines, int seq, std::span<const i
   if (roles) roles->assign(engines.size(), PrefillRole::Own);
   std::optional<PrefillState> state;
   bool from_cache = false;
+  // Every prompt score an engine keeps tokens by (h2o, keyformer): the recorded state holds them all
+  std::vector<std::string> scores;
+  for (Engine* e : engines)
+    for (const std::string& name : e->prompt_scores())
+      if (std::find(scores.begin(), scores.end(), name) == scores.end()) scores.push_back(name);
+  auto holds_scores = [&](const PrefillState& s) {
+    return std::all_of(scores.begin(), scores.end(), [&](const std::string& n) { return s.score_index(n) >= 0; });
+  };
   for (size_t i = 0; i < engines.size(); ++i) {
     Engine& e = *engines[i];
     logits[i].resize(static_cast<size_t>(e.vocab_size()));
@@ -46,6 +55,7 @@ void shared_prefill(std::span<Engine* const> engines, int seq, std::span<const i
     if (e.shares_prefill() && !state && cache && !from_cache) {
       from_cache = true;  // looked up once per prompt
       state = cache->find(e.fingerprint(), prefill_computed_on(e), ids);
+      if (state && !holds_scores(*state)) state.reset();  // recorded without them: a miss
       stats.cache_hits += state ? 1 : 0;
     }
     if (e.shares_prefill() && state) {
@@ -57,6 +67,7 @@ void shared_prefill(std::span<Engine* const> engines, int seq, std::span<const i
     }
     // the first sharing engine records the state; one that does not share prefills for itself
     PrefillState* record = e.shares_prefill() ? &state.emplace() : nullptr;
+    if (record) record->score_names = scores;
     if (roles && record) (*roles)[i] = PrefillRole::Recorded;
     e.reset(seq);
     e.prefill(seq, ids, logits[i].data(), nullptr, record);

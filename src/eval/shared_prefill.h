@@ -1,9 +1,11 @@
 // One prompt into several engines (one per policy), prefilled once: every policy whose prefill is
 // exact attention over the prompt (Engine::shares_prefill) computes the same K/V, so the first
 // such engine prefills and records the state (hybridgen/prefill_state.h) and the others place it
-// (Engine::load_state); streaming, h2o and keyformer, whose prefill drops or prunes tokens,
-// prefill on their own. A 32K prompt of a 0.5B model prefills in minutes on 2 cores; nine
-// policies after one prefill instead of nine is what makes a long-context table affordable.
+// (Engine::load_state). The recorded prefill also computes the prompt scores that h2o and
+// keyformer keep tokens by (attention/prompt_scores.h), so they share it too; only a dropping
+// policy with --exact-prefill false, whose prefill prunes as it goes, prefills on its own. A 32K
+// prompt of a 0.5B model prefills in minutes on 2 cores; nine policies after one prefill instead
+// of nine is what makes a long-context table affordable.
 #pragma once
 #include <cstdint>
 #include <span>

@@ -168,12 +168,26 @@ PresetList split_kv_presets() {
   return names;
 }
 
+PresetList dropping_presets() {
+  PresetList names;
+  for (const PresetInfo& row : preset_table()) {
+    Policy p;
+    row.apply(p);
+    if (p.splits_kv() && !p.keep_evicted) names.push_back(row.name);
+  }
+  return names;
+}
+
 void register_policy_knobs(KnobRegistry& r) {
   const PresetList split = split_kv_presets();
   r.add(int_knob("window", "recent tokens kept on the device", &Policy::window, 0, INT_MAX, split));
   r.add(int_knob("sinks", "first tokens kept on the device", &Policy::n_sinks, 0, INT_MAX, split));
   r.add(bool_knob("keep-evicted", "keep tokens that leave the window on the host (false: drop them)",
                   &Policy::keep_evicted, split));
+  r.add(bool_knob("exact-prefill",
+                  "tokens dropped once after an exact prefill of the whole prompt (false: as the prefill goes, "
+                  "chunk by chunk)",
+                  &Policy::exact_prefill, dropping_presets()));
   r.add(int_knob("evict-block", "tokens moved from the device window to the host at once", &Policy::evict_block, 1,
                  INT_MAX, split));
   r.add(enum_knob<Selection>("select", "host token selection", &Policy::select, split));

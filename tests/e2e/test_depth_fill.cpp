@@ -148,7 +148,8 @@ TEST(DepthFill, BenchLabelsRandomFillAndKeepsTheDecodeWork) {
   EXPECT_GT(random[0]["avg_ts"].get<double>(), 0.0);
 
   // --depth-fill prefill: one prefill per depth, recorded; the other runs of that policy and of
-  // every policy whose prefill is exact load it; streaming's prefill drops tokens, so its own
+  // every policy whose prefill is exact load it (streaming's too: it evicts after an exact
+  // prefill); streaming with --exact-prefill false drops tokens as it prefills, so its own
   const auto shared = bench_json(
       "-o json --depth-fill prefill --window 32 --sinks 4 --k 16 --evict-block 8 --policy full,hybrid,streaming");
   ASSERT_EQ(shared.size(), 3u);
@@ -156,8 +157,13 @@ TEST(DepthFill, BenchLabelsRandomFillAndKeepsTheDecodeWork) {
   EXPECT_EQ(shared[0]["depth_loads"], 1);
   EXPECT_EQ(shared[1]["depth_prefills"], 0);  // hybrid
   EXPECT_EQ(shared[1]["depth_loads"], 2);
-  EXPECT_EQ(shared[2]["depth_prefills"], 2);  // streaming
-  EXPECT_EQ(shared[2]["depth_loads"], 0);
+  EXPECT_EQ(shared[2]["depth_prefills"], 0);  // streaming
+  EXPECT_EQ(shared[2]["depth_loads"], 2);
+  const auto pruning = bench_json("-o json --depth-fill prefill --window 32 --sinks 4 --policy streaming "
+                                  "--exact-prefill false");
+  ASSERT_EQ(pruning.size(), 1u);
+  EXPECT_EQ(pruning[0]["depth_prefills"], 2);
+  EXPECT_EQ(pruning[0]["depth_loads"], 0);
   // hybrid after the loaded state selects and ships as after its own prefill
   EXPECT_EQ(shared[1]["h2d_bytes_per_token"], prefill[0]["h2d_bytes_per_token"]);
   EXPECT_EQ(shared[1]["selected_per_layer"], prefill[0]["selected_per_layer"]);

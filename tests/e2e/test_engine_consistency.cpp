@@ -128,11 +128,15 @@ TEST_P(Consistency, Bf16CacheStaysClose) {
 
 TEST(Ubatch, AutoIsLargeForExactPrefillsAndKeepsThePruningPoliciesChunk) {
   auto model = load_model(tiny_model("llama-gqa").string());
-  auto resolved = [&](const std::string& preset) {
+  auto resolved = [&](std::string preset) {  // PRESET[:pruning]: --exact-prefill false
+    const size_t colon = preset.find(':');
+    const bool pruning = colon != std::string::npos;
+    if (pruning) preset.resize(colon);
     EngineOptions o;
     o.threads = 2;
     o.ctx = 64;
     o.policy = policy_preset(preset);
+    o.policy.exact_prefill = !pruning;
     if (preset != "full") o.policy.window = 16;
     o.policy.heavy = 6;
     o.policy.k_min = 8;  // no K_min profile lookup
@@ -141,9 +145,12 @@ TEST(Ubatch, AutoIsLargeForExactPrefillsAndKeepsThePruningPoliciesChunk) {
   EXPECT_EQ(resolved("full"), kExactPrefillUbatch);
   EXPECT_EQ(resolved("hybrid"), kExactPrefillUbatch);
   EXPECT_EQ(resolved("cpu-attn"), kExactPrefillUbatch);
-  EXPECT_EQ(resolved("streaming"), kPruningPrefillUbatch);
-  EXPECT_EQ(resolved("h2o"), kPruningPrefillUbatch);
-  EXPECT_EQ(resolved("keyformer"), kPruningPrefillUbatch);
+  // the dropping presets prefill exactly (and evict after it) unless they prune as they go
+  EXPECT_EQ(resolved("streaming"), kExactPrefillUbatch);
+  EXPECT_EQ(resolved("h2o"), kExactPrefillUbatch);
+  EXPECT_EQ(resolved("streaming:pruning"), kPruningPrefillUbatch);
+  EXPECT_EQ(resolved("h2o:pruning"), kPruningPrefillUbatch);
+  EXPECT_EQ(resolved("keyformer:pruning"), kPruningPrefillUbatch);
   EngineOptions o;
   o.threads = 2;
   o.ctx = 64;

@@ -32,8 +32,11 @@ TEST(FidelityTail, OnePrefillPerWindowForSharingPoliciesAndOneEachOtherwise) {
   EXPECT_EQ(hybrid["prefill_loads"], 2);
   EXPECT_GT(hybrid["kl_mean"].get<double>(), 0.0);
   const auto streaming = eval("streaming --window 16");
-  EXPECT_EQ(streaming["prefills"], 4);  // streaming's prefill drops tokens: its own, beside full's
-  EXPECT_EQ(streaming["prefill_loads"], 0);
+  EXPECT_EQ(streaming["prefills"], 2);  // streaming evicts after an exact prefill: full's serves it
+  EXPECT_EQ(streaming["prefill_loads"], 2);
+  const auto pruning = eval("streaming --window 16 --exact-prefill false");
+  EXPECT_EQ(pruning["prefills"], 4);  // dropping tokens as it prefills: its own, beside full's
+  EXPECT_EQ(pruning["prefill_loads"], 0);
   const auto full = eval("full");
   EXPECT_EQ(full["top1_agreement"], 1.0);
   EXPECT_NEAR(full["kl_mean"].get<double>(), 0.0, 1e-9);

@@ -3,16 +3,25 @@
 // bit-equal to its own prefill (the same K/V placed the same way, InfiniGen's skew from the same
 // queries). Across policies the K/V of `full`'s prefill differ from a split policy's own by the
 // order of the floating-point sums (the host's part merged by LSE), so there the logits agree
-// within 2e-3 of their largest magnitude, and the greedy tokens are the same. streaming, h2o and
-// keyformer prefill otherwise and refuse a state. The file format: round trip, truncation, version,
-// model. The prefill cache (eval/prefill_cache.h): a later run loads the state an earlier one
-// recorded, bit-equal to prefilling again; an entry that cannot serve is a miss, written anew.
+// within 2e-3 of their largest magnitude, and the greedy tokens are the same. The dropping presets
+// (streaming, h2o, keyformer) prefill exactly and evict once: from full's recorded prefill with the
+// prompt scores (attention/prompt_scores.h) they answer bit-equal to their own prefill; h2o keeps
+// the window and the top-scored tokens of the whole prompt, whose scores match a direct
+// double-precision sum of the prompt's softmax columns (keyformer's: of its Gumbel-softmax with the
+// observer's noise). With --exact-prefill false they prune as they prefill and refuse a state. The
+// file format: round trip, truncation, version, model. The prefill cache (eval/prefill_cache.h): a
+// later run loads the state an earlier one recorded, bit-equal to prefilling again; an entry that
+// cannot serve is a miss, written anew.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 
+#include "attention/inspect.h"
+#include "attention/selectors/keyformer_scores.h"
 #include "device/device.h"
 #include "eval/prefill_cache.h"
 #include "eval/shared_prefill.h"
@@ -41,13 +50,23 @@ Policy small_policy(const std::string& preset) {
   return p;
 }
 
-std::unique_ptr<Engine> make_engine(const Model& model, const std::string& preset) {
+std::unique_ptr<Engine> make_engine(const Model& model, const Policy& policy) {
   EngineOptions o;
   o.threads = 2;
   o.ctx = 400;
   o.ubatch = 64;
-  o.policy = small_policy(preset);
+  o.policy = policy;
   return std::make_unique<Engine>(model, o);
+}
+std::unique_ptr<Engine> make_engine(const Model& model, const std::string& preset) {
+  return make_engine(model, small_policy(preset));
+}
+
+// A dropping preset that prunes its prompt as it prefills (--exact-prefill false).
+Policy chunk_pruning(const std::string& preset) {
+  Policy p = small_policy(preset);
+  p.exact_prefill = false;
+  return p;
 }
 
 // The logits of the prompt's last token and of kSteps decode steps fed `tokens` (the same tokens
@@ -63,7 +82,17 @@ std::vector<std::vector<float>> decode_after(Engine& e, std::vector<float> first
   return out;
 }
 
-const std::vector<std::string> kSharing = {"full", "offload", "hybrid", "cpu-attn", "hgca", "infinigen", "quest"};
+const std::vector<std::string> kSharing = {"full",      "offload",   "hybrid", "cpu-attn", "hgca",
+                                           "infinigen", "quest",     "streaming", "h2o",      "keyformer"};
+const std::vector<std::string> kDropping = {"streaming", "h2o", "keyformer"};
+
+// The prompt scores every preset of kSharing keeps tokens by (h2o's, keyformer's).
+std::vector<std::string> every_prompt_score(const Model& model) {
+  std::vector<std::string> names;
+  for (const char* preset : {"h2o", "keyformer"})
+    for (const std::string& n : make_engine(model, preset)->prompt_scores()) names.push_back(n);
+  return names;
+}
 
 TEST(PrefillState, LoadingItsOwnStateEqualsItsOwnPrefill) {
   auto model = load_model(tiny_model("llama-gqa").string());
@@ -93,8 +122,10 @@ TEST(PrefillState, EveryExactPolicyAnswersAfterFullsPrefillAsAfterItsOwn) {
   const auto tokens = random_ids(kSteps, 22);
   auto full = make_engine(*model, "full");
   PrefillState state;
+  state.score_names = every_prompt_score(*model);
   std::vector<float> first(static_cast<size_t>(full->vocab_size()));
   full->prefill(0, prompt, first.data(), nullptr, &state);
+  ASSERT_EQ(state.score_names.size(), 2u);
   for (const std::string& preset : kSharing) {
     SCOPED_TRACE(preset);
     auto own = make_engine(*model, preset), shared = make_engine(*model, preset);
@@ -112,8 +143,11 @@ TEST(PrefillState, EveryExactPolicyAnswersAfterFullsPrefillAsAfterItsOwn) {
                 std::max_element(lb[s].begin(), lb[s].end()) - lb[s].begin())
           << "step " << s;
     }
-    if (preset == "full" || preset == "offload") {
-      EXPECT_EQ(la, lb);  // the same device attention over the same K/V
+    if (preset == "full" || preset == "offload" ||
+        std::find(kDropping.begin(), kDropping.end(), preset) != kDropping.end()) {
+      // the same device attention over the same K/V (the dropping presets: their own prefill is
+      // full's on a stage of its own, the same scores, then the same placement)
+      EXPECT_EQ(la, lb);
     } else {
       // the bound: the host part's sums in another order, through the layers and 12 steps
       // (measured on logits up to 6.3: at most 3.7e-4 with the AVX-512 kernels, 3.0e-3 with the
@@ -127,14 +161,101 @@ TEST(PrefillState, PoliciesThatPruneTheirPrefillRefuseAState) {
   auto model = load_model(tiny_model("llama-gqa").string());
   const auto prompt = random_ids(120, 31);
   PrefillState state;
+  state.score_names = every_prompt_score(*model);
   make_engine(*model, "full")->prefill(0, prompt, nullptr, nullptr, &state);
-  for (const std::string preset : {"streaming", "h2o", "keyformer"}) {
+  for (const std::string& preset : kDropping) {
     SCOPED_TRACE(preset);
-    auto e = make_engine(*model, preset);
+    auto e = make_engine(*model, chunk_pruning(preset));
     EXPECT_FALSE(e->shares_prefill());
     expect_error([&] { e->load_state(0, state, nullptr); }, {"drops or prunes tokens during its prefill"});
     PrefillState mine;
     expect_error([&] { e->prefill(0, prompt, nullptr, nullptr, &mine); }, {"drops or prunes tokens"});
+  }
+  // A state recorded without the scores h2o keeps tokens by: one error naming them
+  PrefillState bare;
+  make_engine(*model, "full")->prefill(0, prompt, nullptr, nullptr, &bare);
+  auto h2o = make_engine(*model, "h2o");
+  expect_error([&] { h2o->load_state(0, bare, nullptr); }, {"holds no 'h2o' prompt scores", "--save-state"});
+  expect_error([&] { h2o->load_state(0, state, nullptr, 100); }, {"'h2o' prompt scores for a prefix"});
+  // ... and a prefix of the sequence continued by a second prefill prunes as it goes: no record
+  h2o->prefill(0, std::span(prompt).first(60), nullptr);
+  PrefillState more;
+  expect_error([&] { h2o->prefill(0, std::span(prompt).subspan(60), nullptr, nullptr, &more); },
+               {"drops or prunes tokens during this prefill"});
+}
+
+// Σ over the prompt's rows i >= t and the query heads of kv-head g of softmax(x_i)[t], in double,
+// straight from the state's queries and fp32 keys: x = q·k/√d (h2o), or (q·k/√d + Gumbel noise) /
+// τ with keyformer's noise for (layer, head, i, t) (keyformer).
+std::vector<double> direct_scores(const PrefillState& st, const ModelSpec& m, int layer, int g, bool gumbel,
+                                  uint64_t seed, double tau) {
+  const int n = st.n_tokens(), hd = m.head_dim, group = m.n_heads / m.n_kv_heads;
+  const auto& l = st.layers[static_cast<size_t>(layer)];
+  std::vector<double> mass(static_cast<size_t>(n), 0.0), x(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i)
+    for (int h = g * group; h < (g + 1) * group; ++h) {
+      double mx = -1e300, sum = 0;
+      for (int t = 0; t <= i; ++t) {
+        double dot = 0;
+        for (int d = 0; d < hd; ++d)
+          dot += static_cast<double>(l.q[static_cast<size_t>(i) * m.q_dim() + h * hd + d]) *
+                 l.k[static_cast<size_t>(t) * m.kv_dim() + g * hd + d];
+        dot /= std::sqrt(static_cast<double>(hd));
+        if (gumbel) dot = (dot + gumbel_noise(seed, layer, h, i, t)) / tau;
+        x[static_cast<size_t>(t)] = dot;
+        mx = std::max(mx, dot);
+      }
+      for (int t = 0; t <= i; ++t) sum += std::exp(x[static_cast<size_t>(t)] - mx);
+      for (int t = 0; t <= i; ++t) mass[static_cast<size_t>(t)] += std::exp(x[static_cast<size_t>(t)] - mx) / sum;
+    }
+  return mass;
+}
+
+TEST(PrefillState, DroppingPresetsKeepTheWindowAndThePromptsTopScoredTokens) {
+  auto model = load_model(tiny_model("llama-gqa").string());
+  const ModelSpec& m = model->spec;
+  const auto prompt = random_ids(kPrompt, 71);
+  for (const std::string preset : {"h2o", "keyformer"}) {
+    SCOPED_TRACE(preset);
+    Policy p = small_policy(preset);
+    p.seed = 5;
+    p.tau_init = 0.5f;
+    auto e = make_engine(*model, p);
+    PrefillState st;
+    e->prefill(0, prompt, nullptr, nullptr, &st);
+    ASSERT_EQ(st.score_names, e->prompt_scores());
+    EXPECT_EQ(st.score_names[0], preset == "h2o" ? "h2o" : "keyformer seed=5 tau=0.5");
+    const HybridKv& kv = split_kv(*e);
+    int window_from = kPrompt;
+    while (window_from > 0 && kv.location(0, window_from - 1).place == TokenPlace::Window) --window_from;
+    EXPECT_LE(kPrompt - window_from, p.window);
+    EXPECT_GE(kPrompt - window_from, p.window - p.evict_block);
+    for (int layer = 0; layer < m.n_layers; ++layer)
+      for (int g = 0; g < m.n_kv_heads; ++g) {
+        const auto& got = st.layers[static_cast<size_t>(layer)].scores[0];
+        const auto want = direct_scores(st, m, layer, g, preset == "keyformer", 5, 0.5);
+        double total = 0;
+        for (int t = 0; t < kPrompt; ++t) {
+          ASSERT_NEAR(got[static_cast<size_t>(t) * m.n_kv_heads + g], want[static_cast<size_t>(t)],
+                      1e-4 * std::max(1.0, want[static_cast<size_t>(t)]))
+              << "layer " << layer << ", kv-head " << g << ", token " << t;
+          total += want[static_cast<size_t>(t)];
+        }
+        // each row's softmax sums to 1 per query head
+        EXPECT_NEAR(total, static_cast<double>(kPrompt) * (m.n_heads / m.n_kv_heads), 1e-6 * total);
+        // the heavy hitters: the `heavy` best-scored tokens between the sinks and the window (ties:
+        // the later)
+        std::vector<int32_t> order(static_cast<size_t>(window_from - p.n_sinks));
+        std::iota(order.begin(), order.end(), p.n_sinks);
+        std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+          const float sa = got[static_cast<size_t>(a) * m.n_kv_heads + g], sb = got[static_cast<size_t>(b) * m.n_kv_heads + g];
+          return sa != sb ? sa > sb : a > b;
+        });
+        order.resize(static_cast<size_t>(std::min(p.heavy, window_from - p.n_sinks)));
+        std::sort(order.begin(), order.end());
+        const auto kept = kv.heavy_positions(0, layer, g);
+        EXPECT_EQ(std::vector<int32_t>(kept.begin(), kept.end()), order) << "layer " << layer << ", kv-head " << g;
+      }
   }
 }
 
@@ -142,23 +263,26 @@ TEST(PrefillState, SharedPrefillRunsOncePerPromptForTheSharingPolicies) {
   auto model = load_model(tiny_model("llama-gqa").string());
   const auto prompt = random_ids(200, 41);
   auto full = make_engine(*model, "full"), streaming = make_engine(*model, "streaming"),
-       hybrid = make_engine(*model, "hybrid"), infinigen = make_engine(*model, "infinigen");
-  std::vector<Engine*> engines = {full.get(), streaming.get(), hybrid.get(), infinigen.get()};
+       hybrid = make_engine(*model, "hybrid"), h2o = make_engine(*model, "h2o"),
+       keyformer = make_engine(*model, "keyformer"), pruning = make_engine(*model, chunk_pruning("h2o"));
+  std::vector<Engine*> engines = {full.get(), streaming.get(), hybrid.get(), h2o.get(), keyformer.get(), pruning.get()};
   std::vector<std::vector<float>> logits;
   std::vector<eval::PrefillRole> roles;
   eval::SharedPrefillStats stats;
   eval::shared_prefill(engines, 0, prompt, logits, stats, &roles);
-  EXPECT_EQ(stats.prefills, 2);  // full (recording) and streaming (its own)
-  EXPECT_EQ(stats.loads, 2);
+  EXPECT_EQ(stats.prefills, 2);  // full (recording) and the pruning h2o (its own)
+  EXPECT_EQ(stats.loads, 4);
   using R = eval::PrefillRole;
-  EXPECT_EQ(roles, (std::vector<R>{R::Recorded, R::Own, R::Loaded, R::Loaded}));
+  EXPECT_EQ(roles, (std::vector<R>{R::Recorded, R::Loaded, R::Loaded, R::Loaded, R::Loaded, R::Own}));
   for (Engine* e : engines) EXPECT_EQ(e->position(0), 200);
-  // streaming's own prefill is its own, and not full's: it attended to its window only, so a
-  // state of full's prefill would give it context it never had (why it cannot share one)
-  auto own_streaming = make_engine(*model, "streaming");
-  std::vector<float> s(logits[1].size());
-  own_streaming->prefill(0, prompt, s.data());
-  EXPECT_EQ(s, logits[1]);
+  // The dropping presets' own prefill is full's exact one, evicted after it: the same last logits
+  EXPECT_EQ(logits[1], logits[0]);
+  // the pruning h2o's own prefill is its own, and not full's: it attended to its window and heavy
+  // hitters only, so a state of full's prefill would give it context it never had
+  auto own_pruning = make_engine(*model, chunk_pruning("h2o"));
+  std::vector<float> s(logits[5].size());
+  own_pruning->prefill(0, prompt, s.data());
+  EXPECT_EQ(s, logits[5]);
   float apart = 0;
   for (size_t i = 0; i < s.size(); ++i) apart = std::max(apart, std::abs(s[i] - logits[0][i]));
   EXPECT_GT(apart, 1e-2f);
@@ -224,6 +348,7 @@ TEST(PrefillState, CacheServesALaterRunBitEqualAndRecomputesWhatItCannotServe) {
 TEST(PrefillState, FileRoundTripAndItsErrors) {
   auto model = load_model(tiny_model("llama-gqa").string());
   PrefillState state;
+  state.score_names = every_prompt_score(*model);
   make_engine(*model, "full")->prefill(0, random_ids(90, 51), nullptr, nullptr, &state);
   const auto dir = temp_dir("prefill-state");
   const auto path = dir / "s.hgstate";
@@ -237,7 +362,9 @@ TEST(PrefillState, FileRoundTripAndItsErrors) {
     EXPECT_EQ(back.layers[l].k, state.layers[l].k);
     EXPECT_EQ(back.layers[l].v, state.layers[l].v);
     EXPECT_EQ(back.layers[l].q, state.layers[l].q);
+    EXPECT_EQ(back.layers[l].scores, state.layers[l].scores);
   }
+  EXPECT_EQ(back.score_names, state.score_names);
   back.check_model(*model, "s.hgstate");
 
   const std::string bytes = read_file(path);
@@ -249,10 +376,12 @@ TEST(PrefillState, FileRoundTripAndItsErrors) {
                {"truncated state file: a layer's"});
   expect_error([&] { load_prefill_state(write("long", bytes + "xx")); }, {"2 bytes after the state's end"});
   expect_error([&] { load_prefill_state(write("magic", "GGUF" + bytes.substr(4))); }, {"not a hybridgen state file"});
-  std::string v2 = bytes;
-  v2[8] = 2;
-  expect_error([&] { load_prefill_state(write("v2", v2)); },
-               {"state file format version 2; this build reads version 1"});
+  expect_error([&] { load_prefill_state(write("cut-scores", bytes.substr(0, bytes.size() - 4))); },
+               {"truncated state file: a layer's prompt scores"});
+  std::string v1 = bytes;
+  v1[8] = 1;
+  expect_error([&] { load_prefill_state(write("v1", v1)); },
+               {"state file format version 1; this build reads version 2"});
   expect_error([&] { load_prefill_state(dir / "missing"); }, {"cannot open the state file"});
   auto other = load_model(tiny_model("qwen2").string());
   expect_error([&] { back.check_model(*other, "s.hgstate"); }, {"the state was saved by another model"});
@@ -297,10 +426,22 @@ TEST(PrefillState, GenerateSavesAndLoadsTheState) {
   const RunResult cut = run_hybridgen("generate " + m + "--load-state " + (dir / "cut.hgstate").string());
   EXPECT_NE(cut.exit_code, 0);
   EXPECT_NE(cut.err.find("truncated state file"), std::string::npos) << cut.err;
-  const RunResult h2o =
-      run_hybridgen("generate " + m + "--policy h2o --window 8 --heavy 4 --evict-block 4 --load-state " + file);
+  const std::string h2o_args = m + "--policy h2o --window 8 --heavy 4 --evict-block 4 ";
+  const RunResult h2o = run_hybridgen("generate " + h2o_args + "--load-state " + file);
   EXPECT_NE(h2o.exit_code, 0);
-  EXPECT_NE(h2o.err.find("drops or prunes tokens"), std::string::npos) << h2o.err;
+  EXPECT_NE(h2o.err.find("holds no 'h2o' prompt scores"), std::string::npos) << h2o.err;
+  const RunResult pruning = run_hybridgen("generate " + h2o_args + "--exact-prefill false --load-state " + file);
+  EXPECT_NE(pruning.exit_code, 0);
+  EXPECT_NE(pruning.err.find("drops or prunes tokens"), std::string::npos) << pruning.err;
+  // a state saved under h2o holds its scores: loaded, it answers as h2o's own prefill
+  const std::string h2o_file = (dir / "h2o.hgstate").string();
+  const RunResult h2o_plain = run_hybridgen("generate " + h2o_args + "--ids '" + longer + "'");
+  const RunResult h2o_saved = run_hybridgen("generate " + h2o_args + "--ids '" + longer + "' --save-state " + h2o_file);
+  ASSERT_EQ(h2o_saved.exit_code, 0) << h2o_saved.err;
+  EXPECT_EQ(h2o_saved.out, h2o_plain.out);
+  const RunResult h2o_loaded = run_hybridgen("generate " + h2o_args + "--load-state " + h2o_file);
+  ASSERT_EQ(h2o_loaded.exit_code, 0) << h2o_loaded.err;
+  EXPECT_EQ(h2o_loaded.out, h2o_plain.out);
 }
 
 }  // namespace

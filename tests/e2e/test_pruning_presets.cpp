@@ -44,8 +44,12 @@ void check_pruned(const HybridKv& kv, const ModelSpec& spec, const Policy& p, in
     }
   }
   if (length > p.window + p.heavy + p.evict_block) {
-    EXPECT_GT(dropped, 0);
     EXPECT_GT(heavy, 0);
+  }
+  // a position is dropped once no (layer, kv-head) keeps it: certain only when their heavy sets
+  // together cannot cover every token before the window (keyformer's noisy scores spread them)
+  if (length > p.window + p.evict_block + p.heavy * spec.n_layers * spec.n_kv_heads) {
+    EXPECT_GT(dropped, 0);
   }
 }
 

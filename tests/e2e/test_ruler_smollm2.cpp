@@ -25,19 +25,20 @@ nlohmann::json ruler(const std::string& model, const std::string& policies) {
 TEST(RulerSmolLM2, ThreePoliciesOnePrefillPerSample) {
   const std::string model = smollm2_path();
   if (model.empty()) GTEST_SKIP() << kNoSmolLM2Message;
-  const std::string hybrid = "hybrid:window=128:k=64:sched=fixed";
-  const nlohmann::json j = ruler(model, "full," + hybrid + ",streaming:window=192");
+  const std::string hybrid = "hybrid:window=128:k=64:sched=fixed", h2o = "h2o:window=128:heavy=64";
+  const nlohmann::json j = ruler(model, "full," + hybrid + "," + h2o + ",streaming:window=192:exact-prefill=false");
   ASSERT_TRUE(j.contains("policies"));
   EXPECT_EQ(j["length"], 1024);
   EXPECT_EQ(j["chat"], true);
   EXPECT_EQ(j["tasks"], nlohmann::json({"niah_single_1", "niah_single_2"}));
-  ASSERT_EQ(j["policies"].size(), 3u);
+  ASSERT_EQ(j["policies"].size(), 4u);
   EXPECT_EQ(j["policies"][0]["prefill"], "recorded");
   EXPECT_EQ(j["policies"][1]["prefill"], "shared");
-  EXPECT_EQ(j["policies"][2]["prefill"], "own");
-  // 4 samples: full's recording prefill and streaming's own each time, hybrid loads
+  EXPECT_EQ(j["policies"][2]["prefill"], "shared");  // with the h2o scores full's prefill recorded
+  EXPECT_EQ(j["policies"][3]["prefill"], "own");     // prunes as it prefills
+  // 4 samples: full's recording prefill and the pruning streaming's own each time, the others load
   EXPECT_EQ(j["prefill"]["prefills"], 8);
-  EXPECT_EQ(j["prefill"]["loads"], 4);
+  EXPECT_EQ(j["prefill"]["loads"], 8);
   for (const auto& [task, tokens] : j["prompt_tokens"].items()) {
     EXPECT_LE(tokens.get<double>(), 1024 - 128) << task;  // room for RULER's 128 answer tokens
     EXPECT_GE(tokens.get<double>(), 0.95 * (1024 - 128)) << task;
@@ -45,8 +46,18 @@ TEST(RulerSmolLM2, ThreePoliciesOnePrefillPerSample) {
   ASSERT_EQ(j["answers"].size(), 4u);
   for (const auto& a : j["answers"]) {
     EXPECT_EQ(a["answers"].size(), 1u);
-    EXPECT_EQ(a["replies"].size(), 3u);
+    EXPECT_EQ(a["replies"].size(), 4u);
+    EXPECT_EQ(a["scores"].size(), 4u);
   }
+  // the per-sample scores pool to the per-task scores (what a sweep split by task pools again)
+  for (const auto& p : j["policies"])
+    for (const std::string task : {"niah_single_1", "niah_single_2"}) {
+      double sum = 0;
+      int n = 0;
+      for (const auto& a : j["answers"])
+        if (a["task"] == task) sum += a["scores"][p["policy"].get<std::string>()].get<double>(), ++n;
+      EXPECT_NEAR(100 * sum / n, p["tasks"][task]["score"].get<double>(), 1e-9) << p["policy"] << " " << task;
+    }
   const auto& full = j["policies"][0]["tasks"];
   EXPECT_GE(full["niah_single_1"]["score"].get<double>(), 50.0) << j.dump();
   EXPECT_GE(full["niah_single_2"]["score"].get<double>(), 50.0) << j.dump();
@@ -54,12 +65,20 @@ TEST(RulerSmolLM2, ThreePoliciesOnePrefillPerSample) {
   EXPECT_LE(mean["ci95"][0].get<double>(), mean["score"].get<double>());
   EXPECT_GE(mean["ci95"][1].get<double>(), mean["score"].get<double>());
 
-  // hybrid alone prefills for itself: its replies after its own prefill are those after full's
-  const nlohmann::json own = ruler(model, hybrid);
+  // hybrid and h2o alone prefill for themselves: their replies after their own prefill are those
+  // after full's
+  const nlohmann::json own = ruler(model, hybrid + "," + h2o);
   ASSERT_TRUE(own.contains("answers"));
   EXPECT_EQ(own["policies"][0]["prefill"], "recorded");
-  for (size_t i = 0; i < 4; ++i)
+  EXPECT_EQ(own["policies"][1]["prefill"], "shared");
+  for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(own["answers"][i]["replies"][hybrid], j["answers"][i]["replies"][hybrid]) << i;
+    EXPECT_EQ(own["answers"][i]["replies"][h2o], j["answers"][i]["replies"][h2o]) << i;
+  }
+  const nlohmann::json h2o_own = ruler(model, h2o);
+  ASSERT_TRUE(h2o_own.contains("answers"));
+  EXPECT_EQ(h2o_own["policies"][0]["prefill"], "recorded");
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(h2o_own["answers"][i]["replies"][h2o], j["answers"][i]["replies"][h2o]) << i;
 }
 
 TEST(RulerCli, ErrorsAreOneLine) {

@@ -147,9 +147,10 @@ TEST(EvalFidelity, TailSharesOnePrefillAndScoresWhatItsOwnPrefillScores) {
   EXPECT_EQ(alone_stats.loads, 0);
   EXPECT_EQ(alone.scored, tail.scored);
   EXPECT_NEAR(tail.nll_sum, alone.nll_sum, 1e-3 * std::abs(alone.nll_sum));
-  // streaming prefills on its own: two prefills per window, no load
+  // streaming pruning as it prefills prefills on its own: two prefills per window, no load
   Policy s = policy_preset("streaming");
   s.window = 16;
+  s.exact_prefill = false;
   Engines st = make_engines(s, 64);
   SharedPrefillStats own;
   score_tail(*st.policy, st.ref.get(), ids, windows, {}, &own);

@@ -1,7 +1,10 @@
 // Tiled prefill attention (kernels/cpu/prefill_attention.h) against its scalar twin, and the twin
 // against a double-precision reference: every ISA this CPU runs, f32/bf16/f16 caches in the host
 // store's token-block layout, GQA groups 1-8, head_dim 64/128/odd, query tiles and key tiles
-// with remainders, token blocks that cut key tiles, rows that see nothing.
+// with remainders, token blocks that cut key tiles, rows that see nothing. The attention mass of
+// the prompt's keys (h2o's and keyformer's prompt scores, attention_mass) likewise: tiled against
+// its twin with and without noise and a temperature, and PromptScorer the same bits on 1 and 3
+// threads.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +12,8 @@
 #include <vector>
 
 #include "kernels/cpu/half.h"
+#include "attention/prompt_scores.h"
+#include "hybridgen/error.h"
 #include "kernels/cpu/prefill_attention.h"
 #include "test_util.h"
 
@@ -201,6 +206,111 @@ TEST(PrefillAttention, ScalarTwinMatchesDoubleReference) {
         EXPECT_NEAR(out[static_cast<size_t>((i * p.n_heads + h) * p.hd + d)], o, 1e-5);
       }
     }
+}
+
+// Row-major fp32 keys [n_tokens][n_kv * hd] (the forward pass's layout), queries and causal
+// visibility from position pos0: one prefill chunk's attention mass problem.
+struct MassProblem {
+  int n_heads, n_kv, hd;
+  int64_t n_rows, pos0;
+  std::vector<float> q, k;
+  std::vector<int64_t> visible;
+  float inv_tau = 1.0f;
+  bool noisy = false;
+  AttentionMassArgs args() const {
+    AttentionMassArgs a;
+    a.q = q.data();
+    a.ld_q = static_cast<int64_t>(n_heads) * hd;
+    a.n_rows = n_rows;
+    a.n_heads = n_heads;
+    a.n_kv_heads = n_kv;
+    a.head_dim = hd;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    a.k = k.data();
+    a.ld_k = static_cast<int64_t>(n_kv) * hd;
+    a.n_visible = visible.data();
+    a.inv_tau = inv_tau;
+    if (noisy)
+      a.noise = [](const void*, int64_t row, int head, int64_t n, float* x) {
+        for (int64_t t = 0; t < n; ++t) x[t] += 0.37f * std::sin(static_cast<float>(row * 31 + head * 7 + t));
+      };
+    return a;
+  }
+};
+
+MassProblem mass_problem(int n_heads, int n_kv, int hd, int64_t n_rows, int64_t pos0, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.5f, 1.5f);
+  MassProblem p{n_heads, n_kv, hd, n_rows, pos0, {}, {}, {}};
+  p.q.resize(static_cast<size_t>(n_rows * n_heads * hd));
+  p.k.resize(static_cast<size_t>((pos0 + n_rows) * n_kv * hd));
+  for (auto& x : p.q) x = u(rng);
+  for (auto& x : p.k) x = u(rng);
+  for (int64_t i = 0; i < n_rows; ++i) p.visible.push_back(pos0 + i + 1);
+  return p;
+}
+
+TEST(AttentionMass, TiledMatchesScalarTwinOverShapes) {
+  struct Shape {
+    int n_heads, n_kv, hd;
+    int64_t n_rows, pos0;
+  };
+  for (const Shape& sh : {Shape{4, 4, 64, 5, 0}, Shape{14, 2, 64, 70, 300}, Shape{9, 3, 33, 130, 17},
+                          Shape{8, 1, 128, 64, 0}, Shape{6, 2, 16, 1, 999}})
+    for (int variant = 0; variant < 2; ++variant) {
+      MassProblem p = mass_problem(sh.n_heads, sh.n_kv, sh.hd, sh.n_rows, sh.pos0, 7u + static_cast<uint32_t>(sh.hd));
+      p.noisy = variant == 1;
+      p.inv_tau = variant == 1 ? 1.0f / 0.7f : 1.0f;
+      const AttentionMassArgs a = p.args();
+      const int64_t items = attention_mass_items(a);
+      const std::string what = std::to_string(sh.n_heads) + "/" + std::to_string(sh.n_kv) + " heads, hd " +
+                               std::to_string(sh.hd) + ", rows " + std::to_string(sh.n_rows) + " at " +
+                               std::to_string(sh.pos0) + (p.noisy ? ", noise and tau" : "");
+      for (int64_t item = 0; item < items; ++item) {
+        const int64_t keys = attention_mass_keys(a, item);
+        std::vector<float> ref(static_cast<size_t>(keys)), got(static_cast<size_t>(keys), -1.0f);
+        attention_mass_scalar(a, item, ref.data());
+        double total = 0;
+        for (float x : ref) total += x;
+        // every (row, head) of the item contributes a softmax that sums to 1
+        const int group = sh.n_heads / sh.n_kv;
+        const int64_t tile = prefill_query_tile_rows(group);
+        const int64_t rows = std::min(tile, sh.n_rows - item / sh.n_kv * tile);
+        EXPECT_NEAR(total, static_cast<double>(rows * group), 1e-4 * rows * group) << what;
+        for (CpuIsa isa : test::supported_cpu_isas()) {
+          AttentionMassScratch scratch;
+          attention_mass_isa(isa, a, item, got.data(), scratch);
+          expect_close(got, ref, 2e-5f, what + ", item " + std::to_string(item) + ", isa " + cpu_isa_label(isa));
+        }
+      }
+    }
+}
+
+TEST(AttentionMass, PromptScorerGivesTheSameBitsOnAnyPool) {
+  ModelSpec m;
+  m.n_heads = 14;
+  m.n_kv_heads = 2;
+  m.head_dim = 64;
+  const MassProblem p = mass_problem(14, 2, 64, 200, 150, 99);
+  for (const char* name : {"h2o", "keyformer seed=3 tau=1.5"}) {
+    const PromptScoreSpec spec = PromptScoreSpec::parse(name);
+    EXPECT_EQ(spec.name(), name);
+    std::vector<std::vector<float>> scores;
+    for (int threads : {1, 3}) {
+      ThreadPool pool(threads);
+      PromptScorer scorer;
+      std::vector<float> s(static_cast<size_t>(p.pos0 * m.n_kv_heads), 0.5f);  // the earlier chunks' sums
+      scorer.add_chunk(pool, spec, m, 4, p.q.data(), static_cast<int>(p.n_rows), p.pos0, p.k.data(), s);
+      ASSERT_EQ(s.size(), static_cast<size_t>((p.pos0 + p.n_rows) * m.n_kv_heads));
+      scores.push_back(s);
+    }
+    EXPECT_EQ(scores[0], scores[1]) << name;
+    double total = 0;
+    for (float x : scores[0]) total += x;
+    EXPECT_NEAR(total, 0.5 * p.pos0 * m.n_kv_heads + static_cast<double>(p.n_rows) * m.n_heads, 1e-3 * total);
+  }
+  EXPECT_THROW(PromptScoreSpec::parse("keyformer seed=3"), Error);
+  EXPECT_THROW(PromptScoreSpec::parse("h2o "), Error);
 }
 
 }  // namespace

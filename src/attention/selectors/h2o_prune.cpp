@@ -33,6 +33,26 @@ void HeavyHitterPruner::reset(int seq) {
   prompt_len_[static_cast<size_t>(seq)] = 0;
 }
 
+PromptScoreSpec HeavyHitterPruner::prompt_score_spec() const {
+  PromptScoreSpec s;
+  if (score_ == Score::Gumbel) {
+    s.kind = PromptScoreSpec::Kind::Gumbel;
+    s.seed = seed_;
+    s.tau = tau_init_;
+  }
+  return s;
+}
+
+void HeavyHitterPruner::learn_prompt_scores(int seq, int layer, const float* scores, int n_tokens) {
+  TokenScores& acc = mutable_scores(seq, layer);
+  const int n_kv = acc.n_kv_heads();
+  for (int g = 0; g < n_kv; ++g) {
+    float* dst = acc.head(g);
+    for (int t = 0; t < n_tokens; ++t) dst[t] = scores[static_cast<size_t>(t) * n_kv + g];
+  }
+  prompt_len_[static_cast<size_t>(seq)] = std::max(prompt_len_[static_cast<size_t>(seq)], n_tokens);
+}
+
 void HeavyHitterPruner::observe(const ObservedAttention& o, int g_begin, int g_end) {
   if (o.space != TokenSpace::Position) return;  // the device's own tokens only
   if (o.prefill && o.layer == 0)

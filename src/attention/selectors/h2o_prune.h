@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "attention/prompt_scores.h"
 #include "attention/selectors/h2o_scores.h"
 #include "attention/selectors/selector.h"
 #include "policy/knobs.h"
@@ -28,6 +29,11 @@ class HeavyHitterPruner final : public AttentionObserver, public TokenRetainer {
   void retain(int seq, int layer, int g, std::span<const int32_t> positions, int keep,
               std::vector<int32_t>& kept) override;
   void reset(int seq);
+  // The prompt scores this pruner keeps tokens by after an exact prefill (h2o's attention, or
+  // keyformer's Gumbel-softmax with its seed and τ_init), and taking them for (seq, layer):
+  // scores [n_tokens][n_kv_heads], the prompt n_tokens long.
+  PromptScoreSpec prompt_score_spec() const;
+  void learn_prompt_scores(int seq, int layer, const float* scores, int n_tokens);
 
   const TokenScores& scores(int seq, int layer) const { return scores_[static_cast<size_t>(seq) * n_layers_ + layer]; }
 

@@ -1,0 +1,49 @@
+// The prompt's attention scores that a dropping policy keeps its tokens by once the prompt is
+// prefilled: H2O's accumulated attention and Keyformer's accumulated Gumbel-softmax, summed over
+// every prompt row. The reference code of both (FMInference/H2O's H2OKVCache_LayerWise,
+// d-matrix-ai/keyformer-llm) prefills the whole prompt with full attention, sums each key's scores
+// over the prompt's query rows, and then evicts once: the recent window and the top-scored tokens
+// before it stay. Here the scores are computed beside any exact prefill, from its queries and fp32
+// keys (PrefillRecorder, engine/prefill_recorder.h), and kept in the prefill state under their
+// name, so that one prefill serves h2o, keyformer and every exact policy together.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hybridgen/model.h"
+#include "kernels/cpu/prefill_attention.h"
+#include "util/thread_pool.h"
+
+namespace hg {
+
+struct PromptScoreSpec {
+  enum class Kind { Attention, Gumbel };  // h2o, keyformer
+  Kind kind = Kind::Attention;
+  uint64_t seed = 0;  // Gumbel: the noise's seed (the policy's --seed)
+  float tau = 1.0f;   // Gumbel: the prompt rows' temperature (--tau-init)
+
+  // "h2o", or "keyformer seed=S tau=T" (T as %g): what the prefill state keys the scores by.
+  std::string name() const;
+  // The spec a name names; hg::Error for any other string.
+  static PromptScoreSpec parse(const std::string& name);
+};
+
+// Adds prefill chunks' scores, layer by layer.
+class PromptScorer {
+ public:
+  // Rows at positions [pos0, pos0 + n_rows) of `layer` (q: [n_rows][q_dim] after RoPE) over the
+  // keys k: [pos0 + n_rows][kv_dim] fp32 (every row sees the keys up to its own position).
+  // scores: [tokens][n_kv_heads], grown to pos0 + n_rows tokens (new ones 0) and added to; the
+  // result does not depend on the pool's size.
+  void add_chunk(ThreadPool& pool, const PromptScoreSpec& spec, const ModelSpec& m, int layer, const float* q,
+                 int n_rows, int64_t pos0, const float* k, std::vector<float>& scores);
+
+ private:
+  std::vector<cpu::AttentionMassScratch> scratch_;  // per pool thread
+  std::vector<float> items_;                        // [item][keys]: each item's sums
+  std::vector<int64_t> visible_;
+  std::vector<int32_t> key_pos_;  // 0, 1, 2, ...: the Gumbel noise's key positions
+};
+
+}  // namespace hg
