@@ -15,6 +15,11 @@ Draws, from whatever the rows carry (rows with "status": "error" are skipped):
   ruler_vs_length.png    ruler: mean RULER score vs length, one line per entry of the policy
                          list (entries matched by position: budgets may scale with the length),
                          error bars the 95% intervals; one panel per task beside it
+  ruler_table.md         ruler: the same as a table, per length: score and 95% interval per
+                         task and the mean, per policy
+A length's ruler rows split by task (a sweep with a `tasks` axis, so that it resumes task by
+task) are pooled into one: its tasks side by side, the mean over every sample of every task
+recomputed from the per-sample scores, as the eval computes it.
 Repeats of a point are averaged (error bars: their standard deviation). Each figure names the
 sweep, the machine (CPU model) and the hybridgen commit. Prints the files it wrote, one a line.
 Needs matplotlib (Debian: python3-matplotlib, installed by scripts/setup.sh).
@@ -330,11 +335,89 @@ def passkey_heatmap(rows, out_dir, written):
     written.append(path)
 
 
+Z95 = 1.959963984540054
+
+
+def ruler_score(x):
+    """Score (%) and 95% interval of per-sample scores in [0, 1], as src/eval/ruler.cpp's
+    ruler_score: Wilson's interval when every sample is 0 or 1, else mean ± 1.96 SE."""
+    n = len(x)
+    if n == 0:
+        return {"score": 0.0, "ci95": [0.0, 0.0], "n": 0}
+    mean = sum(x) / n
+    if all(v in (0.0, 1.0) for v in x):
+        d = 1 + Z95 * Z95 / n
+        center = (mean + Z95 * Z95 / (2 * n)) / d
+        half = Z95 * math.sqrt(mean * (1 - mean) / n + Z95 * Z95 / (4 * n * n)) / d
+        lo, hi = center - half, center + half
+    else:
+        se = math.sqrt(sum((v - mean) ** 2 for v in x) / (n - 1) / n) if n > 1 else 0.0
+        lo, hi = mean - Z95 * se, mean + Z95 * se
+    clamp = lambda v: min(1.0, max(0.0, v))
+    return {"score": 100 * mean, "ci95": [100 * clamp(min(lo, mean)), 100 * clamp(max(hi, mean))], "n": n}
+
+
+def pool_ruler_rows(rows):
+    """One ruler row per length: rows of the same length (a sweep split by task) pooled, policies
+    matched by their place in the list, the mean recomputed from the answers' per-sample scores."""
+    by_length = {}
+    for r in rows:
+        by_length.setdefault(r["metrics"]["length"], []).append(r)
+    pooled = []
+    for length in sorted(by_length):
+        group = by_length[length]
+        if len(group) == 1:
+            pooled.append(group[0])
+            continue
+        if any(not all("scores" in a for a in r["metrics"].get("answers", [])) for r in group):
+            sys.exit(f"plot_sweep.py: ruler rows of length {length} are split by task but carry no per-sample "
+                     "scores to pool (rerun them with this hybridgen)")
+        first = group[0]
+        names = [p["policy"] for p in first["metrics"]["policies"]]
+        tasks, per_policy, samples = [], [dict() for _ in names], [[] for _ in names]
+        for r in group:
+            m = r["metrics"]
+            if len(m["policies"]) != len(names):
+                sys.exit(f"plot_sweep.py: ruler rows of length {length} compare different policy lists")
+            for t in m["tasks"]:
+                if t not in tasks:
+                    tasks.append(t)
+            for i, p in enumerate(m["policies"]):
+                per_policy[i].update(p["tasks"])
+                samples[i] += [a["scores"][p["policy"]] for a in m["answers"]]
+        metrics = dict(first["metrics"])
+        metrics["tasks"] = tasks
+        metrics["samples"] = sorted({r["metrics"]["samples"] for r in group})
+        metrics["policies"] = [dict(p, tasks=per_policy[i], mean=ruler_score(samples[i]))
+                               for i, p in enumerate(first["metrics"]["policies"])]
+        pooled.append(dict(first, metrics=metrics))
+    return pooled
+
+
+def ruler_table(rows, out_dir, written):
+    lines = []
+    for r in rows:
+        m = r["metrics"]
+        lines.append(f"### {m['length']} tokens ({value_text(m['samples'])} samples per task)\n")
+        lines.append("| policy | " + " | ".join(m["tasks"]) + " | mean |")
+        lines.append("|---" * (len(m["tasks"]) + 2) + "|")
+        cell = lambda s: f"{s['score']:.1f} ({s['ci95'][0]:.0f}–{s['ci95'][1]:.0f})" if s else "–"
+        for p in m["policies"]:
+            lines.append(f"| {p['policy']} | " + " | ".join(cell(p["tasks"].get(t)) for t in m["tasks"]) +
+                         f" | **{cell(p['mean'])}** |")
+        lines.append("")
+    path = os.path.join(out_dir, "ruler_table.md")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+    written.append(path)
+
+
 def ruler_figure(rows, out_dir, written):
     rows = [r for r in rows if isinstance(r.get("metrics", {}).get("policies"), list) and "length" in r["metrics"]]
     if not rows:
         return
-    rows = sorted(rows, key=lambda r: r["metrics"]["length"])
+    rows = pool_ruler_rows(rows)
+    ruler_table(rows, out_dir, written)
     tasks = list(rows[0]["metrics"].get("tasks", []))
     # line i: the i-th entry of each row's policy list, named by its entry at the shortest length
     names = [p["policy"] for p in rows[0]["metrics"]["policies"]]

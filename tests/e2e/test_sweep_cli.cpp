@@ -261,6 +261,19 @@ TEST(PlotSweep, CommittedResultsGiveValidPngs) {
     EXPECT_LT(fs::file_size(png), 2000000u);
     EXPECT_NE(r.out.find(e.png), std::string::npos) << r.out;
   }
+  // A length's ruler rows split by task pool into the table of one row of all its tasks: the
+  // per-task cells side by side, the mean over every sample (Wilson's or the normal interval)
+  const auto table = [&](const std::string& file) {
+    const fs::path out = dir / ("table-" + file);
+    const RunResult t = run("'" + py + "' '" + (source_dir() / "tools/plot_sweep.py").string() + "' '" +
+                            (data / file).string() + "' -o '" + out.string() + "'");
+    EXPECT_EQ(t.exit_code, 0) << t.err;
+    return read_file(out / "ruler_table.md");
+  };
+  const std::string pooled = table("ruler_by_task.jsonl");
+  EXPECT_EQ(pooled, table("ruler_all_tasks.jsonl"));
+  EXPECT_NE(pooled.find("| niah_single_1 | niah_multivalue | mean |"), std::string::npos) << pooled;
+  EXPECT_NE(pooled.find("**93.8 (82–100)**"), std::string::npos) << pooled;  // hybrid: a mean ± 1.96 SE
   // Rows with nothing to plot: one clear message, non-zero exit.
   std::ofstream(dir / "empty.jsonl") << "{\"status\": \"error\", \"error\": \"x\"}\n";
   r = run("'" + py + "' '" + (source_dir() / "tools/plot_sweep.py").string() + "' '" + (dir / "empty.jsonl").string() +
