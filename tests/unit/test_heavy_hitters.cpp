@@ -14,6 +14,7 @@
 
 #include "attention/selectors/h2o_scores.h"
 #include "attention/selectors/keyformer_scores.h"
+#include "kernels/cpu/gumbel_noise.h"
 #include "test_util.h"
 
 namespace hg::test {
@@ -83,6 +84,15 @@ TEST(Keyformer, GumbelNoiseOfARowIsTheScalarNoiseAndCoversTheTails) {
   std::vector<float> row(keys.size());
   gumbel_noise_row(11, 4, 5, 2999, keys.data(), static_cast<int64_t>(keys.size()), row.data());
   for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(row[i], gumbel_noise(11, 4, 5, 2999, keys[i])) << i;
+  // the row's noise on every ISA this CPU runs (the vectorized hash and logarithms) is the scalar one
+  std::vector<float> per_isa(keys.size());
+  for (cpu::CpuIsa isa : test::supported_cpu_isas()) {
+    cpu::gumbel_noise_span_isa(isa, 0x1234567890abcdefull, keys.data(), static_cast<int64_t>(keys.size()),
+                               per_isa.data());
+    for (size_t i = 0; i < keys.size(); ++i)
+      ASSERT_EQ(per_isa[i], cpu::gumbel_of_uniform(cpu::uniform_open(0x1234567890abcdefull, keys[i])))
+          << cpu::cpu_isa_label(isa) << " " << i;
+  }
   // u = (2m + 1) / 2^24: g spans [-ln(-ln 2^-24), -ln(-ln(1 - 2^-24))] = [-2.81, 16.64], and
   // P(g > 10) = 1 - exp(-e^-10) = 4.5e-5 is still sampled
   double lo = 0, hi = 0;

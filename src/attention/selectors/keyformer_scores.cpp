@@ -6,35 +6,17 @@
 #include <cmath>
 
 #include "kernels/cpu/exp_poly.h"
+#include "kernels/cpu/gumbel_noise.h"
 
 namespace hg {
 
-using cpu::kLn2Hi;  // ln 2 in two parts, as the softmax exp splits it (kernels/cpu/exp_poly.h)
-using cpu::kLn2Lo;
-
-// ln_normal (keyformer_scores.h): x = 2^k f with f in [√½, √2) (0x3f3504f3 is √½'s bits: adding
-// 1.0's bits minus them carries into the exponent exactly when the mantissa is at least √2's),
-// then ln f = 2 atanh(s) = 2s (1 + s²/3 + s⁴/5 + …) with s = (f - 1) / (f + 1), |s| <= 0.172, to
-// s⁹ (truncation < 1e-9 relative). f - 1 is exact, so x near 1 keeps its relative precision.
-// Within 2 ulp of std::log (tests/unit/test_heavy_hitters.cpp).
-float ln_normal(float x) {
-  const uint32_t bits = std::bit_cast<uint32_t>(x) + (0x3f800000u - 0x3f3504f3u);
-  const float k = static_cast<float>(static_cast<int32_t>(bits >> 23) - 127);
-  const float f = std::bit_cast<float>((bits & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
-  const float s = f / (2.0f + f), z = s * s;
-  const float odd = (((z * (1.0f / 9) + 1.0f / 7) * z + 1.0f / 5) * z + 1.0f / 3) * z;
-  const float two_s = s + s;
-  return k * kLn2Hi + (two_s + (two_s * odd + k * kLn2Lo));
-}
+float ln_normal(float x) { return cpu::ln_normal_inline(x); }  // kernels/cpu/gumbel_noise.h
 
 namespace {
 
-// SplitMix64's finalizer: a bijective 64-bit mix with full avalanche.
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+using cpu::gumbel_of_uniform;  // the hash, its uniforms and the logarithms: kernels/cpu/gumbel_noise.h
+using cpu::mix64;
+using cpu::uniform_open;
 
 // gumbel_noise's hash of everything but the key position: computed once per query row and head.
 uint64_t row_hash(uint64_t seed, int layer, int head, int64_t query_pos) {
@@ -42,16 +24,6 @@ uint64_t row_hash(uint64_t seed, int layer, int head, int64_t query_pos) {
   h = mix64(h ^ (static_cast<uint64_t>(layer) << 32 | static_cast<uint32_t>(head)));
   return mix64(h ^ static_cast<uint64_t>(query_pos));
 }
-
-// u in (0, 1) from the hash's top 24 bits, made odd: (2m + 1) / 2^24 is exact in a float and
-// reaches neither end, so -ln u >= 2^-24 > 0.
-float uniform_open(uint64_t row, int64_t key_pos) {
-  const uint64_t h = mix64(row ^ static_cast<uint64_t>(key_pos) * 0xD6E8FEB86659FD93ull);
-  return static_cast<float>((h >> 40) | 1) * 0x1.0p-24f;
-}
-
-// -ln(-ln u): u >= 2^-24 and -ln u >= 2^-24 are both normal.
-inline float gumbel_of_uniform(float u) { return -ln_normal(-ln_normal(u)); }
 
 }  // namespace
 
@@ -68,9 +40,7 @@ float gumbel_noise(uint64_t seed, int layer, int head, int64_t query_pos, int64_
 
 void gumbel_noise_row(uint64_t seed, int layer, int head, int64_t query_pos, const int32_t* key_pos, int64_t n,
                       float* noise) {
-  const uint64_t row = row_hash(seed, layer, head, query_pos);
-  for (int64_t i = 0; i < n; ++i) noise[i] = uniform_open(row, key_pos[i]);  // 64-bit products: scalar
-  for (int64_t i = 0; i < n; ++i) noise[i] = gumbel_of_uniform(noise[i]);    // vectorizes
+  cpu::gumbel_noise_span(row_hash(seed, layer, head, query_pos), key_pos, n, noise);
 }
 
 void gumbel_softmax(const float* p, const float* noise, int64_t n, float tau, float* y) {
@@ -83,7 +53,7 @@ void gumbel_softmax(const float* p, const float* noise, int64_t n, float tau, fl
   // its bits > 0
   for (int64_t j = 0; j < n; ++j) {
     const int32_t bits = std::bit_cast<int32_t>(p[j]);
-    const float v = (ln_normal(std::bit_cast<float>(std::max(bits, kFltMinBits))) + noise[j]) * inv_tau;
+    const float v = (cpu::ln_normal_inline(std::bit_cast<float>(std::max(bits, kFltMinBits))) + noise[j]) * inv_tau;
     y[j] = v + (bits > 0 ? 0.0f : -INFINITY);
   }
   float m = -INFINITY;
