@@ -53,6 +53,8 @@ struct PrefillState {
   PrefillState prefix(int n) const;
   // The index of the score named `name` in score_names, or -1.
   int score_index(const std::string& name) const;
+  // True when the state holds every score of `names`.
+  bool holds_scores(const std::vector<std::string>& names) const;
   size_t bytes() const;
 };
 

@@ -170,7 +170,6 @@ void prefill_attention_tiles(const PrefillAttentionArgs& a, int64_t item_begin, 
   }
 }
 
-
 // attention_mass (prefill_attention.h) for one item: the scores of the tile's query vectors over
 // every key they see in one sgemm (the buffer is [m][k_end]: 24 MB at 32K keys, streamed), then
 // per query vector the softmax and its column sums in strips that vectorize. The rows are added in

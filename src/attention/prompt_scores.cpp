@@ -1,6 +1,5 @@
 #include "attention/prompt_scores.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <numeric>

@@ -54,8 +54,10 @@ struct Engine::Impl {
 
   // Runs tokens through `stage` as sequence `seq` (at `start`) in chunks of ubatch rows; false when
   // `chunk_done` asked to stop after a chunk.
-  bool run_prefill(LayerAttention& stage, int seq, int start, std::span<const int32_t> tokens, float* logits_last,
-                   float* logits_all, PrefillRecorder* record, const PrefillChunkDone& chunk_done) {
+  // plans: the stage's sequences' step plans.
+  bool run_prefill(LayerAttention& stage, std::span<const StepPlan> stage_plans, int seq, int start,
+                   std::span<const int32_t> tokens, float* logits_last, float* logits_all, PrefillRecorder* record,
+                   const PrefillChunkDone& chunk_done) {
     const int vocab = model.spec.vocab_size;
     std::vector<TokenRow> rows;
     for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(options.ubatch)) {
@@ -64,16 +66,13 @@ struct Engine::Impl {
       for (size_t i = begin; i < end; ++i) rows.push_back({seq, start + static_cast<int>(i), tokens[i]});
       const bool last_chunk = end == tokens.size();
       float* out_all = logits_all ? logits_all + begin * static_cast<size_t>(vocab) : nullptr;
-      stage.begin_step(rows, /*prefill=*/true, std::span(plans).subspan(0, stage_seqs(stage)));
+      stage.begin_step(rows, /*prefill=*/true, stage_plans);
       forward(*device, model.spec, *weights, stage, *scratch, rows, out_all, last_chunk ? logits_last : nullptr,
               record);
       stage.end_step(rows);
       if (chunk_done && !chunk_done(static_cast<int64_t>(end)) && !last_chunk) return false;
     }
     return true;
-  }
-  size_t stage_seqs(const LayerAttention& stage) const {
-    return &stage == attn.get() ? plans.size() : 1;  // the exact prefill's own stage holds one sequence
   }
 
   // hg::Error when `state` was made by another model (the fingerprint is computed once).
@@ -283,18 +282,18 @@ bool Engine::prefill(int seq, std::span<const int32_t> tokens, float* logits_las
   const auto t0 = std::chrono::steady_clock::now();
   std::optional<PrefillRecorder> recorder;
   if (record) recorder.emplace(*record, im.model.spec, record->score_names.empty() ? nullptr : &im.scores_pool());
-  bool done = true;
+  PrefillRecorder* rec = recorder ? &*recorder : nullptr;
+  // Stopped midway, the state holds rows of tokens it does not list (not kept as one), and a
+  // placed prompt leaves the sequence empty.
   if (placed) {
-    // The exact stage holds only this prompt, and only while it runs (H2O's code, too, holds the
-    // whole prompt on the GPU while it prefills). Stopped midway, the sequence stays empty.
+    // The exact stage holds only this prompt (one sequence), and only while it runs (H2O's code,
+    // too, holds the whole prompt on the GPU while it prefills).
     const AttentionContext ac{*im.device, im.model, im.options.kv_dtype, static_cast<int>(tokens.size()), 1, {}};
-    std::unique_ptr<LayerAttention> exact = make_full_attention(ac);
-    done = im.run_prefill(*exact, 0, 0, tokens, logits_last, logits_all, recorder ? &*recorder : nullptr, chunk_done);
-    if (!done) return false;
-  } else {
-    done = im.run_prefill(*im.attn, seq, start, tokens, logits_last, logits_all, recorder ? &*recorder : nullptr,
-                          chunk_done);
-    if (!done) return false;  // the state holds rows of tokens it does not list: not kept as one
+    const std::unique_ptr<LayerAttention> exact = make_full_attention(ac);
+    if (!im.run_prefill(*exact, std::span(im.plans).first(1), 0, 0, tokens, logits_last, logits_all, rec, chunk_done))
+      return false;
+  } else if (!im.run_prefill(*im.attn, im.plans, seq, start, tokens, logits_last, logits_all, rec, chunk_done)) {
+    return false;
   }
   if (record && !tokens.empty()) {
     record->tokens.insert(record->tokens.end(), tokens.begin(), tokens.end());

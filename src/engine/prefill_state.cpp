@@ -1,5 +1,6 @@
 #include "hybridgen/prefill_state.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <fstream>
@@ -109,6 +110,10 @@ int PrefillState::score_index(const std::string& name) const {
   for (size_t i = 0; i < score_names.size(); ++i)
     if (score_names[i] == name) return static_cast<int>(i);
   return -1;
+}
+
+bool PrefillState::holds_scores(const std::vector<std::string>& names) const {
+  return std::all_of(names.begin(), names.end(), [&](const std::string& n) { return score_index(n) >= 0; });
 }
 
 size_t PrefillState::bytes() const {

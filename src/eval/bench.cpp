@@ -126,11 +126,7 @@ std::vector<nlohmann::json> run_bench(const Model& model, const BenchConfig& c, 
   };
   auto fill_depth = [&](Engine& engine, int seq, int depth) {
     auto it = depth_states.find(depth);
-    const std::vector<std::string> scores = engine.prompt_scores();
-    const bool holds = it != depth_states.end() && std::all_of(scores.begin(), scores.end(), [&](const auto& n) {
-                         return it->second.score_index(n) >= 0;
-                       });
-    if (engine.shares_prefill() && holds) {
+    if (engine.shares_prefill() && it != depth_states.end() && it->second.holds_scores(engine.prompt_scores())) {
       engine.load_state(seq, it->second, nullptr);
       ++depth_loads;
       return;

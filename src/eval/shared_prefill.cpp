@@ -45,9 +45,6 @@ void shared_prefill(std::span<Engine* const> engines, int seq, std::span<const i
   for (Engine* e : engines)
     for (const std::string& name : e->prompt_scores())
       if (std::find(scores.begin(), scores.end(), name) == scores.end()) scores.push_back(name);
-  auto holds_scores = [&](const PrefillState& s) {
-    return std::all_of(scores.begin(), scores.end(), [&](const std::string& n) { return s.score_index(n) >= 0; });
-  };
   for (size_t i = 0; i < engines.size(); ++i) {
     Engine& e = *engines[i];
     logits[i].resize(static_cast<size_t>(e.vocab_size()));
@@ -55,7 +52,7 @@ void shared_prefill(std::span<Engine* const> engines, int seq, std::span<const i
     if (e.shares_prefill() && !state && cache && !from_cache) {
       from_cache = true;  // looked up once per prompt
       state = cache->find(e.fingerprint(), prefill_computed_on(e), ids);
-      if (state && !holds_scores(*state)) state.reset();  // recorded without them: a miss
+      if (state && !state->holds_scores(scores)) state.reset();  // recorded without them: a miss
       stats.cache_hits += state ? 1 : 0;
     }
     if (e.shares_prefill() && state) {
