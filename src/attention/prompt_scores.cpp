@@ -12,7 +12,7 @@ namespace hg {
 std::string PromptScoreSpec::name() const {
   if (kind == Kind::Attention) return "h2o";
   char tau_text[32];
-  std::snprintf(tau_text, sizeof tau_text, "%g", static_cast<double>(tau));
+  std::snprintf(tau_text, sizeof tau_text, "%.9g", static_cast<double>(tau));  // round-trips a float
   return "keyformer seed=" + std::to_string(seed) + " tau=" + tau_text;
 }
 

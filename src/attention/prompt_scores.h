@@ -23,7 +23,8 @@ struct PromptScoreSpec {
   uint64_t seed = 0;  // Gumbel: the noise's seed (the policy's --seed)
   float tau = 1.0f;   // Gumbel: the prompt rows' temperature (--tau-init)
 
-  // "h2o", or "keyformer seed=S tau=T" (T as %g): what the prefill state keys the scores by.
+  // "h2o", or "keyformer seed=S tau=T" (T as %.9g, which gives the float back): what the prefill
+  // state keys the scores by.
   std::string name() const;
   // The spec a name names; hg::Error for any other string.
   static PromptScoreSpec parse(const std::string& name);

@@ -309,6 +309,11 @@ TEST(AttentionMass, PromptScorerGivesTheSameBitsOnAnyPool) {
     for (float x : scores[0]) total += x;
     EXPECT_NEAR(total, 0.5 * p.pos0 * m.n_kv_heads + static_cast<double>(p.n_rows) * m.n_heads, 1e-3 * total);
   }
+  // two temperatures that differ only past %g's 6 digits get names of their own
+  PromptScoreSpec fine;
+  fine.kind = PromptScoreSpec::Kind::Gumbel;
+  fine.tau = 0.12345671f;
+  EXPECT_EQ(PromptScoreSpec::parse(fine.name()).tau, fine.tau);
   EXPECT_THROW(PromptScoreSpec::parse("keyformer seed=3"), Error);
   EXPECT_THROW(PromptScoreSpec::parse("h2o "), Error);
 }
