@@ -40,7 +40,12 @@ struct Policy {
   std::string predictor = "recent";  // the Pre-QKᵀ predictor (--predictor)
   int partial_dims = 16;             // Partial predictor: query dimensions used for approximate scores
   MergeMode merge = MergeMode::Logits;
-  QuerySource query = QuerySource::Speculative;
+  // The host's query (src/attention/host_query.h). refine: select with q̃, the next layer's query
+  // predicted from this layer's input (the paper's overlap), then score the K selected tokens with
+  // the true q. The paper's `speculative` ships q̃'s logits; on Qwen2.5-0.5B's RULER at 4K that
+  // lost 16 points against refine's 0 at the same decode speed (docs/performance.md, "hybrid's
+  // query: refine by default").
+  QuerySource query = QuerySource::Refine;
   // Layers [0, exact_layers) use the exact query even when speculating: measured on SmolLM2,
   // cos(q̃, q) is 0.27 and 0.63 in layers 1 and 2 (the residual stream changes most there)
   // against 0.95-0.99 deeper down.

@@ -17,10 +17,17 @@ std::vector<float> to_f32(const TensorView& t) {
   return out;
 }
 
+// Refine over every host token (--select all, --k -1) scores them all with the true q: that is the
+// exact query, without a speculative pass whose every logit would be computed again.
+QuerySource resolve_source(const Policy& p) {
+  const bool every_token = p.select == Selection::All || p.K == -1;
+  return p.query == QuerySource::Refine && every_token ? QuerySource::Exact : p.query;
+}
+
 }  // namespace
 
 HostQuery::HostQuery(const Model& model, const Policy& policy)
-    : spec_(model.spec), source_(policy.query), exact_layers_(policy.exact_layers) {
+    : spec_(model.spec), source_(resolve_source(policy)), exact_layers_(policy.exact_layers) {
   for (const auto& l : model.weights.layers) {
     std::unique_ptr<cpu::PackedWeight> packed;
     if (cpu::packing_pays(l.wq.dtype)) packed = cpu::pack_weight(l.wq.dtype, l.wq.data, spec_.q_dim(), spec_.d_model);

@@ -1,9 +1,10 @@
-// The query the host workers select with, one of three (--query):
+// The query the host workers select with, one of three (--query; hybrid: refine):
 //   exact        the device's own q of the layer, copied to the host when the layer reaches it;
 //   speculative  q̃ = RoPE(Wq · norm(x) + bq) of layer ℓ+1 from layer ℓ's input x, with the host's
 //                own copies of Wq, bq and the norm, so the host part of ℓ+1 runs while the device
 //                computes layer ℓ (layers below --exact-layers use the exact query);
-//   refine       selected with q̃, then the selected tokens scored again with the true q.
+//   refine       selected with q̃, then the selected tokens scored again with the true q (over
+//                every host token, --select all or --k -1, that is the exact query).
 #pragma once
 #include <memory>
 #include <vector>
@@ -18,6 +19,8 @@ class HostQuery {
  public:
   HostQuery(const Model& model, const Policy& policy);
 
+  // The source in effect: the policy's, but exact for refine over every host token.
+  QuerySource source() const { return source_; }
   // Whether layer ℓ's host part is computed ahead, from layer ℓ-1's input (layer 0's from its own).
   bool speculates(int layer) const { return source_ != QuerySource::Exact && layer >= exact_layers_; }
   // Whether a speculated layer's selection is scored again with the true query.

@@ -53,8 +53,10 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
       selection_(SelectorContext{spec_, policy_, c.ctx, c.n_seqs}, policy_.host_threads),
       shipment_(c.device, spec_, c.n_seqs),
       clock_(c.device, spec_.n_layers) {
-  if (policy_.query != QuerySource::Exact && policy_.window < 1)
-    throw Error("--query speculative|refine needs --window >= 1: the current token must be on the device");
+  if (query_.source() != QuerySource::Exact && policy_.window < 1)
+    throw Error(
+        "--query speculative|refine needs --window >= 1 (the current token must be on the device); "
+        "give --query exact");
   // The host K+V per NUMA node must fit: said before any allocation.
   plan_host_kv(spec_, policy_, c.kv_dtype, c.ctx, c.n_seqs, topology_, placement_).require_fits();
   pruner_ = make_heavy_hitter_pruner(SelectorContext{spec_, policy_, c.ctx, c.n_seqs});

@@ -62,8 +62,6 @@ void validate_policy(const Policy& p, int /*ctx*/) {
     throw Error("--window " + std::to_string(p.window) + " is smaller than --evict-block " +
                 std::to_string(p.evict_block));
   validate_sched_knobs(p);
-  if (p.query == QuerySource::Refine && p.select == Selection::All)
-    throw Error("--query refine needs a selection (--select post|pre): with all host tokens use --query exact");
 }
 
 std::string describe_policy(const Policy& p) {

@@ -52,8 +52,11 @@ const std::vector<PresetInfo>& preset_table() {
        p.query = QuerySource::Exact;
        p.host_threads = 0;  // every core: the device waits for the host at every layer
      }},
-    {"hybrid", "HybridGen", "device window + sinks; host top-K of the next layer's logits from this layer's input",
-     [](Policy& p) {  // window 1024 + 4 sinks, Post-QKᵀ, speculative, logits merge, the feedback scheduler
+    {"hybrid", "HybridGen",
+     "device window + sinks; host top-K of the next layer's logits from this layer's input, the chosen tokens' logits "
+     "with the true query",
+     [](Policy& p) {  // window 1024 + 4 sinks, Post-QKᵀ, q̃ selects and q scores (refine), logits merge,
+                      // the feedback scheduler
        split(p);
        p.sched = SchedMode::Adaptive;
      }},

@@ -207,6 +207,14 @@ TEST(HybridPipeline, ContradictoryKnobsAreClearErrors) {
   p = small_window("hybrid");
   p.window = 0;
   expect_error(p, 64, "needs --window >= 1");
+  p.select = Selection::All;  // refine over every host token is the exact query: no window needed
+  {
+    EngineOptions o;
+    o.threads = 1;
+    o.ctx = 64;
+    o.policy = p;
+    EXPECT_NO_THROW(Engine(*model, o));
+  }
   EXPECT_THROW(policy_preset("flexgen-but-faster"), Error);
 }
 
@@ -228,6 +236,10 @@ TEST(HybridPipeline, SmolLM2ShapeHybridExactEqualsFull) {
   const auto ids = random_ids(200, 5, model->spec.vocab_size);
   Policy p = exact_hybrid_policy();
   const auto full = decode_logits(*model, Policy{}, ids, 130, 256);
+  EXPECT_LE(max_diff(full, decode_logits(*model, p, ids, 130, 256)), 1e-4);
+  // hybrid's own query, refine, over every host token scores them all with the true q: exact too.
+  p.query = policy_preset("hybrid").query;
+  ASSERT_EQ(p.query, QuerySource::Refine);
   EXPECT_LE(max_diff(full, decode_logits(*model, p, ids, 130, 256)), 1e-4);
   p = policy_preset("cpu-attn");
   EXPECT_LE(max_diff(full, decode_logits(*model, p, ids, 130, 256)), 1e-4);

@@ -163,5 +163,15 @@ TEST(Knobs, ValidatePolicyChecksKnobRangesOfPoliciesBuiltInCode) {
   EXPECT_NO_THROW(validate_policy(p, 256));
 }
 
+// hybrid selects with q̃ and scores the chosen tokens with the true q (refine); the paper's
+// speculative logits stay one knob away. The query-aware baselines rank with their own sources.
+TEST(Knobs, EachPresetsQuerySource) {
+  EXPECT_EQ(policy_preset("hybrid").query, QuerySource::Refine);
+  EXPECT_EQ(from_cli("hybrid", {"--query", "speculative"}).query, QuerySource::Speculative);
+  EXPECT_EQ(policy_preset("hgca").query, QuerySource::Exact);
+  EXPECT_EQ(policy_preset("quest").query, QuerySource::Exact);
+  EXPECT_EQ(policy_preset("infinigen").query, QuerySource::Speculative);
+}
+
 }  // namespace
 }  // namespace hg::test
