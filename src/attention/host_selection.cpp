@@ -26,8 +26,13 @@ HostSelection::HostSelection(const SelectorContext& c, int n_threads)
       scale_(1.0f / std::sqrt(static_cast<float>(c.spec.head_dim))),
       post_(make_selector(Selection::Post, c.policy.predictor, c)),
       scratch_(static_cast<size_t>(n_threads)) {
-  // The policy's own predictor now; others when a step plan first names them.
-  const StepPlan plan = initial_plan(policy_);
+  // The policy's own predictor now, when a step may use it: the first plan is Pre-QKᵀ, or the
+  // feedback scheduler may switch to it. An observing predictor (h2o) then sees the Post-QKᵀ steps
+  // before the switch too, so it has scores when it starts. Others when a step plan first names
+  // them.
+  StepPlan plan = initial_plan(policy_);
+  if (policy_.sched_switches_mode() && policy_.K != -1 && policy_.select != Selection::All)
+    plan.select = Selection::Pre;
   if (plan.select == Selection::Pre) prepare(std::span(&plan, 1));
 }
 

@@ -26,7 +26,7 @@ FeedbackParams feedback_params(const Policy& p, int k_min, double host_share) {
   f.probe_every = p.sched_probe;
   f.shared_loss = p.sched_shared_loss;
   f.adapt_k = p.sched == SchedMode::Adaptive || p.sched == SchedMode::AdaptiveK;
-  f.adapt_select = p.sched == SchedMode::Adaptive || p.sched == SchedMode::AdaptiveSelect;
+  f.adapt_select = p.sched_switches_mode();
   if (p.sched == SchedMode::AdaptiveSelect) {
     // Only the mode adapts: K is pinned at --k.
     if (p.K < 1) throw Error("--sched adaptive-select needs a fixed --k >= 1, got " + std::to_string(p.K));

@@ -9,12 +9,16 @@
 #include <numeric>
 #include <random>
 
+#include "attention/host_selection.h"
 #include "attention/selectors/h2o_predictor.h"
 #include "attention/selectors/partial.h"
 #include "attention/selectors/post_top_k.h"
 #include "attention/selectors/predictors.h"
 #include "attention/selectors/recent.h"
 #include "attention/selectors/top_k.h"
+#include "kv/host_store.h"
+#include "mem/topology.h"
+#include "util/thread_pool.h"
 
 namespace hg::test {
 namespace {
@@ -346,6 +350,48 @@ TEST(H2oPredictor, AccumulatesObservedProbabilitiesPerKvHead) {
   h2o.reset(1);
   EXPECT_FLOAT_EQ(h2o.score(1, 1, 0, 0), 0.0f);
   EXPECT_FLOAT_EQ(h2o.score(1, 0, 1, 4), 0.0f);
+}
+
+// When the scheduler may switch to Pre-QKᵀ, the policy's predictor is set up with the selection
+// and observes the Post-QKᵀ steps before the switch: the h2o predictor's first Pre selection is the
+// tokens those steps attended, not (all scores still equal) the newest ones.
+TEST(HostSelection, ASwitchingPoliciesPredictorObservesThePostSteps) {
+  ModelSpec spec;
+  spec.n_layers = 1;
+  spec.n_heads = 2;
+  spec.n_kv_heads = 1;
+  spec.head_dim = 8;
+  const int n = 32, K = 2;
+  const mem::Topology topology = mem::Topology::discover();
+  HostStore host(spec, DType::F32, n, topology, mem::resolve_placement(topology, {}));
+  host.append_tokens(n);
+  for (int t = 0; t < n; ++t)  // keys along dimension 0: tokens 3 and 7 stand out for q = e0
+    for (int d = 0; d < spec.head_dim; ++d)
+      static_cast<float*>(host.k_row(0, 0, t))[d] = d == 0 ? (t == 3 || t == 7 ? 4.0f : 0.1f) : 0.0f;
+  ThreadPool pool(1);
+  auto first_pre_selection = [&](SchedMode sched) {
+    Policy policy = policy_preset("hybrid");
+    policy.sched = sched;
+    policy.predictor = "h2o";
+    policy.K = K;
+    HostSelection selection(SelectorContext{spec, policy, n, 1}, 1);
+    selection.on_host_append(0, 0, n);
+    HostResult r;
+    r.q.assign(static_cast<size_t>(spec.n_heads * spec.head_dim), 0.0f);
+    r.q[0] = r.q[static_cast<size_t>(spec.head_dim)] = 1.0f;
+    const StepPlan post{K, Selection::Post, "h2o"}, pre{K, Selection::Pre, "h2o"};
+    for (int step = 0; step < 3; ++step) {
+      selection.select(pool, 0, 0, post, host, r);
+      EXPECT_EQ(r.idx, (std::vector<int32_t>{3, 7}));
+    }
+    selection.prepare(std::span(&pre, 1));  // as the engine does at the switch
+    selection.select(pool, 0, 0, pre, host, r);
+    return r.idx;
+  };
+  EXPECT_EQ(first_pre_selection(SchedMode::Adaptive), (std::vector<int32_t>{3, 7}));
+  EXPECT_EQ(first_pre_selection(SchedMode::AdaptiveSelect), (std::vector<int32_t>{3, 7}));
+  // With a fixed plan nothing switches on its own; a predictor a plan names later starts then.
+  EXPECT_EQ(first_pre_selection(SchedMode::Fixed), (std::vector<int32_t>{30, 31}));
 }
 
 // The K largest by (score, then the more recent index), in increasing index order, against a
