@@ -10,7 +10,9 @@ namespace hg {
 
 int64_t device_kv_tokens(const Policy& policy, int64_t ctx) {
   if (!policy.splits_kv() || window_covers_context(policy, static_cast<int>(std::min<int64_t>(ctx, INT32_MAX)))) return ctx;
-  return std::min<int64_t>(policy.n_sinks, ctx) + std::min<int64_t>(policy.window, ctx);  // as HybridKv sizes it
+  // as HybridKv sizes it
+  const int64_t heavy = !policy.keep_evicted && policy.prune != Pruner::None ? policy.heavy : 0;
+  return std::min<int64_t>(policy.n_sinks, ctx) + std::min<int64_t>(policy.window, ctx) + heavy;
 }
 
 DeviceMemoryPlan plan_device_memory(const Model& model, const Policy& policy, DType kv_dtype, int64_t ctx, int n_seqs,
@@ -22,7 +24,10 @@ DeviceMemoryPlan plan_device_memory(const Model& model, const Policy& policy, DT
   p.memory = memory;
   p.weight_bytes = memory.host ? 0 : model.weight_bytes();
   const uint64_t per_token = KvCache::bytes_per_token(model.spec, kv_dtype);
-  p.kv_bytes = per_token * static_cast<uint64_t>(device_kv_tokens(policy, ctx)) * static_cast<uint64_t>(n_seqs);
+  const int64_t tokens = device_kv_tokens(policy, ctx);
+  p.kv_bytes = per_token * static_cast<uint64_t>(tokens) * static_cast<uint64_t>(n_seqs);
+  if (policy.splits_kv() && !policy.keep_evicted && policy.exact_prefill && tokens < ctx)
+    p.prefill_kv_bytes = per_token * static_cast<uint64_t>(ctx);
   return p;
 }
 
@@ -30,8 +35,11 @@ std::string DeviceMemoryPlan::problem() const {
   if (fits()) return "";
   return "memory plan does not fit: device " + device + " needs " + mem::format_bytes(needed()) + " (KV cache " +
          mem::format_bytes(kv_bytes) + " for ctx " + std::to_string(ctx) + " x " + std::to_string(n_seqs) +
-         " sequences + weights " + mem::format_bytes(weight_bytes) + "), has " + mem::format_bytes(memory.free) +
-         " available" + (memory.host ? " (host memory)" : "") + "; lower --ctx or --batch, or use a hybrid policy";
+         " sequences + " +
+         (prefill_kv_bytes ? "the exact prefill's full KV " + mem::format_bytes(prefill_kv_bytes) + " + " : "") +
+         "weights " + mem::format_bytes(weight_bytes) + "), has " + mem::format_bytes(memory.free) + " available" +
+         (memory.host ? " (host memory)" : "") + "; lower --ctx or --batch, or " +
+         (prefill_kv_bytes ? "give --exact-prefill false (evicting as the prefill goes)" : "use a hybrid policy");
 }
 
 void DeviceMemoryPlan::require_fits() const {
@@ -39,10 +47,15 @@ void DeviceMemoryPlan::require_fits() const {
 }
 
 nlohmann::json DeviceMemoryPlan::to_json() const {
-  return {{"device", device},           {"weight_bytes", weight_bytes},
-          {"kv_bytes", kv_bytes},       {"needed_bytes", needed()},
-          {"free_bytes", memory.free},  {"total_bytes", memory.total},
-          {"host_memory", memory.host}, {"fits", fits()}};
+  return {{"device", device},
+          {"weight_bytes", weight_bytes},
+          {"kv_bytes", kv_bytes},
+          {"prefill_kv_bytes", prefill_kv_bytes},
+          {"needed_bytes", needed()},
+          {"free_bytes", memory.free},
+          {"total_bytes", memory.total},
+          {"host_memory", memory.host},
+          {"fits", fits()}};
 }
 
 mem::PlacementPlan plan_host_kv(const ModelSpec& spec, const Policy& policy, DType kv_dtype, int64_t ctx, int n_seqs,

@@ -21,9 +21,13 @@ struct DeviceMemoryPlan {
   int n_seqs = 1;
   uint64_t weight_bytes = 0;  // weights copied to the device (0 where they stay mapped in host memory)
   uint64_t kv_bytes = 0;      // KV the device holds
-  DeviceMemory memory;        // what the device has
+  // A dropping policy's exact prefill (streaming, h2o, keyformer with --exact-prefill true): the
+  // whole prompt, up to ctx tokens of one sequence, on a full-attention stage beside the policy's
+  // own KV while it runs (engine.cpp, Engine::prefill), as H2O's code holds it on the GPU.
+  uint64_t prefill_kv_bytes = 0;
+  DeviceMemory memory;  // what the device has
 
-  uint64_t needed() const { return weight_bytes + kv_bytes; }
+  uint64_t needed() const { return weight_bytes + kv_bytes + prefill_kv_bytes; }
   bool fits() const { return memory.free == 0 || needed() <= memory.free; }  // unknown free: not checked
   // "" when it fits, else one line: "memory plan does not fit: device cpu (...) needs 20.95 TiB
   // (KV cache 20.95 TiB for ctx 1000000000 x 1 sequences + weights 0 B), has 11.2 GiB available".
@@ -33,7 +37,7 @@ struct DeviceMemoryPlan {
 };
 
 // Tokens of one sequence the device holds: ctx for `full` (or a window that covers it), else the
-// window + sinks.
+// window + sinks (+ the heavy hitters of a pruning policy).
 int64_t device_kv_tokens(const Policy& policy, int64_t ctx);
 DeviceMemoryPlan plan_device_memory(const Model& model, const Policy& policy, DType kv_dtype, int64_t ctx, int n_seqs,
                                     const std::string& device_name, const DeviceMemory& memory);

@@ -49,6 +49,34 @@ TEST(MemoryPlan, DeviceHoldsTheCacheOrTheWindow) {
       plan_device_memory(*model, Policy{}, DType::BF16, 200'000'000, 1, "x", DeviceMemory{}).fits());  // unknown
 }
 
+// h2o keeps window + heavy hitters per sequence; its exact prefill holds the whole prompt (one
+// sequence, up to ctx) on a full stage beside them while it runs, which the plan counts.
+TEST(MemoryPlan, DroppingPoliciesCountTheirExactPrefill) {
+  auto model = load_model(test::tiny_model("llama-gqa").string());
+  const uint64_t per_token = KvCache::bytes_per_token(model->spec, DType::BF16);
+  Policy h2o = policy_preset("h2o");  // window 1024 + 260 heavy hitters, no sinks
+  const DeviceMemory gpu{8 * GiB, 16 * GiB, /*host=*/false};
+  const DeviceMemoryPlan p = plan_device_memory(*model, h2o, DType::BF16, 32768, 2, "gpu", gpu);
+  EXPECT_EQ(p.kv_bytes, per_token * (1024 + 260) * 2);
+  EXPECT_EQ(p.prefill_kv_bytes, per_token * 32768);
+  EXPECT_EQ(p.needed(), p.weight_bytes + p.kv_bytes + p.prefill_kv_bytes);
+  // A device that holds the policy's KV but not the prompt's: one line naming both, and the way out.
+  const DeviceMemory small{p.weight_bytes + p.kv_bytes + per_token * 1000, 16 * GiB, false};
+  const DeviceMemoryPlan tight = plan_device_memory(*model, h2o, DType::BF16, 32768, 2, "gpu", small);
+  EXPECT_FALSE(tight.fits());
+  const std::string msg = error_of([&] { tight.require_fits(); });
+  EXPECT_NE(msg.find("the exact prefill's full KV"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--exact-prefill false"), std::string::npos) << msg;
+  // Evicting as the prefill goes holds no more than the budget; nor does a window covering ctx.
+  h2o.exact_prefill = false;
+  EXPECT_EQ(plan_device_memory(*model, h2o, DType::BF16, 32768, 2, "gpu", small).prefill_kv_bytes, 0u);
+  EXPECT_TRUE(plan_device_memory(*model, h2o, DType::BF16, 32768, 2, "gpu", small).fits());
+  EXPECT_EQ(plan_device_memory(*model, policy_preset("streaming"), DType::BF16, 1000, 1, "gpu", gpu).prefill_kv_bytes,
+            0u);
+  EXPECT_EQ(plan_device_memory(*model, policy_preset("hybrid"), DType::BF16, 32768, 1, "gpu", gpu).prefill_kv_bytes,
+            0u);  // keeps every token: its prefill places them as it goes
+}
+
 TEST(MemoryPlan, HostKvPerNode) {
   // Node 0: CPUs and 64 GiB free; node 1: CPU-less (CXL-like), 1 GiB free: semantic puts V there.
   mem::NumaNode n0{0, {0, 1}, 128 * GiB, 64 * GiB, {10, 20}};
