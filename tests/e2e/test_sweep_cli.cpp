@@ -282,5 +282,67 @@ TEST(PlotSweep, CommittedResultsGiveValidPngs) {
   EXPECT_NE(r.err.find("no finished rows"), std::string::npos) << r.err;
 }
 
+// tools/ruler_merge.py: a later run of the same samples adds its policies to stored rows, which take
+// the sweep's new policy list and key; a run whose shared policy replied otherwise is refused.
+TEST(RulerMerge, AddsPoliciesFromARunOfTheSameSamples) {
+  using nlohmann::json;
+  const fs::path dir = temp_dir("ruler-merge");
+  const fs::path rows = source_dir() / "tests/data/sweeps/ruler_by_task.jsonl";
+  const std::vector<std::string> stored = lines_of(rows);
+  ASSERT_EQ(stored.size(), 2u);
+  const json row = json::parse(stored[0]);  // niah_single_1: full, hybrid K 64, h2o
+  const std::string old_name = "hybrid:window=128:k=64:sched=fixed", spec_name = old_name + ":query=speculative",
+                    new_name = "hybrid:window=128:k=32:sched=fixed";
+  // The run: full again and hybrid at K 32, answering differently in sample 1.
+  json fresh = row["metrics"];
+  json added = fresh["policies"][1];
+  added["policy"] = new_name;
+  fresh["policies"] = json::array({fresh["policies"][0], added});
+  for (json& a : fresh["answers"]) {
+    a["replies"] = {{"full", a["replies"]["full"]}, {new_name, "k32 reply"}};
+    a["scores"] = {{"full", a["scores"]["full"]}, {new_name, 0.5}};
+  }
+  std::ofstream(dir / "run.json") << fresh.dump();
+  std::ofstream(dir / "points.txt") << "sweep x: task ruler, 2 points -> out.jsonl\n"
+                                    << "   1  0123456789abcdef  length=1024 tasks=niah_single_1 samples=2 policy=full,"
+                                    << new_name << ",h2o:window=128:heavy=64," << spec_name << "\n"
+                                    << "      hybridgen eval --task ruler ...\n";
+  const std::string tool = "'" + python() + "' '" + (source_dir() / "tools/ruler_merge.py").string() + "' '" +
+                           rows.string() + "' --points '" + (dir / "points.txt").string() + "' --rename '" + old_name +
+                           "->" + spec_name + "' --note 'a test' -o ";
+  RunResult r = run(tool + "'" + (dir / "merged.jsonl").string() + "' --run '" + (dir / "run.json").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> merged = lines_of(dir / "merged.jsonl");
+  ASSERT_EQ(merged.size(), 2u);
+  EXPECT_EQ(json::parse(merged[1]), json::parse(stored[1]));  // no run of niah_multivalue: as stored
+  const json m = json::parse(merged[0]);
+  EXPECT_EQ(m["key"], "0123456789abcdef");
+  EXPECT_EQ(m["params"]["policy"], "full," + new_name + ",h2o:window=128:heavy=64," + spec_name);
+  std::vector<std::string> names;
+  for (const json& p : m["metrics"]["policies"]) names.push_back(p["policy"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"full", new_name, "h2o:window=128:heavy=64", spec_name}));
+  EXPECT_EQ(m["metrics"]["policies"][3]["mean"], row["metrics"]["policies"][1]["mean"]);  // the stored entry, renamed
+  for (size_t i = 0; i < m["metrics"]["answers"].size(); ++i) {
+    const json& a = m["metrics"]["answers"][i];
+    const json& was = row["metrics"]["answers"][i];
+    EXPECT_EQ(a["replies"][new_name], "k32 reply");
+    EXPECT_EQ(a["scores"][new_name], 0.5);
+    EXPECT_EQ(a["replies"][spec_name], was["replies"][old_name]);
+    EXPECT_EQ(a["replies"]["h2o:window=128:heavy=64"], was["replies"]["h2o:window=128:heavy=64"]);
+    EXPECT_FALSE(a["replies"].contains(old_name));
+  }
+  EXPECT_EQ(m["merged"]["from_run"], json({"full", new_name}));
+  EXPECT_EQ(m["merged"]["renamed"][old_name], spec_name);
+  EXPECT_EQ(m["merged"]["checked"], "full replied the same in all 2 samples");
+  EXPECT_EQ(m["merged"]["note"], "a test");
+  // full replied otherwise in the run: another sample set or prefill, refused with nothing written
+  fresh["answers"][0]["replies"]["full"] = " 1234567.";
+  std::ofstream(dir / "other.json") << fresh.dump();
+  r = run(tool + "'" + (dir / "refused.jsonl").string() + "' --run '" + (dir / "other.json").string() + "'");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no policy of the run replied as the stored row did"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "refused.jsonl"));
+}
+
 }  // namespace
 }  // namespace hg::test
