@@ -87,6 +87,8 @@ struct Policy {
   // Sinks + window on the device, the rest on the host or dropped: the attention stage of
   // src/attention/hybrid_attention.h and the feedback scheduler.
   bool splits_kv() const { return kv == KvHome::Split; }
+  // Whether every host token takes part (--select all, --k -1): nothing to select, nor to tune.
+  bool takes_every_host_token() const { return select == Selection::All || K == -1; }
   // Whether the feedback scheduler switches between Post- and Pre-QKᵀ (adaptive, adaptive-select).
   bool sched_switches_mode() const { return sched == SchedMode::Adaptive || sched == SchedMode::AdaptiveSelect; }
   // Host attention workers beside the device (the split policies' --host-threads; 0: every core

@@ -20,8 +20,7 @@ std::vector<float> to_f32(const TensorView& t) {
 // Refine over every host token (--select all, --k -1) scores them all with the true q: that is the
 // exact query, without a speculative pass whose every logit would be computed again.
 QuerySource resolve_source(const Policy& p) {
-  const bool every_token = p.select == Selection::All || p.K == -1;
-  return p.query == QuerySource::Refine && every_token ? QuerySource::Exact : p.query;
+  return p.query == QuerySource::Refine && p.takes_every_host_token() ? QuerySource::Exact : p.query;
 }
 
 }  // namespace

@@ -31,8 +31,7 @@ HostSelection::HostSelection(const SelectorContext& c, int n_threads)
   // before the switch too, so it has scores when it starts. Others when a step plan first names
   // them.
   StepPlan plan = initial_plan(policy_);
-  if (policy_.sched_switches_mode() && policy_.K != -1 && policy_.select != Selection::All)
-    plan.select = Selection::Pre;
+  if (policy_.sched_switches_mode() && !policy_.takes_every_host_token()) plan.select = Selection::Pre;
   if (plan.select == Selection::Pre) prepare(std::span(&plan, 1));
 }
 

@@ -37,9 +37,7 @@ class BatchScheduler {
   BatchScheduler(const Policy& policy, int k_min, int batch, double host_share = 0);
 
   // Under --k -1 or --select all every host token takes part: nothing to tune, the plan is fixed.
-  bool adaptive() const {
-    return policy_.sched != SchedMode::Fixed && policy_.K != -1 && policy_.select != Selection::All;
-  }
+  bool adaptive() const { return policy_.sched != SchedMode::Fixed && !policy_.takes_every_host_token(); }
   StepPlan plan(int seq) const;
   // After a decode step of the sequences `seqs` measured as `timing`; host_tokens[i] is what
   // seqs[i] had on the host during the step.

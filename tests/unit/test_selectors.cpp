@@ -117,6 +117,16 @@ void expect_logits(const Inputs& in, const Result& r, int K) {
     }
 }
 
+// A model shape for the selectors: only the attention's dimensions matter.
+ModelSpec attention_spec(int n_layers, int n_heads, int n_kv_heads, int head_dim) {
+  ModelSpec spec;
+  spec.n_layers = n_layers;
+  spec.n_heads = n_heads;
+  spec.n_kv_heads = n_kv_heads;
+  spec.head_dim = head_dim;
+  return spec;
+}
+
 class SelectorGroups : public ::testing::TestWithParam<int> {};
 
 TEST_P(SelectorGroups, PostTopKEqualsReference) {
@@ -224,11 +234,7 @@ std::vector<int32_t> reference_quest(const Inputs& in, int g, int K) {
 }
 
 TEST_P(SelectorGroups, QuestPicksThePagesOfLargestLogitBound) {
-  ModelSpec spec;
-  spec.n_layers = 4;
-  spec.n_kv_heads = 2;
-  spec.n_heads = 2 * GetParam();
-  spec.head_dim = 8;
+  const ModelSpec spec = attention_spec(4, 2 * GetParam(), 2, 8);
   const Policy policy = policy_preset("quest");
   const SelectorContext c{spec, policy, 256, 1};
   auto quest = make_selector(Selection::Pre, "quest", c);
@@ -285,11 +291,7 @@ TEST_P(SelectorGroups, QuestPicksThePagesOfLargestLogitBound) {
 }
 
 TEST(H2oPredictor, AccumulatesObservedProbabilitiesPerKvHead) {
-  ModelSpec spec;
-  spec.n_layers = 2;
-  spec.n_heads = 4;
-  spec.n_kv_heads = 2;
-  spec.head_dim = 8;
+  const ModelSpec spec = attention_spec(2, 4, 2, 8);
   Policy policy = policy_preset("hybrid");
   const SelectorContext c{spec, policy, 16, 2};
   H2oPredictor h2o(c);
@@ -356,11 +358,7 @@ TEST(H2oPredictor, AccumulatesObservedProbabilitiesPerKvHead) {
 // and observes the Post-QKᵀ steps before the switch: the h2o predictor's first Pre selection is the
 // tokens those steps attended, not (all scores still equal) the newest ones.
 TEST(HostSelection, ASwitchingPoliciesPredictorObservesThePostSteps) {
-  ModelSpec spec;
-  spec.n_layers = 1;
-  spec.n_heads = 2;
-  spec.n_kv_heads = 1;
-  spec.head_dim = 8;
+  const ModelSpec spec = attention_spec(1, 2, 1, 8);
   const int n = 32, K = 2;
   const mem::Topology topology = mem::Topology::discover();
   HostStore host(spec, DType::F32, n, topology, mem::resolve_placement(topology, {}));
