@@ -2,7 +2,8 @@
 // and matrices stay zero-copy in the mapped model file; vectors are converted to fp32 once.
 // Where the decode GEMV has a packed layout on this CPU (matmul_packed.h: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 with
 // AVX512-VNNI or AVX2), a matrix also gets a packed copy at upload, which decode reads instead; prefill
-// and embedding lookups keep reading the mapped file.
+// and embedding lookups keep reading the mapped file. The devices of a process share those copies
+// (SharedPacking below).
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -47,6 +49,72 @@ constexpr int kMaxGroup = 8;          // outputs of one matmul_group
 constexpr int kSplitMaxRows = 4;      // attention over at most this many query rows: split along the context
 constexpr int64_t kSplitChunk = 256;  // context slots per split item (its K and V rows stay in L2)
 
+// The packed copies of the matrices uploaded by this process's CPU devices, shared between them:
+// the policies that eval compares (and bench's runs) each own an Engine, and so a device, over one
+// mapped Model, and a copy per device held the model's weights once more per policy (~0.5 GB per
+// policy for Qwen2.5-0.5B at Q4_K_M: 9.4 GB for RULER's 14 policies at 4K). An entry lives while
+// a device that uploaded it lives (a count), so no device is handed the copy of a matrix whose
+// model was unmapped, even where a new mapping reuses the address. The copies share one
+// PackedStore (huge-page chunks) while any entry lives: a model's slices are reclaimed once no
+// device of the process holds any matrix of the store.
+class SharedPacking {
+ public:
+  struct Key {
+    const void* data;
+    DType dtype;
+    int64_t rows, cols;
+    bool operator==(const Key&) const = default;
+  };
+
+  // Never destroyed: a device that outlives static destruction (one held by a static) still
+  // releases its entries.
+  static SharedPacking& instance() {
+    static SharedPacking* s = new SharedPacking;
+    return *s;
+  }
+
+  // W's packed copy (null where packing does not pay or does not fit); each call is one use,
+  // released by release(key).
+  const cpu::PackedWeight* acquire(const Key& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) {
+      std::shared_ptr<cpu::PackedStore> store = store_.lock();
+      if (!store) store_ = store = std::make_shared<cpu::PackedStore>();
+      Entry e;
+      e.packed = cpu::pack_weight(key.dtype, key.data, key.rows, key.cols, store.get());
+      e.store = std::move(store);
+      it = entries_.emplace(key, std::move(e)).first;
+    }
+    ++it->second.users;
+    return it->second.packed.get();
+  }
+
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return entries_.size();
+  }
+
+  void release(const Key& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = entries_.find(key);
+    if (it != entries_.end() && --it->second.users == 0) entries_.erase(it);
+  }
+
+ private:
+  struct KeyHash {
+    size_t operator()(const Key& k) const { return std::hash<const void*>()(k.data) ^ static_cast<size_t>(k.rows); }
+  };
+  struct Entry {
+    std::shared_ptr<cpu::PackedStore> store;  // before packed: outlives the slice it holds
+    std::unique_ptr<cpu::PackedWeight> packed;
+    int users = 0;
+  };
+  std::mutex mutex_;
+  std::weak_ptr<cpu::PackedStore> store_;
+  std::unordered_map<Key, Entry, KeyHash> entries_;
+};
+
 class CpuDevice final : public Device {
  public:
   explicit CpuDevice(int n_threads)
@@ -61,6 +129,7 @@ class CpuDevice final : public Device {
     }
     copy_cv_.notify_all();
     copier_.join();
+    for (const SharedPacking::Key& k : uploaded_) SharedPacking::instance().release(k);
   }
 
   // "cpu (avx512_bf16)", "cpu (avx512_bf16, amx)" where the prefill GEMM runs on AMX tiles: what
@@ -102,10 +171,12 @@ class CpuDevice final : public Device {
     if (t.shape.size() >= 2) {
       d.dtype = t.dtype;
       d.data = t.data;
-      if (auto packed = cpu::packing_pays(t.dtype) ? cpu::pack_weight(t.dtype, t.data, d.rows, d.cols, &packed_store_)
-                                                   : nullptr) {
+      if (cpu::packing_pays(t.dtype)) {
+        const SharedPacking::Key key{t.data, t.dtype, d.rows, d.cols};
+        const cpu::PackedWeight* packed = SharedPacking::instance().acquire(key);
         std::lock_guard<std::mutex> lock(owned_mutex_);
-        packed_.emplace(t.data, std::move(packed));
+        uploaded_.push_back(key);
+        if (packed) packed_.emplace(t.data, packed);
       }
       return d;
     }
@@ -328,7 +399,7 @@ class CpuDevice final : public Device {
   const cpu::PackedWeight* packed_of(const DeviceTensor& w) {
     std::lock_guard<std::mutex> lock(owned_mutex_);
     const auto it = packed_.find(w.data);
-    return it == packed_.end() ? nullptr : it->second.get();
+    return it == packed_.end() ? nullptr : it->second;
   }
 
   ThreadPool pool_;
@@ -347,13 +418,15 @@ class CpuDevice final : public Device {
   bool copy_stop_ = false;
   std::mutex owned_mutex_;
   std::vector<std::vector<float>> owned_;  // fp32 copies of vectors
-  cpu::PackedStore packed_store_;          // before packed_: outlives the weights in it
-  std::unordered_map<const void*, std::unique_ptr<cpu::PackedWeight>> packed_;  // by the mapped data
+  std::vector<SharedPacking::Key> uploaded_;                          // the matrices it holds in SharedPacking
+  std::unordered_map<const void*, const cpu::PackedWeight*> packed_;  // their packed copies, by the mapped data
   std::thread copier_;  // last: starts once every member it could touch exists
 };
 
 }  // namespace
 
 std::unique_ptr<Device> make_cpu_device(int n_threads) { return std::make_unique<CpuDevice>(n_threads); }
+
+size_t cpu_packed_matrices() { return SharedPacking::instance().size(); }
 
 }  // namespace hg

@@ -166,6 +166,9 @@ class Device {
 };
 
 std::unique_ptr<Device> make_cpu_device(int n_threads);
+// Matrices whose packed decode copy the live CPU devices of this process hold: one per matrix,
+// shared by every device that uploaded it (tests, diagnostics).
+size_t cpu_packed_matrices();
 // The CUDA device on GPU `gpu`; throws hg::Error when the build has no CUDA backend, no GPU is
 // present, or `gpu` does not exist (naming the GPUs that do).
 std::unique_ptr<Device> make_cuda_device(int gpu);
