@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/channel_scores.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/exp_poly.h"
 #include "kernels/cpu/half.h"
@@ -226,6 +227,36 @@ TEST(Dot, MaxAndExpShiftSumEveryIsaLength) {
         want_sum += want;
       }
       EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum + 1e-30) << cpu_isa_label(isa);
+    }
+}
+
+// The partial predictor's scan against a double-precision sum over a channel-major bf16 tile:
+// every ISA, groups of 1 to 8 heads, tails shorter than a vector and a whole tile.
+TEST(ChannelScores, EveryIsaMatchesADirectSum) {
+  std::mt19937 rng(31);
+  const int hd = 64, ld = kChannelTile;
+  std::vector<uint16_t> cols(static_cast<size_t>(hd) * ld);
+  for (auto& c : cols) c = fp32_to_bf16(std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng));
+  const std::vector<int32_t> dims = {5, 63, 0, 17, 40, 41, 2, 33};
+  for (const int n_q : {1, 3, 7, 8})
+    for (const int64_t n : {int64_t{1}, int64_t{15}, int64_t{17}, int64_t{100}, int64_t{200}, int64_t{kChannelTile}}) {
+      const auto q = random_floats(static_cast<int64_t>(n_q) * hd, rng);
+      std::vector<double> want(static_cast<size_t>(n), -INFINITY);
+      for (int h = 0; h < n_q; ++h)
+        for (int64_t t = 0; t < n; ++t) {
+          double acc = 0;
+          for (int32_t d : dims)
+            acc += double{q[static_cast<size_t>(h * hd + d)]} * bf16_to_fp32(cols[static_cast<size_t>(d * ld + t)]);
+          want[static_cast<size_t>(t)] = std::max(want[static_cast<size_t>(t)], acc);
+        }
+      for (CpuIsa isa : supported_isas()) {
+        std::vector<float> best(static_cast<size_t>(n), NAN), wide(dims.size() * kChannelTile);
+        channel_scores_isa(isa, cols.data(), ld, n, dims.data(), static_cast<int>(dims.size()), q.data(), n_q, hd,
+                           best.data(), wide.data());
+        for (int64_t t = 0; t < n; ++t)
+          ASSERT_NEAR(best[static_cast<size_t>(t)], want[static_cast<size_t>(t)], 1e-5)
+              << cpu_isa_label(isa) << " heads " << n_q << " n " << n << " t " << t;
+      }
     }
 }
 

@@ -88,7 +88,8 @@ struct Result {
   std::vector<float> logits;
 };
 
-Result run(Selector& s, const Inputs& in, int K, int seq = 0, int layer = 0) {
+// The first n_tokens (default: every one) of the inputs on the host.
+Result run(Selector& s, const Inputs& in, int K, int seq = 0, int layer = 0, int64_t n_tokens = -1) {
   SelectionRequest r;
   r.seq = seq;
   r.layer = layer;
@@ -96,7 +97,7 @@ Result run(Selector& s, const Inputs& in, int K, int seq = 0, int layer = 0) {
   r.q = in.q.data();
   r.n_heads = in.n_heads();
   r.scale = 0.5f;
-  r.n_tokens = in.n;
+  r.n_tokens = n_tokens < 0 ? in.n : n_tokens;
   r.K = K;
   Result out;
   out.idx.assign(static_cast<size_t>(in.n_kv) * K, -7);
@@ -162,10 +163,27 @@ TEST_P(SelectorGroups, RecentTakesTheLastTokens) {
   }
 }
 
+// The partial predictor of --partial-dims `dims` for inputs of this shape (one layer).
+PartialSelector make_partial(const Inputs& in, int dims) {
+  const ModelSpec spec = attention_spec(1, in.n_heads(), in.n_kv, in.hd);
+  Policy policy = policy_preset("hybrid");
+  policy.partial_dims = dims;
+  return PartialSelector(SelectorContext{spec, policy, static_cast<int>(std::max<int64_t>(in.n, 1)), 1});
+}
+
+// The scores of `dims` for the first n tokens, each token's best over the group's heads.
+std::vector<float> reference_partial_scores(const Inputs& in, int g, int64_t n, const std::vector<int>& dims) {
+  std::vector<float> score(static_cast<size_t>(n), -INFINITY);
+  for (int h = g * in.group; h < (g + 1) * in.group; ++h)
+    for (int64_t t = 0; t < n; ++t)
+      score[static_cast<size_t>(t)] = std::max(score[static_cast<size_t>(t)], in.dot(h, t, &dims));
+  return score;
+}
+
 TEST_P(SelectorGroups, PartialWithEveryDimensionIsPostTopK) {
   const Inputs in = make_inputs(GetParam(), 17, 11, true);
   for (int K : {0, 5, 17}) {
-    PartialSelector partial(in.hd);
+    PartialSelector partial = make_partial(in, in.hd);
     PostTopKSelector post;
     const Result a = run(partial, in, K), b = run(post, in, K);
     EXPECT_EQ(a.idx, b.idx) << "K " << K;
@@ -181,17 +199,42 @@ TEST_P(SelectorGroups, PartialUsesTheDimensionsOfLargestGroupQuery) {
     for (int d = 0; d < in.hd; ++d)
       in.q[static_cast<size_t>(h * in.hd + d)] = (d == 2 ? 9.0f : d == 6 ? -8.0f : 0.25f * (d % 3));
   const std::vector<int> dims = {2, 6};
-  PartialSelector sel(2);
+  PartialSelector sel = make_partial(in, 2);
   const int K = 4;
   const Result r = run(sel, in, K);
-  for (int g = 0; g < in.n_kv; ++g) {
-    std::vector<float> score(static_cast<size_t>(in.n), -INFINITY);
-    for (int h = g * group; h < (g + 1) * group; ++h)
-      for (int64_t t = 0; t < in.n; ++t)
-        score[static_cast<size_t>(t)] = std::max(score[static_cast<size_t>(t)], in.dot(h, t, &dims));
-    EXPECT_EQ(std::vector<int32_t>(r.idx.begin() + g * K, r.idx.begin() + (g + 1) * K), reference_top_k(score, K));
-  }
+  for (int g = 0; g < in.n_kv; ++g)
+    EXPECT_EQ(std::vector<int32_t>(r.idx.begin() + g * K, r.idx.begin() + (g + 1) * K),
+              reference_top_k(reference_partial_scores(in, g, in.n, dims), K));
   expect_logits(in, r, K);
+}
+
+// The selector's key copy follows the host store: it grows over several tiles of tokens between
+// steps (folding only the new ones), and a new request (reset, or a shorter store) starts over.
+TEST_P(SelectorGroups, PartialFollowsAGrowingStoreAcrossTiles) {
+  const int group = GetParam();
+  Inputs all = make_inputs(group, 700, 23, false);
+  for (int h = 0; h < all.n_heads(); ++h)  // dims 1 and 4 carry the group's query
+    for (int d = 0; d < all.hd; ++d)
+      all.q[static_cast<size_t>(h * all.hd + d)] = d == 1 ? 5.0f + h : d == 4 ? -6.0f : 0.5f * (d % 2);
+  const std::vector<int> dims = {1, 4};
+  PartialSelector sel = make_partial(all, 2);
+  const int K = 9;
+  auto check = [&](int64_t n, const Inputs& in, const char* what) {
+    const Result r = run(sel, in, K, 0, 0, n);
+    for (int g = 0; g < in.n_kv; ++g)
+      EXPECT_EQ(std::vector<int32_t>(r.idx.begin() + g * K, r.idx.begin() + (g + 1) * K),
+                reference_top_k(reference_partial_scores(in, g, n, dims), K))
+          << what << ": n " << n << ", kv-head " << g;
+    expect_logits(in, r, K);
+  };
+  for (const int64_t n : {10, 255, 256, 257, 600, 700}) check(n, all, "growing");
+  // a new request on other keys: after reset, and when the store is shorter than the copy
+  Inputs other = make_inputs(group, 700, 29, false);
+  other.q = all.q;
+  sel.reset(0);
+  check(300, other, "after reset");
+  check(650, other, "grown");
+  check(100, all, "shorter store");
 }
 
 INSTANTIATE_TEST_SUITE_P(Heads, SelectorGroups, ::testing::Values(1, 2, 3, 4, 8));

@@ -21,18 +21,14 @@ std::unique_ptr<Selector> make_quest_selector(const SelectorContext& c);  // que
 
 const std::vector<PredictorInfo>& predictor_table() {
   static const std::vector<PredictorInfo> table = {
-    {"recent", "the most recent host tokens", [](const SelectorContext&) -> std::unique_ptr<Selector> {
-       return std::make_unique<RecentSelector>();
-     }},
-    {"h2o", "the host tokens of largest accumulated attention", make<H2oPredictor>},
-    {"partial", "top-K of logits over --partial-dims query dimensions",
-     [](const SelectorContext& c) -> std::unique_ptr<Selector> {
-       return std::make_unique<PartialSelector>(c.policy.partial_dims);
-     }},
-    {"infinigen", "InfiniGen's skewed partial scores, tokens within --alpha of the max, K and V fetched",
-     make<InfinigenSelector>},
-    {"quest", "Quest's pages of 16 host tokens ranked by the upper bound of their logits, K and V fetched",
-     make_quest_selector},
+      {"recent", "the most recent host tokens",
+       [](const SelectorContext&) -> std::unique_ptr<Selector> { return std::make_unique<RecentSelector>(); }},
+      {"h2o", "the host tokens of largest accumulated attention", make<H2oPredictor>},
+      {"partial", "top-K of logits over --partial-dims query dimensions", make<PartialSelector>},
+      {"infinigen", "InfiniGen's skewed partial scores, tokens within --alpha of the max, K and V fetched",
+       make<InfinigenSelector>},
+      {"quest", "Quest's pages of 16 host tokens ranked by the upper bound of their logits, K and V fetched",
+       make_quest_selector},
   };
   return table;
 }

@@ -61,7 +61,7 @@ struct SelectedTokens {
 
 // Per-worker scratch, reused across calls so that no step allocates once warm.
 struct SelectorScratch {
-  std::vector<float> scores, all_logits, p, row;
+  std::vector<float> scores, all_logits, p, row, wide;
   std::vector<int32_t> order, dims;
 };
 
