@@ -36,69 +36,72 @@ void heavy_hitters(Policy& p, Pruner prune) {
 
 const std::vector<PresetInfo>& preset_table() {
   static const std::vector<PresetInfo> table = {
-    {"full", "all on device (oracle)", "every token's K and V on the device", [](Policy&) {}},
-    {"offload", "FlexGen (attention on the device)",
-     "every token on the host; each layer's K and V copied host->device, the next layer's copy overlapping this "
-     "layer; exact",
-     [](Policy& p) { p.kv = KvHome::Host; }},
-    {"cpu-attn", "MoE-Lightning (attention on the CPU)", "all attention on the host CPU over host KV, exact",
-     [](Policy& p) {
-       split(p);
-       p.window = 0;
-       p.n_sinks = 0;
-       p.select = Selection::All;
-       p.K = -1;
-       p.merge = MergeMode::Lse;
-       p.query = QuerySource::Exact;
-       p.host_threads = 0;  // every core: the device waits for the host at every layer
-     }},
-    {"hybrid", "HybridGen",
-     "device window + sinks; host top-K of the next layer's logits from this layer's input, the chosen tokens' logits "
-     "with the true query",
-     [](Policy& p) {  // window 1024 + 4 sinks, Post-QKᵀ, q̃ selects and q scores (refine), logits merge,
-                      // the feedback scheduler
-       split(p);
-       p.sched = SchedMode::Adaptive;
-     }},
-    {"hgca", "HGCA", "device window + exact host attention over the rest, log-sum-exp merge",
-     [](Policy& p) {
-       split(p);
-       p.merge = MergeMode::Lse;
-       p.query = QuerySource::Exact;
-     }},
-    {"streaming", "StreamingLLM", "sinks + recent window on the device; older tokens dropped", dropping},
-    {"h2o", "H2O (heavy hitters, Post-QKᵀ)",
-     "per kv-head --heavy tokens of largest accumulated attention + --window recent on the device; rest dropped",
-     [](Policy& p) { heavy_hitters(p, Pruner::H2O); }},
-    {"keyformer", "Keyformer (Post-QKᵀ)",
-     "as h2o, scored by accumulated Gumbel-softmax, τ from --tau-init to --tau-end over the generated tokens",
-     [](Policy& p) { heavy_hitters(p, Pruner::Keyformer); }},
-    {"infinigen", "InfiniGen (Pre-QKᵀ, speculative fetch)",
-     "device window; per kv-head the host tokens within --alpha of the max skewed partial score (<= --max-kv), "
-     "attended with the true query",
-     [](Policy& p) {
-       // Window 1024 + 4 sinks on the device, every other token on the host; per step up to
-       // --max-kv 400 host tokens per kv-head chosen from layer l-1's input for layer l >= 2
-       // (layers 0 and 1 take every host token), their K and V rows fetched to the device, which
-       // attends over them with the true query (the speculative query only selects).
-       split(p);
-       p.select = Selection::Pre;
-       p.predictor = "infinigen";
-       p.K = p.max_kv;
-       p.query = QuerySource::Speculative;
-       p.exact_layers = InfinigenSelector::kExactLayers;
-     }},
-    {"quest", "Quest (query-aware pages, Pre-QKᵀ)",
-     "device window + sinks; per kv-head the host pages of 16 tokens of largest logit bound Σ max(q·min, q·max), "
-     "--k tokens, their K and V attended with the true query",
-     [](Policy& p) {
-       // Window 1024 + 4 sinks + 256 host tokens (16 pages) per kv-head: what hybrid's defaults
-       // attend. The pages are ranked with the layer's own query, as Quest does (--query exact).
-       split(p);
-       p.select = Selection::Pre;
-       p.predictor = "quest";
-       p.query = QuerySource::Exact;
-     }},
+      {"full", "all on device (oracle)", "every token's K and V on the device", [](Policy&) {}},
+      {"offload", "FlexGen (attention on the device)",
+       "every token on the host; each layer's K and V copied host->device, the next layer's copy overlapping this "
+       "layer; exact",
+       [](Policy& p) { p.kv = KvHome::Host; }},
+      {"cpu-attn", "MoE-Lightning (attention on the CPU)", "all attention on the host CPU over host KV, exact",
+       [](Policy& p) {
+         split(p);
+         p.window = 0;
+         p.n_sinks = 0;
+         p.select = Selection::All;
+         p.K = -1;
+         p.merge = MergeMode::Lse;
+         p.query = QuerySource::Exact;
+         p.host_threads = 0;  // every core: the device waits for the host at every layer
+       }},
+      {"hybrid", "HybridGen",
+       "device window + sinks; host top-K of the next layer's logits from this layer's input, the chosen tokens' "
+       "logits "
+       "with the true query",
+       [](Policy& p) {  // window 1024 + 4 sinks, Post-QKᵀ, q̃ selects and q scores (refine), logits merge,
+                        // the feedback scheduler; where it switches to Pre-QKᵀ, the partial predictor
+                        // (query-aware: `recent` loses the needle of long-context tasks)
+         split(p);
+         p.sched = SchedMode::Adaptive;
+         p.predictor = "partial";
+       }},
+      {"hgca", "HGCA", "device window + exact host attention over the rest, log-sum-exp merge",
+       [](Policy& p) {
+         split(p);
+         p.merge = MergeMode::Lse;
+         p.query = QuerySource::Exact;
+       }},
+      {"streaming", "StreamingLLM", "sinks + recent window on the device; older tokens dropped", dropping},
+      {"h2o", "H2O (heavy hitters, Post-QKᵀ)",
+       "per kv-head --heavy tokens of largest accumulated attention + --window recent on the device; rest dropped",
+       [](Policy& p) { heavy_hitters(p, Pruner::H2O); }},
+      {"keyformer", "Keyformer (Post-QKᵀ)",
+       "as h2o, scored by accumulated Gumbel-softmax, τ from --tau-init to --tau-end over the generated tokens",
+       [](Policy& p) { heavy_hitters(p, Pruner::Keyformer); }},
+      {"infinigen", "InfiniGen (Pre-QKᵀ, speculative fetch)",
+       "device window; per kv-head the host tokens within --alpha of the max skewed partial score (<= --max-kv), "
+       "attended with the true query",
+       [](Policy& p) {
+         // Window 1024 + 4 sinks on the device, every other token on the host; per step up to
+         // --max-kv 400 host tokens per kv-head chosen from layer l-1's input for layer l >= 2
+         // (layers 0 and 1 take every host token), their K and V rows fetched to the device, which
+         // attends over them with the true query (the speculative query only selects).
+         split(p);
+         p.select = Selection::Pre;
+         p.predictor = "infinigen";
+         p.K = p.max_kv;
+         p.query = QuerySource::Speculative;
+         p.exact_layers = InfinigenSelector::kExactLayers;
+       }},
+      {"quest", "Quest (query-aware pages, Pre-QKᵀ)",
+       "device window + sinks; per kv-head the host pages of 16 tokens of largest logit bound Σ max(q·min, q·max), "
+       "--k tokens, their K and V attended with the true query",
+       [](Policy& p) {
+         // Window 1024 + 4 sinks + 256 host tokens (16 pages) per kv-head: what hybrid's defaults
+         // attend. The pages are ranked with the layer's own query, as Quest does (--query exact).
+         split(p);
+         p.select = Selection::Pre;
+         p.predictor = "quest";
+         p.query = QuerySource::Exact;
+       }},
   };
   return table;
 }

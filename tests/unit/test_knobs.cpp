@@ -173,5 +173,15 @@ TEST(Knobs, EachPresetsQuerySource) {
   EXPECT_EQ(policy_preset("infinigen").query, QuerySource::Speculative);
 }
 
+// The Pre-QKᵀ predictor of the presets that select ahead of the query: hybrid's scheduler switches
+// to a query-aware one (partial), the baselines keep their papers' own.
+TEST(Knobs, EachPresetsPredictor) {
+  EXPECT_EQ(policy_preset("hybrid").predictor, "partial");
+  EXPECT_EQ(initial_plan(policy_preset("hybrid")).predictor, "partial");
+  EXPECT_EQ(from_cli("hybrid", {"--predictor", "recent"}).predictor, "recent");
+  EXPECT_EQ(policy_preset("quest").predictor, "quest");
+  EXPECT_EQ(policy_preset("infinigen").predictor, "infinigen");
+}
+
 }  // namespace
 }  // namespace hg::test
