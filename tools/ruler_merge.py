@@ -14,7 +14,8 @@ policy of that list comes from a run of that length and task when a run has it, 
 stored row (after --rename, which corrects what a stored entry's name means, e.g. a default that
 changed since it ran). A run must share at least one policy with the row that replied the same
 in every sample: that shows it ran the same samples, prompts and prefill (the sweep's seed). Stored
-policies the new list lacks are dropped. Each merged row says so under "merged". Rows without a
+policies the new list lacks are dropped. Each merged row says so under "merged" (a row merged
+again keeps the earlier record under "merged"."earlier"). Rows without a
 matching run pass through unchanged; a point whose run is missing for a row is an error only with
 --require-all.
 """
@@ -83,14 +84,17 @@ def merge_row(row, run, point, renames, note=None):
     m["policies"] = policies
     row["params"]["policy"] = ",".join(names)
     row["key"] = key
-    row["merged"] = {
+    merged = {
         "from_run": [n for n in names if n in fresh],
         "renamed": {o: n for o, n in renames.items() if o in original},
         "dropped": [n for n in stored if n not in names],
         "checked": f"{', '.join(same)} replied the same in all {len(answers)} samples",
     }
     if note:
-        row["merged"]["note"] = note
+        merged["note"] = note
+    if "merged" in row:  # a row merged before keeps that record, the latest on top
+        merged["earlier"] = row["merged"]
+    row["merged"] = merged
     return row
 
 

@@ -335,6 +335,17 @@ TEST(RulerMerge, AddsPoliciesFromARunOfTheSameSamples) {
   EXPECT_EQ(m["merged"]["renamed"][old_name], spec_name);
   EXPECT_EQ(m["merged"]["checked"], "full replied the same in all 2 samples");
   EXPECT_EQ(m["merged"]["note"], "a test");
+  EXPECT_FALSE(m["merged"].contains("earlier"));
+  // merged again (the same run, once more): the first merge's record stays under "earlier"
+  std::ofstream(dir / "merged_once.jsonl") << merged[0] << "\n";
+  r = run("'" + python() + "' '" + (source_dir() / "tools/ruler_merge.py").string() + "' '" +
+          (dir / "merged_once.jsonl").string() + "' --points '" + (dir / "points.txt").string() +
+          "' --note again -o '" + (dir / "twice.jsonl").string() + "' --run '" + (dir / "run.json").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json twice = json::parse(lines_of(dir / "twice.jsonl").at(0));
+  EXPECT_EQ(twice["merged"]["note"], "again");
+  EXPECT_EQ(twice["merged"]["earlier"], m["merged"]);
+  EXPECT_EQ(twice["metrics"], m["metrics"]);
   // full replied otherwise in the run: another sample set or prefill, refused with nothing written
   fresh["answers"][0]["replies"]["full"] = " 1234567.";
   std::ofstream(dir / "other.json") << fresh.dump();
