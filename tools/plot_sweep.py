@@ -396,9 +396,12 @@ def pool_ruler_rows(rows):
 
 def ruler_table(rows, out_dir, written):
     lines = []
+    most = max(len(r["metrics"]["tasks"]) for r in rows)
     for r in rows:
         m = r["metrics"]
-        lines.append(f"### {m['length']} tokens ({value_text(m['samples'])} samples per task)\n")
+        # a length whose sweep has not run every task yet: its mean pools fewer tasks, say so
+        part = f", {len(m['tasks'])} of {most} tasks so far" if len(m["tasks"]) < most else ""
+        lines.append(f"### {m['length']} tokens ({value_text(m['samples'])} samples per task{part})\n")
         lines.append("| policy | " + " | ".join(m["tasks"]) + " | mean |")
         lines.append("|---" * (len(m["tasks"]) + 2) + "|")
         cell = lambda s: f"{s['score']:.1f} ({s['ci95'][0]:.0f}–{s['ci95'][1]:.0f})" if s else "–"

@@ -274,6 +274,19 @@ TEST(PlotSweep, CommittedResultsGiveValidPngs) {
   EXPECT_EQ(pooled, table("ruler_all_tasks.jsonl"));
   EXPECT_NE(pooled.find("| niah_single_1 | niah_multivalue | mean |"), std::string::npos) << pooled;
   EXPECT_NE(pooled.find("**93.8 (82–100)**"), std::string::npos) << pooled;  // hybrid: a mean ± 1.96 SE
+  {  // a longer length with one of the two tasks done so far: its heading says its mean pools fewer
+    const std::vector<std::string> rows = lines_of(data / "ruler_by_task.jsonl");
+    nlohmann::json longer = nlohmann::json::parse(rows.at(0));
+    longer["metrics"]["length"] = 2048;
+    std::ofstream(dir / "ruler_partial.jsonl") << rows.at(0) << "\n" << rows.at(1) << "\n" << longer.dump() << "\n";
+    const fs::path out = dir / "table-partial";
+    const RunResult t = run("'" + py + "' '" + (source_dir() / "tools/plot_sweep.py").string() + "' '" +
+                            (dir / "ruler_partial.jsonl").string() + "' -o '" + out.string() + "'");
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    const std::string partial = read_file(out / "ruler_table.md");
+    EXPECT_NE(partial.find("samples per task, 1 of 2 tasks so far)"), std::string::npos) << partial;
+    EXPECT_EQ(partial.find("2 of 2"), std::string::npos) << partial;
+  }
   // Rows with nothing to plot: one clear message, non-zero exit.
   std::ofstream(dir / "empty.jsonl") << "{\"status\": \"error\", \"error\": \"x\"}\n";
   r = run("'" + py + "' '" + (source_dir() / "tools/plot_sweep.py").string() + "' '" + (dir / "empty.jsonl").string() +
