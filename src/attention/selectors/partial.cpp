@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <span>
 
 #include "attention/host_ops.h"
 #include "attention/selectors/top_k.h"
