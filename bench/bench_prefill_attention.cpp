@@ -4,7 +4,10 @@
 // thread. Compares the row-by-row path (hg::prefix_attention per row and head, what prefill used
 // before the tiled kernel) with the tiled kernel of every ISA this CPU runs. Reported per variant:
 // best thread-CPU time of REPS runs (the machine may be shared: CPU time is less disturbed than
-// wall time) and GFLOP/s = 4 · head_dim · Σ visible · n_heads / time.
+// wall time) and GFLOP/s = 4 · head_dim · Σ visible · n_heads / time. Then the prompt scores of
+// the same rows over fp32 keys (attention/prompt_scores.h: h2o's and keyformer's, what a recorded
+// prefill computes beside its attention), each alone and the two in one call, which shares their
+// Q·Kᵀ; GFLOP/s there counts the Q·Kᵀ alone (2 · head_dim · Σ visible · n_heads per spec).
 //
 //   bench_prefill_attention [-n TOKENS] [-b ROWS] [-r REPS] [--heads H,KV] [--head-dim D]
 //                           [--dtype bf16|f16|f32]
@@ -20,12 +23,14 @@
 #include <vector>
 
 #include "attention/host_ops.h"
+#include "attention/prompt_scores.h"
 #include "hybridgen/model.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/prefill_attention.h"
 #include "kv/host_store.h"
 #include "mem/placement.h"
 #include "mem/topology.h"
+#include "util/thread_pool.h"
 
 namespace {
 
@@ -122,5 +127,30 @@ int main(int argc, char** argv) {
     if (hg::cpu::cpu_isa_supported(isa))
       report(std::string("tiled, ") + hg::cpu::cpu_isa_label(isa),
              best_of(reps, [&] { hg::cpu::prefill_attention_isa(isa, a, 0, items, ps); }));
+
+  // prompt scores: fp32 keys [tokens][n_kv * head_dim] as the forward pass makes them, the chunk's
+  // rows at the end of them; one pool thread, with the active ISA
+  std::vector<float> k32(static_cast<size_t>(tokens) * n_kv * head_dim);
+  for (auto& x : k32) x = u(rng);
+  const std::vector<hg::PromptScoreSpec> specs{hg::PromptScoreSpec::parse("h2o"),
+                                               hg::PromptScoreSpec::parse("keyformer seed=0 tau=1")};
+  hg::ThreadPool pool(1);
+  hg::PromptScorer scorer;
+  std::printf("\nprompt scores of the chunk (%s, one thread):\n", hg::cpu::cpu_isa_label(hg::cpu::active_cpu_isa()));
+  std::printf("| scores | best CPU ms | GFLOP/s (QK^T) |\n| --- | --- | --- |\n");
+  auto scores_of = [&](std::span<const hg::PromptScoreSpec> these) {
+    std::vector<std::vector<float>> out(these.size());
+    const double s = best_of(reps, [&] {
+      for (auto& v : out) v.assign(static_cast<size_t>(tokens - rows) * n_kv, 0.0f);
+      scorer.add_chunk(pool, these, spec, 0, q.data(), rows, tokens - rows, k32.data(), out);
+    });
+    std::string name;
+    for (const hg::PromptScoreSpec& sp : these) name += (name.empty() ? "" : " + ") + sp.name();
+    std::printf("| %s%s | %.2f | %.1f |\n", name.c_str(), these.size() > 1 ? " (one call)" : "", s * 1e3,
+                flops / 2 * static_cast<double>(these.size()) / s / 1e9);
+    std::fflush(stdout);
+  };
+  for (const hg::PromptScoreSpec& sp : specs) scores_of(std::span(&sp, 1));
+  scores_of(specs);
   return 0;
 }

@@ -11,11 +11,12 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "hybridgen/dtype.h"
-#include "kernels/kv_layout.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/kv_layout.h"
 
 namespace hg::cpu {
 
@@ -63,13 +64,23 @@ void prefill_attention_scalar(const PrefillAttentionArgs& a, int64_t item_begin,
 
 // The attention each key receives from a block of query rows, summed over the rows and over the
 // query heads of its kv-head: the score H2O accumulates per token over the prompt (Keyformer the
-// same with Gumbel noise and a temperature). For kv-head g and key t < n_visible[i]:
-//   x[i, h, t] = (scale · q[i, h] · k[g, t] + noise[i, h, t]) · inv_tau       (h in g's group)
-//   mass[g][t] = Σ_i Σ_h softmax_t(x[i, h])[t]
+// same with Gumbel noise and a temperature). For kv-head g, key t < n_visible[i] and each softmax
+// s of the call:
+//   x[i, h, t] = (scale · q[i, h] · k[g, t] + noise_s[i, h, t]) · inv_tau_s       (h in g's group)
+//   mass_s[g][t] = Σ_i Σ_h softmax_t(x[i, h])[t]
+// Every softmax of a call shares its one Q·Kᵀ (the bulk of the work): H2O's and Keyformer's
+// scores of a prompt cost one pass, and each softmax's sums are the bits a call of it alone gives.
 // Keys are fp32 rows as the forward pass makes them: key t of kv-head g at k + t * ld_k + g *
 // head_dim. Work items are (query tile, kv-head) pairs as in prefill_attention; each item's sums
 // go to a buffer of its own, so that a caller can add the items of a kv-head in item order and
 // get the same bits whatever the thread split.
+struct MassSoftmax {
+  float inv_tau = 1.0f;
+  // Optional: adds the noise of (row, head) for keys [0, n) to x[0, n), before inv_tau.
+  void (*noise)(const void* ctx, int64_t row, int head, int64_t n, float* x) = nullptr;
+  const void* noise_ctx = nullptr;
+};
+
 struct AttentionMassArgs {
   const float* q = nullptr;  // [n_rows][ld_q], head h of row i at q + i * ld_q + h * head_dim
   int64_t ld_q = 0;
@@ -81,25 +92,24 @@ struct AttentionMassArgs {
   const float* k = nullptr;
   int64_t ld_k = 0;
   const int64_t* n_visible = nullptr;  // [n_rows]: row i attends keys [0, n_visible[i])
-  float inv_tau = 1.0f;
-  // Optional: adds the noise of (row, head) for keys [0, n) to x[0, n), before inv_tau.
-  void (*noise)(const void* ctx, int64_t row, int head, int64_t n, float* x) = nullptr;
-  const void* noise_ctx = nullptr;
+  std::span<const MassSoftmax> softmax;  // at least one
 };
 
-// Per-thread workspace: the item's pre-scaled query tile and its scores over every visible key.
+// Per-thread workspace: the item's pre-scaled query tile, its scores over every visible key, and
+// one row of them for a softmax that is not the call's last.
 struct AttentionMassScratch {
-  std::vector<float> q, x;
+  std::vector<float> q, x, row;
 };
 
 int64_t attention_mass_items(const AttentionMassArgs& a);
-// The keys an item's rows see (its buffer's length): the largest n_visible of its rows.
+// The keys an item's rows see (its buffers' length): the largest n_visible of its rows.
 int64_t attention_mass_keys(const AttentionMassArgs& a, int64_t item);
-// Item `item`: mass[t] for t < attention_mass_keys(a, item), overwritten, with the active ISA.
-void attention_mass(const AttentionMassArgs& a, int64_t item, float* mass, AttentionMassScratch& scratch);
-void attention_mass_isa(CpuIsa isa, const AttentionMassArgs& a, int64_t item, float* mass,
+// Item `item`: mass[s][t] for softmax s and t < attention_mass_keys(a, item), overwritten, with
+// the active ISA.
+void attention_mass(const AttentionMassArgs& a, int64_t item, float* const* mass, AttentionMassScratch& scratch);
+void attention_mass_isa(CpuIsa isa, const AttentionMassArgs& a, int64_t item, float* const* mass,
                         AttentionMassScratch& scratch);
 // Scalar twin: one row and head at a time, dot products in a loop, softmax in double (tests).
-void attention_mass_scalar(const AttentionMassArgs& a, int64_t item, float* mass);
+void attention_mass_scalar(const AttentionMassArgs& a, int64_t item, float* const* mass);
 
 }  // namespace hg::cpu

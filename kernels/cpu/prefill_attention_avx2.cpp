@@ -10,7 +10,7 @@ void prefill_attention_avx2(const PrefillAttentionArgs& a, int64_t item_begin, i
   prefill_attention_tiles<dequantize_span_avx2>(a, item_begin, item_end, scratch);
 }
 
-void attention_mass_avx2(const AttentionMassArgs& a, int64_t item, float* mass, AttentionMassScratch& scratch) {
+void attention_mass_avx2(const AttentionMassArgs& a, int64_t item, float* const* mass, AttentionMassScratch& scratch) {
   attention_mass_tile(a, item, mass, scratch);
 }
 

@@ -10,7 +10,8 @@ void prefill_attention_avx512(const PrefillAttentionArgs& a, int64_t item_begin,
   prefill_attention_tiles<dequantize_span_avx512>(a, item_begin, item_end, scratch);
 }
 
-void attention_mass_avx512(const AttentionMassArgs& a, int64_t item, float* mass, AttentionMassScratch& scratch) {
+void attention_mass_avx512(const AttentionMassArgs& a, int64_t item, float* const* mass,
+                           AttentionMassScratch& scratch) {
   attention_mass_tile(a, item, mass, scratch);
 }
 

@@ -135,7 +135,7 @@ int64_t attention_mass_keys(const AttentionMassArgs& a, int64_t item) {
   return k_end;
 }
 
-void attention_mass_isa(CpuIsa isa, const AttentionMassArgs& a, int64_t item, float* mass,
+void attention_mass_isa(CpuIsa isa, const AttentionMassArgs& a, int64_t item, float* const* mass,
                         AttentionMassScratch& scratch) {
   switch (isa) {
     case CpuIsa::Avx512Bf16:
@@ -149,19 +149,20 @@ void attention_mass_isa(CpuIsa isa, const AttentionMassArgs& a, int64_t item, fl
   attention_mass_tile(a, item, mass, scratch);
 }
 
-void attention_mass(const AttentionMassArgs& a, int64_t item, float* mass, AttentionMassScratch& scratch) {
+void attention_mass(const AttentionMassArgs& a, int64_t item, float* const* mass, AttentionMassScratch& scratch) {
   attention_mass_isa(active_cpu_isa(), a, item, mass, scratch);
 }
 
-void attention_mass_scalar(const AttentionMassArgs& a, int64_t item, float* mass) {
+void attention_mass_scalar(const AttentionMassArgs& a, int64_t item, float* const* mass) {
   const int hd = a.head_dim;
   const int group = a.n_heads / a.n_kv_heads;
   const int64_t tile_rows = prefill_query_tile_rows(group);
   const int g = static_cast<int>(item % a.n_kv_heads);
   const int64_t r0 = item / a.n_kv_heads * tile_rows;
   const int64_t k_end = attention_mass_keys(a, item);
-  std::vector<double> acc(static_cast<size_t>(k_end), 0.0);
-  std::vector<float> x(static_cast<size_t>(k_end));
+  const size_t n_softmax = a.softmax.size();
+  std::vector<std::vector<double>> acc(n_softmax, std::vector<double>(static_cast<size_t>(k_end), 0.0));
+  std::vector<float> dots(static_cast<size_t>(k_end)), x(static_cast<size_t>(k_end));
   for (int64_t i = r0; i < std::min(a.n_rows, r0 + tile_rows); ++i)
     for (int h = g * group; h < (g + 1) * group; ++h) {
       const int64_t n = a.n_visible[i];
@@ -171,19 +172,22 @@ void attention_mass_scalar(const AttentionMassArgs& a, int64_t item, float* mass
         const float* k = a.k + t * a.ld_k + static_cast<int64_t>(g) * hd;
         float dot = 0.0f;
         for (int d = 0; d < hd; ++d) dot += q[d] * a.scale * k[d];
-        x[static_cast<size_t>(t)] = dot;
+        dots[static_cast<size_t>(t)] = dot;
       }
-      if (a.noise) {
-        a.noise(a.noise_ctx, i, h, n, x.data());
-        for (int64_t t = 0; t < n; ++t) x[static_cast<size_t>(t)] *= a.inv_tau;
+      for (size_t v = 0; v < n_softmax; ++v) {
+        const MassSoftmax& sm = a.softmax[v];
+        std::copy_n(dots.begin(), n, x.begin());
+        if (sm.noise) sm.noise(sm.noise_ctx, i, h, n, x.data());
+        for (int64_t t = 0; t < n; ++t) x[static_cast<size_t>(t)] *= sm.inv_tau;
+        const float max_v = *std::max_element(x.begin(), x.begin() + n);
+        double sum = 0.0;
+        for (int64_t t = 0; t < n; ++t) sum += std::exp(static_cast<double>(x[static_cast<size_t>(t)]) - max_v);
+        for (int64_t t = 0; t < n; ++t)
+          acc[v][static_cast<size_t>(t)] += std::exp(static_cast<double>(x[static_cast<size_t>(t)]) - max_v) / sum;
       }
-      const float max_v = *std::max_element(x.begin(), x.begin() + n);
-      double sum = 0.0;
-      for (int64_t t = 0; t < n; ++t) sum += std::exp(static_cast<double>(x[static_cast<size_t>(t)]) - max_v);
-      for (int64_t t = 0; t < n; ++t)
-        acc[static_cast<size_t>(t)] += std::exp(static_cast<double>(x[static_cast<size_t>(t)]) - max_v) / sum;
     }
-  for (int64_t t = 0; t < k_end; ++t) mass[t] = static_cast<float>(acc[static_cast<size_t>(t)]);
+  for (size_t v = 0; v < n_softmax; ++v)
+    for (int64_t t = 0; t < k_end; ++t) mass[v][t] = static_cast<float>(acc[v][static_cast<size_t>(t)]);
 }
 
 }  // namespace hg::cpu

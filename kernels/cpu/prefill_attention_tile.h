@@ -19,8 +19,8 @@ void prefill_attention_avx2(const PrefillAttentionArgs& a, int64_t item_begin, i
                             PrefillAttentionScratch& scratch);
 void prefill_attention_avx512(const PrefillAttentionArgs& a, int64_t item_begin, int64_t item_end,
                               PrefillAttentionScratch& scratch);
-void attention_mass_avx2(const AttentionMassArgs& a, int64_t item, float* mass, AttentionMassScratch& scratch);
-void attention_mass_avx512(const AttentionMassArgs& a, int64_t item, float* mass, AttentionMassScratch& scratch);
+void attention_mass_avx2(const AttentionMassArgs& a, int64_t item, float* const* mass, AttentionMassScratch& scratch);
+void attention_mass_avx512(const AttentionMassArgs& a, int64_t item, float* const* mass, AttentionMassScratch& scratch);
 
 namespace {
 
@@ -172,9 +172,10 @@ void prefill_attention_tiles(const PrefillAttentionArgs& a, int64_t item_begin, 
 
 // attention_mass (prefill_attention.h) for one item: the scores of the tile's query vectors over
 // every key they see in one sgemm (the buffer is [m][k_end]: 24 MB at 32K keys, streamed), then
-// per query vector the softmax and its column sums in strips that vectorize. The rows are added in
-// order, so the item's sums do not depend on anything but its inputs.
-inline void attention_mass_tile(const AttentionMassArgs& a, int64_t item, float* mass, AttentionMassScratch& s) {
+// per query vector each softmax and its column sums in strips that vectorize (a softmax before the
+// last works on a copy of the row, the last in place). The rows are added in order, so the item's
+// sums do not depend on anything but its inputs, nor on the other softmaxes of the call.
+inline void attention_mass_tile(const AttentionMassArgs& a, int64_t item, float* const* mass, AttentionMassScratch& s) {
   const int hd = a.head_dim;
   const int group = a.n_heads / a.n_kv_heads;
   const int64_t tile_rows = prefill_query_tile_rows(group);
@@ -182,12 +183,14 @@ inline void attention_mass_tile(const AttentionMassArgs& a, int64_t item, float*
   const int64_t r0 = item / a.n_kv_heads * tile_rows;
   const int64_t rows = std::min(tile_rows, a.n_rows - r0);
   const int64_t m_rows = rows * group;
+  const size_t n_softmax = a.softmax.size();
   int64_t k_end = 0;
   for (int64_t r = 0; r < rows; ++r) k_end = std::max(k_end, a.n_visible[r0 + r]);
-  std::fill(mass, mass + k_end, 0.0f);
+  for (size_t v = 0; v < n_softmax; ++v) std::fill(mass[v], mass[v] + k_end, 0.0f);
   if (k_end == 0) return;
   s.q.resize(static_cast<size_t>(m_rows * hd));
   s.x.resize(static_cast<size_t>(m_rows * k_end));
+  if (n_softmax > 1) s.row.resize(static_cast<size_t>(k_end));
   for (int64_t r = 0; r < rows; ++r)
     for (int j = 0; j < group; ++j) {
       const float* src = a.q + (r0 + r) * a.ld_q + static_cast<int64_t>(g * group + j) * hd;
@@ -200,14 +203,21 @@ inline void attention_mass_tile(const AttentionMassArgs& a, int64_t item, float*
   for (int64_t m = 0; m < m_rows; ++m) {
     const int64_t valid = std::min(a.n_visible[r0 + m / group], k_end);
     if (valid <= 0) continue;
-    float* x = s.x.data() + m * k_end;
-    if (a.noise) {
-      a.noise(a.noise_ctx, r0 + m / group, g * group + static_cast<int>(m % group), valid, x);
-      if (a.inv_tau != 1.0f) scale_row(x, valid, a.inv_tau);
+    float* scores = s.x.data() + m * k_end;
+    for (size_t v = 0; v < n_softmax; ++v) {
+      const MassSoftmax& sm = a.softmax[v];
+      float* x = scores;
+      if (v + 1 < n_softmax) {
+        x = s.row.data();
+        std::copy_n(scores, valid, x);
+      }
+      if (sm.noise) sm.noise(sm.noise_ctx, r0 + m / group, g * group + static_cast<int>(m % group), valid, x);
+      if (sm.inv_tau != 1.0f) scale_row(x, valid, sm.inv_tau);
+      const float sum = strip_exp_sum(x, valid, strip_max(x, valid));
+      const float inv = 1.0f / sum;
+      float* out = mass[v];
+      for (int64_t t = 0; t < valid; ++t) out[t] += x[t] * inv;
     }
-    const float sum = strip_exp_sum(x, valid, strip_max(x, valid));
-    const float inv = 1.0f / sum;
-    for (int64_t t = 0; t < valid; ++t) mass[t] += x[t] * inv;
   }
 }
 

@@ -32,12 +32,36 @@ PromptScoreSpec PromptScoreSpec::parse(const std::string& name) {
   throw Error("prompt scores: '" + name + "' is not 'h2o' or 'keyformer seed=S tau=T'");
 }
 
-void PromptScorer::add_chunk(ThreadPool& pool, const PromptScoreSpec& spec, const ModelSpec& m, int layer,
-                             const float* q, int n_rows, int64_t pos0, const float* k, std::vector<float>& scores) {
+void PromptScorer::add_chunk(ThreadPool& pool, std::span<const PromptScoreSpec> specs, const ModelSpec& m, int layer,
+                             const float* q, int n_rows, int64_t pos0, const float* k,
+                             std::span<std::vector<float>> scores) {
+  if (specs.empty()) return;
   const int n_kv = m.n_kv_heads;
   const int64_t n_keys = pos0 + n_rows;
   visible_.resize(static_cast<size_t>(n_rows));
   for (int i = 0; i < n_rows; ++i) visible_[static_cast<size_t>(i)] = pos0 + i + 1;
+  if (static_cast<int64_t>(key_pos_.size()) < n_keys) {
+    key_pos_.resize(static_cast<size_t>(n_keys));
+    std::iota(key_pos_.begin(), key_pos_.end(), 0);
+  }
+  noise_.assign(specs.size(), Noise{});
+  softmax_.assign(specs.size(), cpu::MassSoftmax{});
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].kind != PromptScoreSpec::Kind::Gumbel) continue;
+    noise_[i] = Noise{specs[i].seed, layer, pos0, key_pos_.data()};
+    cpu::MassSoftmax& sm = softmax_[i];
+    sm.inv_tau = 1.0f / specs[i].tau;
+    sm.noise_ctx = &noise_[i];
+    // x[t] += Gumbel noise of (layer, head, the row's position, key t): the noise a decode step's
+    // observer draws for the same pair (keyformer_scores.h)
+    sm.noise = [](const void* ctx, int64_t row, int head, int64_t n, float* x) {
+      const auto& nz = *static_cast<const Noise*>(ctx);
+      thread_local std::vector<float> g;
+      g.resize(static_cast<size_t>(n));
+      gumbel_noise_row(nz.seed, nz.layer, head, nz.pos0 + row, nz.key_pos, n, g.data());
+      for (int64_t t = 0; t < n; ++t) x[t] += g[static_cast<size_t>(t)];
+    };
+  }
   cpu::AttentionMassArgs a;
   a.q = q;
   a.ld_q = m.q_dim();
@@ -49,51 +73,36 @@ void PromptScorer::add_chunk(ThreadPool& pool, const PromptScoreSpec& spec, cons
   a.k = k;
   a.ld_k = m.kv_dim();
   a.n_visible = visible_.data();
-  struct Noise {
-    uint64_t seed;
-    int layer;
-    int64_t pos0;
-    const int32_t* key_pos;
-  } noise{spec.seed, layer, pos0, nullptr};
-  if (spec.kind == PromptScoreSpec::Kind::Gumbel) {
-    if (static_cast<int64_t>(key_pos_.size()) < n_keys) {
-      key_pos_.resize(static_cast<size_t>(n_keys));
-      std::iota(key_pos_.begin(), key_pos_.end(), 0);
-    }
-    noise.key_pos = key_pos_.data();
-    a.inv_tau = 1.0f / spec.tau;
-    a.noise_ctx = &noise;
-    // x[t] += Gumbel noise of (layer, head, the row's position, key t): the noise a decode step's
-    // observer draws for the same pair (keyformer_scores.h)
-    a.noise = [](const void* ctx, int64_t row, int head, int64_t n, float* x) {
-      const auto& nz = *static_cast<const Noise*>(ctx);
-      thread_local std::vector<float> g;
-      g.resize(static_cast<size_t>(n));
-      gumbel_noise_row(nz.seed, nz.layer, head, nz.pos0 + row, nz.key_pos, n, g.data());
-      for (int64_t t = 0; t < n; ++t) x[t] += g[static_cast<size_t>(t)];
-    };
-  }
+  a.softmax = softmax_;
   const int64_t n_items = cpu::attention_mass_items(a);
-  items_.resize(static_cast<size_t>(n_items * n_keys));
+  const size_t spec_stride = static_cast<size_t>(n_items * n_keys);
+  items_.resize(specs.size() * spec_stride);
   if (scratch_.size() < static_cast<size_t>(pool.size())) scratch_.resize(static_cast<size_t>(pool.size()));
   pool.parallel_for(n_items, [&](int64_t b, int64_t e, int thread) {
-    for (int64_t item = b; item < e; ++item)
-      cpu::attention_mass(a, item, items_.data() + item * n_keys, scratch_[static_cast<size_t>(thread)]);
+    std::vector<float*> mass(specs.size());
+    for (int64_t item = b; item < e; ++item) {
+      for (size_t i = 0; i < specs.size(); ++i) mass[i] = items_.data() + i * spec_stride + item * n_keys;
+      cpu::attention_mass(a, item, mass.data(), scratch_[static_cast<size_t>(thread)]);
+    }
   });
   // The items onto the scores in item order (a kv-head's items are every n_kv-th): the same sums
   // for any thread split.
-  scores.resize(static_cast<size_t>(n_keys * n_kv), 0.0f);
-  pool.parallel_for(
-      n_keys,
-      [&](int64_t t0, int64_t t1, int) {
-        for (int64_t item = 0; item < n_items; ++item) {
-          const int g = static_cast<int>(item % n_kv);
-          const int64_t keys = std::min(t1, cpu::attention_mass_keys(a, item));
-          const float* src = items_.data() + item * n_keys;
-          for (int64_t t = t0; t < keys; ++t) scores[static_cast<size_t>(t * n_kv + g)] += src[t];
-        }
-      },
-      256);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::vector<float>& out = scores[i];
+    const float* spec_items = items_.data() + i * spec_stride;
+    out.resize(static_cast<size_t>(n_keys * n_kv), 0.0f);
+    pool.parallel_for(
+        n_keys,
+        [&](int64_t t0, int64_t t1, int) {
+          for (int64_t item = 0; item < n_items; ++item) {
+            const int g = static_cast<int>(item % n_kv);
+            const int64_t keys = std::min(t1, cpu::attention_mass_keys(a, item));
+            const float* src = spec_items + item * n_keys;
+            for (int64_t t = t0; t < keys; ++t) out[static_cast<size_t>(t * n_kv + g)] += src[t];
+          }
+        },
+        256);
+  }
 }
 
 }  // namespace hg

@@ -8,6 +8,7 @@
 // name, so that one prefill serves h2o, keyformer and every exact policy together.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,16 +36,26 @@ class PromptScorer {
  public:
   // Rows at positions [pos0, pos0 + n_rows) of `layer` (q: [n_rows][q_dim] after RoPE) over the
   // keys k: [pos0 + n_rows][kv_dim] fp32 (every row sees the keys up to its own position).
-  // scores: [tokens][n_kv_heads], grown to pos0 + n_rows tokens (new ones 0) and added to; the
-  // result does not depend on the pool's size.
-  void add_chunk(ThreadPool& pool, const PromptScoreSpec& spec, const ModelSpec& m, int layer, const float* q,
-                 int n_rows, int64_t pos0, const float* k, std::vector<float>& scores);
+  // scores[i], spec i's: [tokens][n_kv_heads], grown to pos0 + n_rows tokens (new ones 0) and
+  // added to. The specs share one Q·Kᵀ; each one's scores are the bits a call with it alone gives,
+  // and do not depend on the pool's size.
+  void add_chunk(ThreadPool& pool, std::span<const PromptScoreSpec> specs, const ModelSpec& m, int layer,
+                 const float* q, int n_rows, int64_t pos0, const float* k, std::span<std::vector<float>> scores);
 
  private:
+  // What the Gumbel noise of a spec is drawn from (keyformer_scores.h's gumbel_noise_row).
+  struct Noise {
+    uint64_t seed;
+    int layer;
+    int64_t pos0;
+    const int32_t* key_pos;
+  };
   std::vector<cpu::AttentionMassScratch> scratch_;  // per pool thread
-  std::vector<float> items_;                        // [item][keys]: each item's sums
+  std::vector<float> items_;                        // [spec][item][keys]: each item's sums
   std::vector<int64_t> visible_;
   std::vector<int32_t> key_pos_;  // 0, 1, 2, ...: the Gumbel noise's key positions
+  std::vector<Noise> noise_;      // per spec
+  std::vector<cpu::MassSoftmax> softmax_;
 };
 
 }  // namespace hg

@@ -33,8 +33,7 @@ void PrefillRecorder::record(Device& d, const Scratch& s, int layer, const std::
   if (specs_.empty()) return;
   q_.resize(n * qd);
   d.copy_to_host(q_.data(), s.q, sizeof(float) * q_.size());
-  for (size_t i = 0; i < specs_.size(); ++i)
-    scorer_.add_chunk(*pool_, specs_[i], spec_, layer, q_.data(), static_cast<int>(n), pos0, l.k.data(), l.scores[i]);
+  scorer_.add_chunk(*pool_, specs_, spec_, layer, q_.data(), static_cast<int>(n), pos0, l.k.data(), l.scores);
 }
 
 }  // namespace hg

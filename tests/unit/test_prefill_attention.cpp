@@ -9,11 +9,13 @@
 
 #include <cmath>
 #include <random>
+#include <span>
+#include <string>
 #include <vector>
 
-#include "kernels/cpu/half.h"
 #include "attention/prompt_scores.h"
 #include "hybridgen/error.h"
+#include "kernels/cpu/half.h"
 #include "kernels/cpu/prefill_attention.h"
 #include "test_util.h"
 
@@ -215,8 +217,7 @@ struct MassProblem {
   int64_t n_rows, pos0;
   std::vector<float> q, k;
   std::vector<int64_t> visible;
-  float inv_tau = 1.0f;
-  bool noisy = false;
+  std::vector<MassSoftmax> softmax{MassSoftmax{}};
   AttentionMassArgs args() const {
     AttentionMassArgs a;
     a.q = q.data();
@@ -229,14 +230,34 @@ struct MassProblem {
     a.k = k.data();
     a.ld_k = static_cast<int64_t>(n_kv) * hd;
     a.n_visible = visible.data();
-    a.inv_tau = inv_tau;
-    if (noisy)
-      a.noise = [](const void*, int64_t row, int head, int64_t n, float* x) {
-        for (int64_t t = 0; t < n; ++t) x[t] += 0.37f * std::sin(static_cast<float>(row * 31 + head * 7 + t));
-      };
+    a.softmax = softmax;
     return a;
   }
 };
+
+// A noisy softmax with a temperature, as Keyformer's (the noise a smooth function of row, head and key).
+MassSoftmax noisy_softmax(float tau) {
+  MassSoftmax sm;
+  sm.inv_tau = 1.0f / tau;
+  sm.noise = [](const void*, int64_t row, int head, int64_t n, float* x) {
+    for (int64_t t = 0; t < n; ++t) x[t] += 0.37f * std::sin(static_cast<float>(row * 31 + head * 7 + t));
+  };
+  return sm;
+}
+
+// Each item's sums of every softmax of the call: [item][softmax][keys].
+std::vector<std::vector<std::vector<float>>> item_masses(const AttentionMassArgs& a, CpuIsa isa) {
+  std::vector<std::vector<std::vector<float>>> out;
+  AttentionMassScratch scratch;
+  for (int64_t item = 0; item < attention_mass_items(a); ++item) {
+    auto& sums = out.emplace_back(a.softmax.size(),
+                                  std::vector<float>(static_cast<size_t>(attention_mass_keys(a, item)), -1.0f));
+    std::vector<float*> mass;
+    for (auto& v : sums) mass.push_back(v.data());
+    attention_mass_isa(isa, a, item, mass.data(), scratch);
+  }
+  return out;
+}
 
 MassProblem mass_problem(int n_heads, int n_kv, int hd, int64_t n_rows, int64_t pos0, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -259,17 +280,19 @@ TEST(AttentionMass, TiledMatchesScalarTwinOverShapes) {
                           Shape{8, 1, 128, 64, 0}, Shape{6, 2, 16, 1, 999}})
     for (int variant = 0; variant < 2; ++variant) {
       MassProblem p = mass_problem(sh.n_heads, sh.n_kv, sh.hd, sh.n_rows, sh.pos0, 7u + static_cast<uint32_t>(sh.hd));
-      p.noisy = variant == 1;
-      p.inv_tau = variant == 1 ? 1.0f / 0.7f : 1.0f;
+      const bool noisy = variant == 1;
+      if (noisy) p.softmax = {noisy_softmax(0.7f)};
       const AttentionMassArgs a = p.args();
       const int64_t items = attention_mass_items(a);
       const std::string what = std::to_string(sh.n_heads) + "/" + std::to_string(sh.n_kv) + " heads, hd " +
                                std::to_string(sh.hd) + ", rows " + std::to_string(sh.n_rows) + " at " +
-                               std::to_string(sh.pos0) + (p.noisy ? ", noise and tau" : "");
+                               std::to_string(sh.pos0) + (noisy ? ", noise and tau" : "");
       for (int64_t item = 0; item < items; ++item) {
         const int64_t keys = attention_mass_keys(a, item);
         std::vector<float> ref(static_cast<size_t>(keys)), got(static_cast<size_t>(keys), -1.0f);
-        attention_mass_scalar(a, item, ref.data());
+        float* ref_out = ref.data();
+        float* got_out = got.data();
+        attention_mass_scalar(a, item, &ref_out);
         double total = 0;
         for (float x : ref) total += x;
         // every (row, head) of the item contributes a softmax that sums to 1
@@ -279,11 +302,43 @@ TEST(AttentionMass, TiledMatchesScalarTwinOverShapes) {
         EXPECT_NEAR(total, static_cast<double>(rows * group), 1e-4 * rows * group) << what;
         for (CpuIsa isa : test::supported_cpu_isas()) {
           AttentionMassScratch scratch;
-          attention_mass_isa(isa, a, item, got.data(), scratch);
+          attention_mass_isa(isa, a, item, &got_out, scratch);
           expect_close(got, ref, 2e-5f, what + ", item " + std::to_string(item) + ", isa " + cpu_isa_label(isa));
         }
       }
     }
+}
+
+TEST(AttentionMass, SoftmaxesOfOneCallGiveTheBitsOfEachAlone) {
+  // h2o's plain softmax and two Keyformer-like ones share one Q·Kᵀ; each one's sums are those of a
+  // call of it alone, on every ISA, and the scalar twin's within its tolerance
+  MassProblem p = mass_problem(14, 2, 64, 90, 200, 5);
+  const std::vector<MassSoftmax> each{MassSoftmax{}, noisy_softmax(0.7f), noisy_softmax(1.3f)};
+  p.softmax = each;
+  const AttentionMassArgs fused = p.args();
+  for (CpuIsa isa : test::supported_cpu_isas()) {
+    const auto together = item_masses(fused, isa);
+    for (size_t v = 0; v < each.size(); ++v) {
+      AttentionMassArgs alone = fused;
+      alone.softmax = std::span<const MassSoftmax>(&each[v], 1);
+      const auto by_itself = item_masses(alone, isa);
+      ASSERT_EQ(together.size(), by_itself.size());
+      for (size_t item = 0; item < together.size(); ++item)
+        EXPECT_EQ(together[item][v], by_itself[item][0])
+            << "softmax " << v << ", item " << item << ", isa " << cpu_isa_label(isa);
+    }
+  }
+  for (int64_t item = 0; item < attention_mass_items(fused); ++item) {
+    const int64_t keys = attention_mass_keys(fused, item);
+    std::vector<std::vector<float>> ref(each.size(), std::vector<float>(static_cast<size_t>(keys)));
+    std::vector<float*> out;
+    for (auto& v : ref) out.push_back(v.data());
+    attention_mass_scalar(fused, item, out.data());
+    const auto got = item_masses(fused, active_cpu_isa());
+    for (size_t v = 0; v < each.size(); ++v)
+      expect_close(got[static_cast<size_t>(item)][v], ref[v], 2e-5f,
+                   "softmax " + std::to_string(v) + ", item " + std::to_string(item));
+  }
 }
 
 TEST(AttentionMass, PromptScorerGivesTheSameBitsOnAnyPool) {
@@ -292,21 +347,30 @@ TEST(AttentionMass, PromptScorerGivesTheSameBitsOnAnyPool) {
   m.n_kv_heads = 2;
   m.head_dim = 64;
   const MassProblem p = mass_problem(14, 2, 64, 200, 150, 99);
-  for (const char* name : {"h2o", "keyformer seed=3 tau=1.5"}) {
-    const PromptScoreSpec spec = PromptScoreSpec::parse(name);
-    EXPECT_EQ(spec.name(), name);
-    std::vector<std::vector<float>> scores;
-    for (int threads : {1, 3}) {
-      ThreadPool pool(threads);
-      PromptScorer scorer;
-      std::vector<float> s(static_cast<size_t>(p.pos0 * m.n_kv_heads), 0.5f);  // the earlier chunks' sums
-      scorer.add_chunk(pool, spec, m, 4, p.q.data(), static_cast<int>(p.n_rows), p.pos0, p.k.data(), s);
-      ASSERT_EQ(s.size(), static_cast<size_t>((p.pos0 + p.n_rows) * m.n_kv_heads));
-      scores.push_back(s);
-    }
-    EXPECT_EQ(scores[0], scores[1]) << name;
+  const std::vector<std::string> names{"h2o", "keyformer seed=3 tau=1.5"};
+  std::vector<PromptScoreSpec> specs;
+  for (const std::string& name : names) {
+    specs.push_back(PromptScoreSpec::parse(name));
+    EXPECT_EQ(specs.back().name(), name);
+  }
+  // the earlier chunks' sums are 0.5; returns the specs' scores after the chunk
+  auto score = [&](std::span<const PromptScoreSpec> these, int threads) {
+    ThreadPool pool(threads);
+    PromptScorer scorer;
+    std::vector<std::vector<float>> s(these.size(),
+                                      std::vector<float>(static_cast<size_t>(p.pos0 * m.n_kv_heads), 0.5f));
+    scorer.add_chunk(pool, these, m, 4, p.q.data(), static_cast<int>(p.n_rows), p.pos0, p.k.data(), s);
+    return s;
+  };
+  const auto together = score(specs, 3);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::vector<std::vector<float>> alone;
+    for (int threads : {1, 3}) alone.push_back(score(std::span(&specs[i], 1), threads)[0]);
+    ASSERT_EQ(alone[0].size(), static_cast<size_t>((p.pos0 + p.n_rows) * m.n_kv_heads));
+    EXPECT_EQ(alone[0], alone[1]) << names[i] << ": 1 and 3 threads";
+    EXPECT_EQ(together[i], alone[0]) << names[i] << ": with the other spec and alone";
     double total = 0;
-    for (float x : scores[0]) total += x;
+    for (float x : alone[0]) total += x;
     EXPECT_NEAR(total, 0.5 * p.pos0 * m.n_kv_heads + static_cast<double>(p.n_rows) * m.n_heads, 1e-3 * total);
   }
   // two temperatures that differ only past %g's 6 digits get names of their own
