@@ -184,11 +184,13 @@ void run_sweep(const SweepOptions& o) {
   check_combinations(o);
   const sweep::SweepFile f = sweep::load_sweep_file(o.file, task_names());
   const EvalTask& task = find_eval_task(f.task);
+  bool task_checkpoints = false;  // the task keeps its finished work in a --checkpoint file (ruler)
   {
     std::unique_ptr<CLI::App> probe;
     parse_task_args(task, probe, {});
     sweep::check_keys(
         f, [&](const std::string& key) { return key != "help" && probe->get_option_no_throw("--" + key) != nullptr; });
+    task_checkpoints = probe->get_option_no_throw("--checkpoint") != nullptr;
   }
   const std::vector<sweep::Point> all = sweep::expand_points(f);
   // -t gives the points that do not set threads themselves theirs (the file's value is part of
@@ -232,9 +234,25 @@ void run_sweep(const SweepOptions& o) {
   sweep::ResultsFile results(results_path, o.resume, shard ? sweep::shard_line(f, all, *shard) : nlohmann::json());
   ModelCache models;
   TaskContext ctx{models, false};
+  // A point of a task that checkpoints gets a file of its own, RESULTS.partial/KEY.jsonl, so that
+  // a point stopped part way (a 32K RULER point is an hour) resumes with --resume from its last
+  // finished sample; the file goes once the point's line is written. Without --resume a stale one
+  // is removed first. None where the file names the point's checkpoint itself.
+  auto checkpoint_of = [&](const sweep::Point& p) {
+    const bool sets_checkpoint =
+        std::any_of(p.params.begin(), p.params.end(), [](const sweep::Param* q) { return q->key == "checkpoint"; });
+    return task_checkpoints && !sets_checkpoint
+               ? fs::path(results_path).replace_extension(".partial") / (p.key + ".jsonl")
+               : fs::path();
+  };
   auto task_run = [&](const sweep::Point& p) {
+    std::vector<std::string> args = args_of(p);
+    if (const fs::path checkpoint = checkpoint_of(p); !checkpoint.empty()) {
+      if (!o.resume) fs::remove(checkpoint);
+      args.push_back("--checkpoint=" + checkpoint.string());
+    }
     std::unique_ptr<CLI::App> app;
-    return parse_task_args(task, app, args_of(p))->run(ctx);
+    return parse_task_args(task, app, args)->run(ctx);
   };
   sweep::RunnerOptions ro;
   ro.fail_fast = o.fail_fast;
@@ -256,6 +274,11 @@ void run_sweep(const SweepOptions& o) {
                    p.describe().c_str());
   };
   hooks.finished = [&](const sweep::Point& p, double seconds, const std::string& error) {
+    if (const fs::path checkpoint = checkpoint_of(p); error.empty() && !checkpoint.empty()) {
+      std::error_code ec;
+      fs::remove(checkpoint, ec);
+      fs::remove(checkpoint.parent_path(), ec);  // only when empty
+    }
     if (lines)
       std::fprintf(stderr, "sweep %s: point %zu/%zu %s: %s (%.1f s)\n", label.c_str(), p.index + 1, all.size(),
                    p.describe().c_str(), error.empty() ? "ok" : ("error: " + error).c_str(), seconds);

@@ -78,6 +78,9 @@ class RulerTaskRun : public TaskRun {
                    "file or a directory of .txt files read in natural order, e.g. data/text/moby-dick");
     app.add_flag("--no-chat", no_chat_, "do not wrap the prompts in the model's chat template");
     add_prefill_cache_option(app, prefill_cache_);
+    app.add_option("--checkpoint", config_.checkpoint,
+                   "file of the finished samples (JSON Lines), written as each one finishes: a run given the file of "
+                   "an interrupted run with the same options resumes where it stopped (sweep gives each point one)");
   }
 
   eval::RulerConfig config() const {
@@ -150,7 +153,9 @@ class RulerTaskRun : public TaskRun {
     std::snprintf(buf, sizeof buf, "\nprefills: %d (%.1f s), loaded from a shared prefill: %d (%.1f s)",
                   pf["prefills"].get<int>(), pf["prefill_seconds"].get<double>(), pf["loads"].get<int>(),
                   pf["load_seconds"].get<double>());
-    return s + buf;
+    s += buf;
+    if (j.value("resumed", 0) > 0) s += "; samples taken from --checkpoint: " + std::to_string(j["resumed"].get<int>());
+    return s;
   }
 
  private:

@@ -125,7 +125,8 @@ struct RulerConfig {
   std::vector<std::string> tasks;  // names (ruler_tasks()); empty: all
   int answer_tokens = 0;           // greedy reply tokens; 0: each task's own (RULER's)
   const PrefillCache* prefill_cache = nullptr;  // keeps each sample's prefill between runs (not owned)
-  void validate() const;           // hg::Error naming the option
+  std::string checkpoint;  // file of the finished samples, resumed from (eval/ruler_checkpoint.h); empty: none
+  void validate() const;   // hg::Error naming the option
   std::vector<const RulerTask*> selected() const;
 };
 
@@ -139,7 +140,8 @@ struct RulerPolicy {
 // {"length", "samples", "seed", "tasks", "prompt_tokens": {task: mean},
 //  "policies": [{"policy", "attention", "prefill": "recorded"|"shared"|"own", "tasks": {task: score},
 //                "mean": score}], "prefill": {...}, "answers": [{task, index, depth, answers,
-//  "replies": {label: text}}]} with scores as RulerScore::to_json. on_sample(done, total): progress.
+//  "replies": {label: text}}], "resumed": samples taken from c.checkpoint} with scores as
+// RulerScore::to_json. on_sample(done, total): progress.
 nlohmann::json run_ruler(const RulerGenerator& gen, const Tokenizer& tok, const std::vector<RulerPolicy>& policies,
                          const RulerConfig& c, const std::function<void(int done, int total)>& on_sample = {});
 

@@ -1,9 +1,11 @@
 // run_ruler: the RULER samples through several policies, one shared prefill per sample.
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "eval/greedy.h"
 #include "eval/ruler.h"
+#include "eval/ruler_checkpoint.h"
 #include "eval/shared_prefill.h"
 #include "hybridgen/engine.h"
 #include "hybridgen/error.h"
@@ -42,8 +44,24 @@ nlohmann::json run_ruler(const RulerGenerator& gen, const Tokenizer& tok, const 
   nlohmann::json answers = nlohmann::json::array(), prompt_tokens = nlohmann::json::object();
   std::vector<std::vector<float>> logits;
   const int total = static_cast<int>(tasks.size()) * c.samples;
-  int done = 0;
+  int done = 0, resumed = 0;
   const auto t0 = std::chrono::steady_clock::now();
+  std::optional<RulerCheckpoint> checkpoint;
+  if (!c.checkpoint.empty()) {
+    // what the replies depend on beyond the prompt (whose hash each sample line keeps)
+    nlohmann::json run_policies = nlohmann::json::array(), task_names = nlohmann::json::array();
+    for (size_t p = 0; p < policies.size(); ++p)
+      run_policies.push_back({{"policy", policies[p].label}, {"attention", engines[p]->describe_attention()}});
+    for (const RulerTask* t : tasks) task_names.push_back(t->name);
+    checkpoint.emplace(c.checkpoint, nlohmann::json{{"model", engines.front()->fingerprint()},
+                                                    {"device", engines.front()->device().name()},
+                                                    {"length", c.length},
+                                                    {"samples", c.samples},
+                                                    {"seed", c.seed},
+                                                    {"tasks", task_names},
+                                                    {"answer_tokens", c.answer_tokens},
+                                                    {"policies", run_policies}});
+  }
   for (size_t t = 0; t < tasks.size(); ++t) {
     const RulerTask& task = *tasks[t];
     const int n_answer = c.answer_tokens > 0 ? c.answer_tokens : task.answer_tokens;
@@ -51,15 +69,29 @@ nlohmann::json run_ruler(const RulerGenerator& gen, const Tokenizer& tok, const 
     for (int i = 0; i < c.samples; ++i) {
       const RulerSample s = gen.make(task, c.length, i, c.samples, c.seed);
       tokens_sum += static_cast<double>(s.ids.size());
-      shared_prefill(engines, 0, s.ids, logits, stats, &roles, c.prefill_cache);
       nlohmann::json replies = nlohmann::json::object(), sample_scores = nlohmann::json::object();
+      if (const nlohmann::json* kept = checkpoint ? checkpoint->find(task.name, i, s.ids) : nullptr) {
+        // a finished sample of an earlier run of this one: its replies, scored again
+        for (size_t p = 0; p < policies.size(); ++p) {
+          const std::string& label = policies[p].label;
+          replies[label] = kept->at("replies").at(label);
+          role[p] = prefill_role_of(kept->at("prefill").at(label).get<std::string>());
+        }
+        ++resumed;
+      } else {
+        shared_prefill(engines, 0, s.ids, logits, stats, &roles, c.prefill_cache);
+        nlohmann::json prefill = nlohmann::json::object();
+        for (size_t p = 0; p < policies.size(); ++p) {
+          replies[policies[p].label] =
+              tok.decode(greedy_tokens(*engines[p], 0, logits[p], n_answer, stop), /*skip_special=*/true);
+          role[p] = roles[p];  // the same for every sample
+          prefill[policies[p].label] = prefill_role_name(roles[p]);
+        }
+        if (checkpoint) checkpoint->add(task.name, i, s.ids, prefill, replies);
+      }
       for (size_t p = 0; p < policies.size(); ++p) {
-        const std::string reply =
-            tok.decode(greedy_tokens(*engines[p], 0, logits[p], n_answer, stop), /*skip_special=*/true);
-        scores[p][t].push_back(string_match_all(reply, s.answers));
-        replies[policies[p].label] = reply;
+        scores[p][t].push_back(string_match_all(replies[policies[p].label].get<std::string>(), s.answers));
         sample_scores[policies[p].label] = scores[p][t].back();
-        role[p] = roles[p];  // the same for every sample
       }
       // the sample's score per policy, so that rows of a sweep split by task can be pooled again
       // (tools/plot_sweep.py)
@@ -100,6 +132,7 @@ nlohmann::json run_ruler(const RulerGenerator& gen, const Tokenizer& tok, const 
             {"prefill_seconds", stats.prefill_seconds},
             {"load_seconds", stats.load_seconds}}},
           {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()},
+          {"resumed", resumed},
           {"answers", answers}};
 }
 

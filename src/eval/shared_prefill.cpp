@@ -7,6 +7,7 @@
 #include "device/device.h"
 #include "eval/prefill_cache.h"
 #include "hybridgen/engine.h"
+#include "hybridgen/error.h"
 #include "hybridgen/prefill_state.h"
 
 namespace hg::eval {
@@ -31,6 +32,12 @@ const char* prefill_role_name(PrefillRole r) {
       return "own";
   }
   return "";
+}
+
+PrefillRole prefill_role_of(const std::string& name) {
+  for (PrefillRole r : {PrefillRole::Recorded, PrefillRole::Loaded, PrefillRole::Own})
+    if (name == prefill_role_name(r)) return r;
+  throw Error("'" + name + "' is not a prefill role (recorded, shared, own)");
 }
 
 void shared_prefill(std::span<Engine* const> engines, int seq, std::span<const int32_t> ids,

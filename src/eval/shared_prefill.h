@@ -30,6 +30,8 @@ struct SharedPrefillStats {
 // How an engine came to hold the prompt.
 enum class PrefillRole { Recorded, Loaded, Own };
 const char* prefill_role_name(PrefillRole r);  // "recorded" | "shared" | "own"
+// The role prefill_role_name names; hg::Error for another name.
+PrefillRole prefill_role_of(const std::string& name);
 
 // What a cached state of engine `e` is keyed by besides the model and the prompt (PrefillCache's
 // `device`): the device that computed it and the prefill chunk, --ubatch (a prompt's last, short

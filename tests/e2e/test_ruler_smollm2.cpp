@@ -7,7 +7,10 @@
 // replies the same after full's prefill as after its own.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "test_util.h"
 
@@ -79,6 +82,97 @@ TEST(RulerSmolLM2, ThreePoliciesOnePrefillPerSample) {
   ASSERT_TRUE(h2o_own.contains("answers"));
   EXPECT_EQ(h2o_own["policies"][0]["prefill"], "recorded");
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(h2o_own["answers"][i]["replies"][h2o], j["answers"][i]["replies"][h2o]) << i;
+}
+
+// What a run of `policies` over 2 samples of 2 tasks at 1024 tokens gives, with `extra` options.
+RunResult ruler_run(const std::string& model, const std::string& extra) {
+  return run_hybridgen("eval --task ruler --json --no-progress -m '" + model + "' -f '" +
+                       (data_dir() / "text/moby-dick").string() +
+                       "' --length 1024 --samples 2 --tasks niah_single_1,vt --answer-tokens 8 -t 2 " + extra);
+}
+
+void write_lines(const std::filesystem::path& p, const std::vector<std::string>& lines, const std::string& tail = "") {
+  std::ofstream out(p, std::ios::trunc);
+  for (const std::string& l : lines) out << l << "\n";
+  out << tail;
+}
+
+TEST(RulerSmolLM2, ACheckpointResumesWhereTheRunStopped) {
+  const std::string model = smollm2_path();
+  if (model.empty()) GTEST_SKIP() << kNoSmolLM2Message;
+  const std::filesystem::path dir = temp_dir("ruler_ckpt"), file = dir / "sub/run.jsonl";
+  const std::string with = "--policy full,hybrid:window=128:k=64:sched=fixed --checkpoint '" + file.string() + "'";
+  RunResult r = ruler_run(model, with);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json whole = nlohmann::json::parse(r.out);
+  EXPECT_EQ(whole["resumed"], 0);
+  const std::vector<std::string> lines = read_lines(file);
+  ASSERT_EQ(lines.size(), 5u);  // the run's line, then 4 samples
+  EXPECT_EQ(nlohmann::json::parse(lines[0])["run"]["length"], 1024);
+
+  // Stopped while it wrote its second sample: the torn line is dropped, the first sample taken
+  // as it was, the other three run again; the result is the uninterrupted run's.
+  write_lines(file, {lines[0], lines[1]}, lines[2].substr(0, lines[2].size() / 2));
+  r = ruler_run(model, with);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json resumed = nlohmann::json::parse(r.out);
+  EXPECT_EQ(resumed["resumed"], 1);
+  EXPECT_EQ(resumed["prefill"]["prefills"], 3);  // full's, for the 3 samples run again
+  EXPECT_EQ(resumed["policies"], whole["policies"]);
+  EXPECT_EQ(resumed["answers"], whole["answers"]);
+  EXPECT_EQ(read_lines(file), lines);
+
+  // A finished run's file gives its result again, prefilling nothing.
+  r = ruler_run(model, with);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json again = nlohmann::json::parse(r.out);
+  EXPECT_EQ(again["resumed"], 4);
+  EXPECT_EQ(again["prefill"]["prefills"], 0);
+  EXPECT_EQ(again["policies"], whole["policies"]);
+
+  // Another run's file is one error line naming what differs.
+  r = ruler_run(model, "--seed 7 " + with);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("it holds samples of another run (seed 7 here, 42 in the file)"), std::string::npos) << r.err;
+  write_lines(file, {"{\"not\": \"a checkpoint\"}"});
+  r = ruler_run(model, with);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("not a RULER checkpoint"), std::string::npos) << r.err;
+}
+
+TEST(RulerSmolLM2, ASweepPointResumesFromItsCheckpoint) {
+  const std::string model = smollm2_path();
+  if (model.empty()) GTEST_SKIP() << kNoSmolLM2Message;
+  namespace fs = std::filesystem;
+  const fs::path dir = temp_dir("ruler_sweep_ckpt");
+  const fs::path sweep = dir / "rc.yaml", results = dir / "rc.jsonl", partial = dir / "rc.partial";
+  std::ofstream(sweep) << "name: rc\ntask: ruler\nfixed:\n  model: '" << model << "'\n  file: '"
+                       << (data_dir() / "text/moby-dick").string()
+                       << "'\n  length: 1024\n  samples: 2\n  tasks: vt\n  answer-tokens: 8\n  threads: 2\n"
+                          "grid:\n  seed: [1, 2]\n";
+  // The second point's key and command, as the dry run prints them; that command run with the
+  // checkpoint the sweep would give the point, then its last sample dropped: a point stopped part
+  // way.
+  RunResult r = run_hybridgen("sweep '" + sweep.string() + "' -o '" + results.string() + "' --dry-run");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("\\n\\s+2\\s+([0-9a-f]{16})\\s.*\\n\\s+hybridgen (eval [^\\n]*)")))
+      << r.out;
+  const fs::path checkpoint = partial / (m[1].str() + ".jsonl");
+  r = run_hybridgen(m[2].str() + " --no-progress --json --checkpoint='" + checkpoint.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> lines = read_lines(checkpoint);
+  ASSERT_EQ(lines.size(), 3u);
+  lines.pop_back();
+  write_lines(checkpoint, lines);
+
+  r = run_hybridgen("sweep '" + sweep.string() + "' -o '" + results.string() + "' --resume --no-progress");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> rows = read_lines(results);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(rows[0])["metrics"]["resumed"], 0);
+  EXPECT_EQ(nlohmann::json::parse(rows[1])["metrics"]["resumed"], 1);
+  EXPECT_FALSE(fs::exists(partial)) << "the points' checkpoints stay after their lines were written";
 }
 
 TEST(RulerCli, ErrorsAreOneLine) {
