@@ -3,6 +3,7 @@
 #include <chrono>
 #include <optional>
 
+#include "device/device.h"
 #include "eval/greedy.h"
 #include "eval/ruler.h"
 #include "eval/ruler_checkpoint.h"
