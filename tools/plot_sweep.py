@@ -415,6 +415,16 @@ def ruler_table(rows, out_dir, written):
     written.append(path)
 
 
+def ruler_line_names(rows):
+    """Line i of the figure: the i-th entry of each (pooled, by length) row's policy list, named by
+    its entry at the shortest length that has one (an entry appended to the longer lengths' lists
+    starts there)."""
+    names = []
+    for r in rows:
+        names += [p["policy"] for p in r["metrics"]["policies"][len(names):]]
+    return names
+
+
 def ruler_figure(rows, out_dir, written):
     rows = [r for r in rows if isinstance(r.get("metrics", {}).get("policies"), list) and "length" in r["metrics"]]
     if not rows:
@@ -422,8 +432,7 @@ def ruler_figure(rows, out_dir, written):
     rows = pool_ruler_rows(rows)
     ruler_table(rows, out_dir, written)
     tasks = list(rows[0]["metrics"].get("tasks", []))
-    # line i: the i-th entry of each row's policy list, named by its entry at the shortest length
-    names = [p["policy"] for p in rows[0]["metrics"]["policies"]]
+    names = ruler_line_names(rows)
     panels = ["mean"] + tasks
     cols = min(4, len(panels))
     nrows = (len(panels) + cols - 1) // cols

@@ -278,6 +278,11 @@ TEST(PlotSweep, CommittedResultsGiveValidPngs) {
     const std::vector<std::string> rows = lines_of(data / "ruler_by_task.jsonl");
     nlohmann::json longer = nlohmann::json::parse(rows.at(0));
     longer["metrics"]["length"] = 2048;
+    // and a policy its list has beyond the shorter length's: a row of the table, a line of the figure
+    nlohmann::json extra = longer["metrics"]["policies"][0];
+    extra["policy"] = "infinigen:alpha=1e9";
+    longer["metrics"]["policies"].push_back(extra);
+    for (auto& a : longer["metrics"]["answers"]) a["scores"]["infinigen:alpha=1e9"] = a["scores"]["full"];
     std::ofstream(dir / "ruler_partial.jsonl") << rows.at(0) << "\n" << rows.at(1) << "\n" << longer.dump() << "\n";
     const fs::path out = dir / "table-partial";
     const RunResult t = run("'" + py + "' '" + (source_dir() / "tools/plot_sweep.py").string() + "' '" +
@@ -286,6 +291,14 @@ TEST(PlotSweep, CommittedResultsGiveValidPngs) {
     const std::string partial = read_file(out / "ruler_table.md");
     EXPECT_NE(partial.find("samples per task, 1 of 2 tasks so far)"), std::string::npos) << partial;
     EXPECT_EQ(partial.find("2 of 2"), std::string::npos) << partial;
+    EXPECT_NE(partial.find("| infinigen:alpha=1e9 |"), std::string::npos) << partial;
+    const RunResult names =
+        run("cd '" + (source_dir() / "tools").string() + "' && '" + py +
+            "' -c 'import json, sys, plot_sweep; rows = [json.loads(l) for l in open(sys.argv[1])]; "
+            "print(plot_sweep.ruler_line_names(plot_sweep.pool_ruler_rows(rows)))' '" +
+            (dir / "ruler_partial.jsonl").string() + "'");
+    ASSERT_EQ(names.exit_code, 0) << names.err;
+    EXPECT_NE(names.out.find("'infinigen:alpha=1e9']"), std::string::npos) << names.out;
   }
   // Rows with nothing to plot: one clear message, non-zero exit.
   std::ofstream(dir / "empty.jsonl") << "{\"status\": \"error\", \"error\": \"x\"}\n";
