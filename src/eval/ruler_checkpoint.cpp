@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "hybridgen/error.h"
+#include "util/hash.h"
 
 namespace hg::eval {
 
@@ -39,14 +40,10 @@ std::string differences(const nlohmann::json& here, const nlohmann::json& there)
 }  // namespace
 
 std::string RulerCheckpoint::prompt_hash(std::span<const int32_t> ids) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the ids' little-endian bytes
-  for (const int32_t id : ids)
-    for (int b = 0; b < 4; ++b) {
-      h ^= (static_cast<uint32_t>(id) >> (8 * b)) & 0xffu;
-      h *= 1099511628211ull;
-    }
+  Fnv1a h;  // over the ids' bytes, as the prefill cache keys a prompt
+  h.add(ids.data(), ids.size_bytes());
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h.value()));
   return hex;
 }
 
