@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One prepared check of the CUDA backend on a lent GPU machine (written for one H200).
-# Run from the repository root; writes everything under $OUT (default ./gpu_check_out):
+# Run from the repository root; writes everything under $OUT/logs (default ./gpu_check_out/logs),
+# packed into $OUT/logs.tar.gz at the end:
 #   env.txt        nvidia-smi, nvcc, compute-sanitizer versions
 #   configure.log, build.log (with -Xptxas -v: registers / shared memory / spills per kernel)
 #   test_*.log, test_*.xml       the CUDA GoogleTest binaries
@@ -13,13 +14,18 @@
 # The machine's image may lack the Debian dev packages the project links (oneDNN, spdlog,
 # yaml-cpp, CLI11, GoogleTest, ...). Then configure fails there, and the fallback is to build here
 # and carry the binaries with their shared libraries:
-#   here:   tools/gpu_check.sh --prepare-carry     (builds build-gpu/, fills build-gpu/carry/)
-#   there:  run with carry ["build-gpu/carry"]: the script finds build-gpu/carry/bin and uses it.
+#   here:   tools/gpu_check.sh --prepare-carry     (builds build-gpu/, packs build-gpu/carry/bundle.tar.xz)
+#   there:  run with carry ["build-gpu/carry"]: the script unpacks the bundle and uses its binaries.
+# The carry travels with the working tree, 64 MiB in all (the tree is ~33 MiB): oneDNN alone is
+# 40 MB, so binaries and libraries travel xz-compressed (~11 MB) and are unpacked under /tmp there.
+# Only 8 files come back from $OUT: the logs are packed into $OUT/logs.tar.gz at the end, beside
+# summary.json and gpu_check.log.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 BUILD=build-gpu
 CARRY=$BUILD/carry
+BUNDLE=$CARRY/bundle.tar.xz
 TARGETS="test_cuda_ops test_device_attention test_cuda_hybrid test_cuda_engine hybridgen"
 START=$(date +%s)
 elapsed() { echo $(($(date +%s) - START)); }
@@ -35,27 +41,32 @@ configure_and_build() {  # $1: log dir
 if [ "${1:-}" = "--prepare-carry" ]; then
   mkdir -p "$BUILD"
   configure_and_build "$BUILD" || { echo "build failed: see $BUILD/configure.log / build.log"; exit 1; }
-  rm -rf "$CARRY" && mkdir -p "$CARRY/bin" "$CARRY/lib"
-  for t in $TARGETS; do cp "$BUILD/bin/$t" "$CARRY/bin/"; done
-  cp "$BUILD/build.log" "$CARRY/build.log"
-  echo "$ROOT" >"$CARRY/source_dir.txt"  # the test binaries find tools/ and configs/ there
+  STAGE=$BUILD/carry-stage
+  rm -rf "$STAGE" "$CARRY" && mkdir -p "$STAGE/bin" "$STAGE/lib" "$CARRY"
+  for t in $TARGETS; do cp "$BUILD/bin/$t" "$STAGE/bin/"; done
+  cp "$BUILD/build.log" "$STAGE/build.log"
+  echo "$ROOT" >"$STAGE/source_dir.txt"  # the test binaries find tools/ and configs/ there
   # Shared libraries outside glibc / the CUDA toolkit / the driver (those are on the GPU image).
   for t in $TARGETS; do ldd "$BUILD/bin/$t"; done | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
       # glibc, the GCC runtime (the image has a newer one) and CUDA stay the image's own.
       libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
       libcuda.so*|libcudart.so*|libcublas*.so*) ;;
-      *) cp -L "$lib" "$CARRY/lib/" ;;
+      *) cp -L "$lib" "$STAGE/lib/" ;;
     esac
   done
-  strip "$CARRY"/bin/* 2>/dev/null
-  du -sh "$CARRY"
+  strip "$STAGE"/bin/* 2>/dev/null
+  tar -C "$STAGE" -cf - . | xz -9 -T0 >"$BUNDLE" || { echo "packing $BUNDLE failed"; exit 1; }
+  rm -rf "$STAGE"
+  du -sh "$BUNDLE"
   exit 0
 fi
 
 OUT=${OUT:-$ROOT/gpu_check_out}
+FINAL=$OUT
+OUT=$FINAL/logs  # packed into $FINAL/logs.tar.gz at the end
 mkdir -p "$OUT"
-exec > >(tee -a "$OUT/gpu_check.log") 2>&1
+exec > >(tee -a "$FINAL/gpu_check.log") 2>&1
 echo "gpu_check: $(date -u +%FT%TZ) in $ROOT"
 
 {
@@ -67,20 +78,30 @@ echo "gpu_check: $(date -u +%FT%TZ) in $ROOT"
 
 # ---- build (or carried binaries) ----
 BIN=$BUILD/bin
-BUILD_STATUS=ok
-if ! configure_and_build "$OUT"; then
-  BUILD_STATUS=failed
-  if [ -x "$CARRY/bin/test_cuda_ops" ]; then
-    BUILD_STATUS=carried
-    BIN=$CARRY/bin
-    export LD_LIBRARY_PATH="$ROOT/$CARRY/lib:${LD_LIBRARY_PATH:-}"
-    cp "$CARRY/build.log" "$OUT/build.log" 2>/dev/null
-    BAKED=$(cat "$CARRY/source_dir.txt" 2>/dev/null)
-    if [ -n "$BAKED" ] && [ ! -e "$BAKED" ]; then
-      mkdir -p "$(dirname "$BAKED")" 2>/dev/null && ln -s "$ROOT" "$BAKED" 2>/dev/null ||
-        echo "warning: cannot link $BAKED -> $ROOT; tests that read tools/ or configs/ will fail"
-    fi
+BUILD_STATUS=none
+# A carried bundle comes first: it was packed for this run, and building there costs device minutes.
+UNPACKED=/tmp/hg-carry
+if [ -f "$BUNDLE" ]; then
+  rm -rf "$UNPACKED" && mkdir -p "$UNPACKED"
+  # python3's tarfile reads xz where the image has no xz binary.
+  tar -C "$UNPACKED" -xJf "$BUNDLE" 2>/dev/null || python3 -m tarfile -e "$BUNDLE" "$UNPACKED" ||
+    echo "cannot unpack $BUNDLE"
+fi
+if [ -x "$UNPACKED/bin/test_cuda_ops" ]; then
+  CARRY=$UNPACKED
+  BUILD_STATUS=carried
+  BIN=$CARRY/bin
+  export LD_LIBRARY_PATH="$CARRY/lib:${LD_LIBRARY_PATH:-}"
+  cp "$CARRY/build.log" "$OUT/build.log" 2>/dev/null
+  BAKED=$(cat "$CARRY/source_dir.txt" 2>/dev/null)
+  if [ -n "$BAKED" ] && [ ! -e "$BAKED" ]; then
+    mkdir -p "$(dirname "$BAKED")" 2>/dev/null && ln -s "$ROOT" "$BAKED" 2>/dev/null ||
+      echo "warning: cannot link $BAKED -> $ROOT; tests that read tools/ or configs/ will fail"
   fi
+elif configure_and_build "$OUT"; then
+  BUILD_STATUS=ok
+else
+  BUILD_STATUS=failed
 fi
 echo "[$(elapsed)s] build: $BUILD_STATUS (binaries in $BIN)"
 grep -E "spill (stores|loads)" "$OUT/build.log" 2>/dev/null | grep -v " 0 bytes spill stores, 0 bytes spill loads" \
@@ -176,8 +197,9 @@ for j in sorted(glob.glob(os.path.join(out, "bench_*.json"))):
     except Exception as e:
         s["bench"][name] = {"error": str(e), "rc": read(os.path.join(out, name + ".rc")).strip(),
                             "stderr_tail": read(os.path.join(out, name + ".err"))[-1500:]}
-with open(os.path.join(out, "summary.json"), "w") as f:
+with open(os.path.join(os.path.dirname(out), "summary.json"), "w") as f:
     json.dump(s, f, indent=2)
 print(json.dumps(s, indent=2)[:6000])
 PY
+tar -C "$FINAL" -czf "$FINAL/logs.tar.gz" logs && rm -rf "$OUT"
 echo "[$(elapsed)s] gpu_check done"
