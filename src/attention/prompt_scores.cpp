@@ -56,10 +56,7 @@ void PromptScorer::add_chunk(ThreadPool& pool, std::span<const PromptScoreSpec> 
     // observer draws for the same pair (keyformer_scores.h)
     sm.noise = [](const void* ctx, int64_t row, int head, int64_t n, float* x) {
       const auto& nz = *static_cast<const Noise*>(ctx);
-      thread_local std::vector<float> g;
-      g.resize(static_cast<size_t>(n));
-      gumbel_noise_row(nz.seed, nz.layer, head, nz.pos0 + row, nz.key_pos, n, g.data());
-      for (int64_t t = 0; t < n; ++t) x[t] += g[static_cast<size_t>(t)];
+      gumbel_noise_row_add(nz.seed, nz.layer, head, nz.pos0 + row, nz.key_pos, n, x);
     };
   }
   cpu::AttentionMassArgs a;

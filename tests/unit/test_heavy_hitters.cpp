@@ -84,17 +84,31 @@ TEST(Keyformer, GumbelNoiseOfARowIsTheScalarNoiseAndCoversTheTails) {
   std::vector<float> row(keys.size());
   gumbel_noise_row(11, 4, 5, 2999, keys.data(), static_cast<int64_t>(keys.size()), row.data());
   for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(row[i], gumbel_noise(11, 4, 5, 2999, keys[i])) << i;
-  // the row's noise on every ISA this CPU runs (the vectorized hash and logarithms) is the scalar one
-  std::vector<float> per_isa(keys.size());
+  // the row's noise on every ISA this CPU runs (the vectorized hashes and gathers) is the scalar
+  // one, for every length's tail
+  const float* table = cpu::gumbel_table();
+  std::vector<float> per_isa(keys.size() + 1);  // one past: nothing is written there
   for (cpu::CpuIsa isa : test::supported_cpu_isas()) {
-    cpu::gumbel_noise_span_isa(isa, 0x1234567890abcdefull, keys.data(), static_cast<int64_t>(keys.size()),
-                               per_isa.data());
-    for (size_t i = 0; i < keys.size(); ++i)
-      ASSERT_EQ(per_isa[i], cpu::gumbel_of_uniform(cpu::uniform_open(0x1234567890abcdefull, keys[i])))
-          << cpu::cpu_isa_label(isa) << " " << i;
+    for (int64_t n : {int64_t{1000}, int64_t{15}, int64_t{7}, int64_t{1}}) {
+      std::fill(per_isa.begin(), per_isa.end(), -1.0f);
+      cpu::gumbel_noise_span_isa(isa, false, 0x1234567890abcdefull, keys.data(), n, per_isa.data());
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(per_isa[static_cast<size_t>(i)],
+                  cpu::gumbel_of_hash(
+                      table, cpu::key_hash(cpu::fold_row(0x1234567890abcdefull), keys[static_cast<size_t>(i)])))
+            << cpu::cpu_isa_label(isa) << " n " << n << " key " << i;
+      ASSERT_EQ(per_isa[static_cast<size_t>(n)], -1.0f) << cpu::cpu_isa_label(isa) << " wrote past " << n;
+      // the adding form: x + g, with the same g
+      std::vector<float> x(per_isa.size(), 0.25f);
+      cpu::gumbel_noise_span_isa(isa, true, 0x1234567890abcdefull, keys.data(), n, x.data());
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(x[static_cast<size_t>(i)], 0.25f + per_isa[static_cast<size_t>(i)])
+            << cpu::cpu_isa_label(isa) << " " << i;
+      ASSERT_EQ(x[static_cast<size_t>(n)], 0.25f);
+    }
   }
-  // u = (2m + 1) / 2^24: g spans [-ln(-ln 2^-24), -ln(-ln(1 - 2^-24))] = [-2.81, 16.64], and
-  // P(g > 10) = 1 - exp(-e^-10) = 4.5e-5 is still sampled
+  // the draws reach both ends of the table: g_0 = -ln(-ln 2^-17) = -2.4667 and g_65535 = 11.7835;
+  // P(g > 10) is 3 quantiles of 2^16 (Gumbel's own: 1 - exp(-e^-10) = 4.54e-5)
   double lo = 0, hi = 0;
   int above10 = 0;
   const int n = 1 << 20;
@@ -103,9 +117,41 @@ TEST(Keyformer, GumbelNoiseOfARowIsTheScalarNoiseAndCoversTheTails) {
     lo = std::min(lo, g), hi = std::max(hi, g);
     above10 += g > 10.0;
   }
-  EXPECT_GE(lo, -2.82);
-  EXPECT_LE(hi, 16.64);
-  EXPECT_NEAR(above10, n * 4.54e-5, 5 * std::sqrt(n * 4.54e-5));
+  EXPECT_EQ(lo, table[0]);
+  EXPECT_EQ(hi, table[(1 << cpu::kGumbelTableBits) - 1]);
+  EXPECT_NEAR(table[0], -2.4667, 1e-4);
+  EXPECT_NEAR(table[(1 << cpu::kGumbelTableBits) - 1], 11.7835, 1e-4);
+  EXPECT_NEAR(above10, n * 3.0 / 65536, 5 * std::sqrt(n * 3.0 / 65536));
+}
+
+TEST(Keyformer, GumbelQuantilesAreTheDoublePrecisionOnesAndTheirIndicesAreUniform) {
+  // the table against -ln(-ln u) in double: within 2e-6 (its float logarithms are within 2 ulp)
+  const float* table = cpu::gumbel_table();
+  const int levels = 1 << cpu::kGumbelTableBits;
+  for (int i = 0; i < levels; ++i) {
+    const double u = (2.0 * i + 1) / (2.0 * levels);
+    const double want = -std::log(-std::log(u));
+    ASSERT_NEAR(table[i], want, 2e-6 * std::max(1.0, std::fabs(want))) << i;
+    if (i > 0) {
+      ASSERT_GT(table[i], table[i - 1]) << i;
+    }
+  }
+  // the top 8 bits of a row's key hashes and of one key's hashes over rows: χ² over 256 bins
+  // (255 degrees of freedom: mean 255, sd 22.6; 400 is 6.4 sd out)
+  auto chi2 = [](const std::vector<int>& bins, int draws) {
+    const double expect = static_cast<double>(draws) / static_cast<double>(bins.size());
+    double c = 0;
+    for (int b : bins) c += (b - expect) * (b - expect) / expect;
+    return c;
+  };
+  const int draws = 1 << 18;
+  std::vector<int> along_row(256), along_rows(256);
+  for (int i = 0; i < draws; ++i) {
+    ++along_row[cpu::key_hash(cpu::fold_row(0x0123456789abcdefull), i) >> 24];
+    ++along_rows[cpu::key_hash(cpu::fold_row(cpu::mix64(static_cast<uint64_t>(i))), 17) >> 24];
+  }
+  EXPECT_LT(chi2(along_row, draws), 400);
+  EXPECT_LT(chi2(along_rows, draws), 400);
 }
 
 TEST(Keyformer, FloatLogIsWithinTwoUlpOfLibm) {

@@ -14,9 +14,7 @@ float ln_normal(float x) { return cpu::ln_normal_inline(x); }  // kernels/cpu/gu
 
 namespace {
 
-using cpu::gumbel_of_uniform;  // the hash, its uniforms and the logarithms: kernels/cpu/gumbel_noise.h
-using cpu::mix64;
-using cpu::uniform_open;
+using cpu::mix64;  // the hashes and the quantile table: kernels/cpu/gumbel_noise.h
 
 // gumbel_noise's hash of everything but the key position: computed once per query row and head.
 uint64_t row_hash(uint64_t seed, int layer, int head, int64_t query_pos) {
@@ -35,12 +33,18 @@ float keyformer_tau(float tau_init, float tau_end, int64_t pos, int64_t prompt_l
 }
 
 float gumbel_noise(uint64_t seed, int layer, int head, int64_t query_pos, int64_t key_pos) {
-  return gumbel_of_uniform(uniform_open(row_hash(seed, layer, head, query_pos), key_pos));
+  return cpu::gumbel_of_hash(cpu::gumbel_table(),
+                             cpu::key_hash(cpu::fold_row(row_hash(seed, layer, head, query_pos)), key_pos));
 }
 
 void gumbel_noise_row(uint64_t seed, int layer, int head, int64_t query_pos, const int32_t* key_pos, int64_t n,
                       float* noise) {
   cpu::gumbel_noise_span(row_hash(seed, layer, head, query_pos), key_pos, n, noise);
+}
+
+void gumbel_noise_row_add(uint64_t seed, int layer, int head, int64_t query_pos, const int32_t* key_pos, int64_t n,
+                          float* x) {
+  cpu::gumbel_noise_add_span(row_hash(seed, layer, head, query_pos), key_pos, n, x);
 }
 
 void gumbel_softmax(const float* p, const float* noise, int64_t n, float tau, float* y) {

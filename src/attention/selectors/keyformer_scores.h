@@ -15,13 +15,17 @@ float keyformer_tau(float tau_init, float tau_end, int64_t pos, int64_t prompt_l
 
 // Gumbel(0, 1) noise for one (layer, query head, query position, key position) as a pure function
 // of the seed (a counter-based hash, not a stream): the same seed gives the same scores whatever
-// the thread split, the batch or the order in which heads are visited.
+// the thread split, the batch or the order in which heads are visited. The draw is one of 2^16
+// equiprobable quantiles (kernels/cpu/gumbel_noise.h).
 float gumbel_noise(uint64_t seed, int layer, int head, int64_t query_pos, int64_t key_pos);
 
 // noise[i] = gumbel_noise(seed, layer, head, query_pos, key_pos[i]) for one query row, bit for bit,
-// with the row's part of the hash computed once and the logarithms in loops that vectorize.
+// with the row's part of the hash computed once and the keys' hashes and table loads vectorized.
 void gumbel_noise_row(uint64_t seed, int layer, int head, int64_t query_pos, const int32_t* key_pos, int64_t n,
                       float* noise);
+// x[i] += the same noise: a prompt row's scores take it in place.
+void gumbel_noise_row_add(uint64_t seed, int layer, int head, int64_t query_pos, const int32_t* key_pos, int64_t n,
+                          float* x);
 
 // ln x for a normal, finite x > 0 in float, branch-free and elementwise so that loops of it
 // vectorize (libm's scalar calls were most of keyformer's prefill); within 2 ulp of std::log.
