@@ -402,12 +402,15 @@ def ruler_table(rows, out_dir, written):
         # a length whose sweep has not run every task yet: its mean pools fewer tasks, say so
         part = f", {len(m['tasks'])} of {most} tasks so far" if len(m["tasks"]) < most else ""
         lines.append(f"### {m['length']} tokens ({value_text(m['samples'])} samples per task{part})\n")
-        lines.append("| policy | " + " | ".join(m["tasks"]) + " | mean |")
-        lines.append("|---" * (len(m["tasks"]) + 2) + "|")
+        # each mean as a share of full's (the target is stated so), when full ran
+        full = next((p["mean"]["score"] for p in m["policies"] if p["policy"] == "full"), None)
+        share = (lambda p: f" {100 * p['mean']['score'] / full:.0f}% |") if full else (lambda p: "")
+        lines.append("| policy | " + " | ".join(m["tasks"]) + " | mean |" + (" of full |" if full else ""))
+        lines.append("|---" * (len(m["tasks"]) + 2 + (1 if full else 0)) + "|")
         cell = lambda s: f"{s['score']:.1f} ({s['ci95'][0]:.0f}–{s['ci95'][1]:.0f})" if s else "–"
         for p in m["policies"]:
             lines.append(f"| {p['policy']} | " + " | ".join(cell(p["tasks"].get(t)) for t in m["tasks"]) +
-                         f" | **{cell(p['mean'])}** |")
+                         f" | **{cell(p['mean'])}** |" + share(p))
         lines.append("")
     path = os.path.join(out_dir, "ruler_table.md")
     with open(path, "w", encoding="utf-8") as f:

@@ -273,7 +273,9 @@ TEST(PlotSweep, CommittedResultsGiveValidPngs) {
   const std::string pooled = table("ruler_by_task.jsonl");
   EXPECT_EQ(pooled, table("ruler_all_tasks.jsonl"));
   EXPECT_NE(pooled.find("| niah_single_1 | niah_multivalue | mean |"), std::string::npos) << pooled;
-  EXPECT_NE(pooled.find("**93.8 (82–100)**"), std::string::npos) << pooled;  // hybrid: a mean ± 1.96 SE
+  EXPECT_NE(pooled.find("**93.8 (82–100)** | 94% |"), std::string::npos)
+      << pooled;  // hybrid: mean ± 1.96 SE, of full's
+  EXPECT_NE(pooled.find("| mean | of full |"), std::string::npos) << pooled;
   {  // a longer length with one of the two tasks done so far: its heading says its mean pools fewer
     const std::vector<std::string> rows = lines_of(data / "ruler_by_task.jsonl");
     nlohmann::json longer = nlohmann::json::parse(rows.at(0));
