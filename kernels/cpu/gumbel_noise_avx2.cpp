@@ -13,6 +13,8 @@ void span(const float* table, uint32_t row32, const int32_t* key_pos, int64_t n,
   const __m256i golden = _mm256_set1_epi32(static_cast<int32_t>(0x9E3779B9u));
   const __m256i c1 = _mm256_set1_epi32(static_cast<int32_t>(0x85EBCA6Bu));
   const __m256i c2 = _mm256_set1_epi32(static_cast<int32_t>(0xC2B2AE35u));
+  // every lane gathered; the masked form with a zero source, as in the AVX-512 build
+  const __m256 all = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256i keys = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(key_pos + i));
@@ -21,8 +23,6 @@ void span(const float* table, uint32_t row32, const int32_t* key_pos, int64_t n,
     h = _mm256_mullo_epi32(_mm256_xor_si256(h, _mm256_srli_epi32(h, 13)), c2);
     h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
     const __m256i index = _mm256_srli_epi32(h, 32 - kGumbelTableBits);
-    // the masked form with a zero source, as in the AVX-512 build
-    const __m256 all = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
     const __m256 g = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), table, index, all, 4);
     _mm256_storeu_ps(out + i, kAdd ? _mm256_add_ps(_mm256_loadu_ps(out + i), g) : g);
   }

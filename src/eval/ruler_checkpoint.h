@@ -8,10 +8,10 @@
 // per task, seed, tasks, answer tokens, each policy's label and attention). Then one line per
 // sample: {"task", "index", "prompt": FNV-1a of its token ids (util/hash.h), "prefill": {label:
 // role}, "replies": {label: text}}. A run reuses a line whose task, index and prompt match the
-// sample it would make (the prompt's hash covers the tokenizer, the chat template, the haystack and
-// the seed); it scores the stored replies again. A file of another run is an error naming what differs; the
-// torn last line of a run killed while writing it is dropped. Lines are flushed and synced one by
-// one.
+// sample it would make (the prompt's hash covers the tokenizer, the chat template, the haystack
+// and the seed); it scores the stored replies again, and runs a sample whose line's prompt differs
+// again. A file of another run is an error naming what differs; the torn last line of a run killed
+// while writing it is dropped. Lines are flushed and synced one by one.
 #pragma once
 #include <cstdint>
 #include <cstdio>
