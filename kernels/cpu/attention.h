@@ -14,6 +14,9 @@ constexpr int kMaxHeadDim = 512;
 // dst[0:n] = src[0:n] converted to the cache dtype (f32, f16 or bf16; round to nearest even).
 void store_kv_row(DType kv_dtype, void* dst, const float* src, int n);
 
+// dst[0:n] = src[0:n] as a cache of that dtype gives it back: rounded as store_kv_row rounds, in fp32.
+void round_kv_row(DType kv_dtype, const float* src, float* dst, int n);
+
 // Writes k, v ([n, n_kv_heads * head_dim] fp32) to cache slots pos0 .. pos0+n-1.
 void kv_store_rows(DType kv_dtype, void* k_cache, void* v_cache, int64_t capacity, int n_kv_heads,
                    int head_dim, const float* k, const float* v, int64_t n, int64_t pos0);

@@ -29,6 +29,20 @@ void store_kv_row(DType kv_dtype, void* dst, const float* src, int n) {
   }
 }
 
+void round_kv_row(DType kv_dtype, const float* src, float* dst, int n) {
+  switch (kv_dtype) {
+    case DType::BF16:
+      for (int d = 0; d < n; ++d) dst[d] = bf16_to_fp32(fp32_to_bf16(src[d]));
+      break;
+    case DType::F16:
+      for (int d = 0; d < n; ++d) dst[d] = f16_to_fp32(fp32_to_f16(src[d]));
+      break;
+    default:
+      std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n));
+      break;
+  }
+}
+
 void kv_store_rows(DType kv_dtype, void* k_cache, void* v_cache, int64_t capacity, int n_kv_heads, int head_dim,
                    const float* k, const float* v, int64_t n, int64_t pos0) {
   const int64_t kv_dim = static_cast<int64_t>(n_kv_heads) * head_dim;

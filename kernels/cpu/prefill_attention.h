@@ -22,6 +22,14 @@ namespace hg::cpu {
 
 using hg::KvLayout;  // the K and V caches the kernel reads (kernels/kv_layout.h); head_dim as in the args
 
+// One softmax of the prompt scores (attention_mass, below): x = (score + noise) · inv_tau.
+struct MassSoftmax {
+  float inv_tau = 1.0f;
+  // Optional: adds the noise of (row, head) for keys [0, n) to x[0, n), before inv_tau.
+  void (*noise)(const void* ctx, int64_t row, int head, int64_t n, float* x) = nullptr;
+  const void* noise_ctx = nullptr;
+};
+
 struct PrefillAttentionArgs {
   const float* q = nullptr;  // [n_rows][ld_q]: head h of row i at q + i * ld_q + h * head_dim
   int64_t ld_q = 0;
@@ -36,6 +44,13 @@ struct PrefillAttentionArgs {
   int64_t ld_out = 0;
   float* lse = nullptr;  // [n_rows][ld_lse]: log Σ exp(scores); -inf where a row sees nothing
   int64_t ld_lse = 0;
+  // Optional: the rows' prompt scores as attention_mass (below) gives them, from this call's own
+  // score tiles instead of a second Q·Kᵀ: the item's sums of softmax s go to mass[s] + item *
+  // ld_mass (attention_mass_keys of the item long, overwritten). Their keys are the cache's, in its
+  // dtype: the scores of the attention the rows ran.
+  std::span<const MassSoftmax> mass_softmax;
+  float* const* mass = nullptr;
+  int64_t ld_mass = 0;
 };
 
 // The arguments for dense rows: q and out [n_rows][n_heads * head_dim], lse [n_rows][n_heads].
@@ -46,6 +61,7 @@ PrefillAttentionArgs dense_prefill_args(const float* q, int64_t n_rows, int n_he
 // Per-thread workspace: one query tile and one key tile in fp32; grows once, then is reused.
 struct PrefillAttentionScratch {
   std::vector<float> q, k, v, scores, acc, row_max, row_sum;
+  std::vector<float> x, row;  // with prompt scores: the item's scores over every key it sees; a spare row
 };
 
 // Query rows per tile for a GQA group size (the tile holds rows × group query vectors).
@@ -74,12 +90,6 @@ void prefill_attention_scalar(const PrefillAttentionArgs& a, int64_t item_begin,
 // head_dim. Work items are (query tile, kv-head) pairs as in prefill_attention; each item's sums
 // go to a buffer of its own, so that a caller can add the items of a kv-head in item order and
 // get the same bits whatever the thread split.
-struct MassSoftmax {
-  float inv_tau = 1.0f;
-  // Optional: adds the noise of (row, head) for keys [0, n) to x[0, n), before inv_tau.
-  void (*noise)(const void* ctx, int64_t row, int head, int64_t n, float* x) = nullptr;
-  const void* noise_ctx = nullptr;
-};
 
 struct AttentionMassArgs {
   const float* q = nullptr;  // [n_rows][ld_q], head h of row i at q + i * ld_q + h * head_dim

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
+#include <vector>
 
 #include "kernels/cpu/prefill_attention.h"
 #include "kernels/cpu/sgemm.h"
@@ -110,6 +112,39 @@ const float* kv_tile(const KvLayout& c, int g, int64_t t, int64_t n, float* buf)
   return buf;
 }
 
+// The softmaxes of attention_mass (prefill_attention.h) over one item's scores x [m_rows][ld_x]
+// (query vector m: row r0 + m / group, head g * group + m % group; its keys [0, n_visible)): per
+// query vector each softmax and its column sums, in strips that vectorize (a softmax before the last
+// works on a copy of the row, the last in place). mass[v][t] for t < k_end is overwritten. The rows
+// are added in order, so the item's sums do not depend on anything but its scores, nor on the
+// other softmaxes of the call.
+inline void mass_of_scores(std::span<const MassSoftmax> softmax, const int64_t* n_visible, int64_t r0, int group, int g,
+                           int64_t m_rows, int64_t k_end, float* x_all, int64_t ld_x, float* const* mass,
+                           std::vector<float>& row) {
+  const size_t n_softmax = softmax.size();
+  for (size_t v = 0; v < n_softmax; ++v) std::fill(mass[v], mass[v] + k_end, 0.0f);
+  if (n_softmax > 1) row.resize(static_cast<size_t>(k_end));
+  for (int64_t m = 0; m < m_rows; ++m) {
+    const int64_t valid = std::min(n_visible[r0 + m / group], k_end);
+    if (valid <= 0) continue;
+    float* scores = x_all + m * ld_x;
+    for (size_t v = 0; v < n_softmax; ++v) {
+      const MassSoftmax& sm = softmax[v];
+      float* x = scores;
+      if (v + 1 < n_softmax) {
+        x = row.data();
+        std::copy_n(scores, valid, x);
+      }
+      if (sm.noise) sm.noise(sm.noise_ctx, r0 + m / group, g * group + static_cast<int>(m % group), valid, x);
+      if (sm.inv_tau != 1.0f) scale_row(x, valid, sm.inv_tau);
+      const float sum = strip_exp_sum(x, valid, strip_max(x, valid));
+      const float inv = 1.0f / sum;
+      float* out = mass[v];
+      for (int64_t t = 0; t < valid; ++t) out[t] += x[t] * inv;
+    }
+  }
+}
+
 template <TileDequantFn Dequant>
 void prefill_attention_tiles(const PrefillAttentionArgs& a, int64_t item_begin, int64_t item_end,
                              PrefillAttentionScratch& s) {
@@ -139,6 +174,8 @@ void prefill_attention_tiles(const PrefillAttentionArgs& a, int64_t item_begin, 
         float* dst = s.q.data() + (r * group + j) * hd;
         for (int d = 0; d < hd; ++d) dst[d] = src[d] * a.scale;
       }
+    const bool scored = !a.mass_softmax.empty();
+    if (scored) s.x.resize(static_cast<size_t>(m_rows * k_end));
     std::fill(s.acc.begin(), s.acc.begin() + m_rows * hd, 0.0f);
     std::fill(s.row_max.begin(), s.row_max.begin() + m_rows, -INFINITY);
     std::fill(s.row_sum.begin(), s.row_sum.begin() + m_rows, 0.0f);
@@ -150,6 +187,8 @@ void prefill_attention_tiles(const PrefillAttentionArgs& a, int64_t item_begin, 
       const float* vt = kv_tile<Dequant>(a.v, g, k0, n, s.v.data());
       // S = Q · Kᵀ  [m_rows][n]
       sgemm(m_rows, n, hd, s.q.data(), hd, kt, hd, 0.0f, s.scores.data(), n);
+      if (scored)  // kept for the prompt scores, before the softmax overwrites it
+        for (int64_t m = 0; m < m_rows; ++m) std::copy_n(s.scores.data() + m * n, n, s.x.data() + m * k_end + k0);
       for (int64_t m = 0; m < m_rows; ++m) {
         float* p = s.scores.data() + m * n;
         const int64_t valid = std::clamp<int64_t>(a.n_visible[r0 + m / group] - k0, 0, n);
@@ -185,14 +224,17 @@ void prefill_attention_tiles(const PrefillAttentionArgs& a, int64_t item_begin, 
           a.lse[(r0 + r) * a.ld_lse + h] = -INFINITY;
         }
       }
+    if (scored) {
+      std::vector<float*> mass(a.mass_softmax.size());
+      for (size_t v = 0; v < mass.size(); ++v) mass[v] = a.mass[v] + item * a.ld_mass;
+      mass_of_scores(a.mass_softmax, a.n_visible, r0, group, g, m_rows, k_end, s.x.data(), k_end, mass.data(), s.row);
+    }
   }
 }
 
 // attention_mass (prefill_attention.h) for one item: the scores of the tile's query vectors over
 // every key they see in one sgemm (the buffer is [m][k_end]: 24 MB at 32K keys, streamed), then
-// per query vector each softmax and its column sums in strips that vectorize (a softmax before the
-// last works on a copy of the row, the last in place). The rows are added in order, so the item's
-// sums do not depend on anything but its inputs, nor on the other softmaxes of the call.
+// mass_of_scores.
 inline void attention_mass_tile(const AttentionMassArgs& a, int64_t item, float* const* mass, AttentionMassScratch& s) {
   const int hd = a.head_dim;
   const int group = a.n_heads / a.n_kv_heads;
@@ -201,14 +243,11 @@ inline void attention_mass_tile(const AttentionMassArgs& a, int64_t item, float*
   const int64_t r0 = item / a.n_kv_heads * tile_rows;
   const int64_t rows = std::min(tile_rows, a.n_rows - r0);
   const int64_t m_rows = rows * group;
-  const size_t n_softmax = a.softmax.size();
   int64_t k_end = 0;
   for (int64_t r = 0; r < rows; ++r) k_end = std::max(k_end, a.n_visible[r0 + r]);
-  for (size_t v = 0; v < n_softmax; ++v) std::fill(mass[v], mass[v] + k_end, 0.0f);
   if (k_end == 0) return;
   s.q.resize(static_cast<size_t>(m_rows * hd));
   s.x.resize(static_cast<size_t>(m_rows * k_end));
-  if (n_softmax > 1) s.row.resize(static_cast<size_t>(k_end));
   for (int64_t r = 0; r < rows; ++r)
     for (int j = 0; j < group; ++j) {
       const float* src = a.q + (r0 + r) * a.ld_q + static_cast<int64_t>(g * group + j) * hd;
@@ -218,25 +257,7 @@ inline void attention_mass_tile(const AttentionMassArgs& a, int64_t item, float*
   SingleThreadedOmp omp_guard;
   // X = Q · Kᵀ  [m_rows][k_end]
   sgemm(m_rows, k_end, hd, s.q.data(), hd, a.k + static_cast<int64_t>(g) * hd, a.ld_k, 0.0f, s.x.data(), k_end);
-  for (int64_t m = 0; m < m_rows; ++m) {
-    const int64_t valid = std::min(a.n_visible[r0 + m / group], k_end);
-    if (valid <= 0) continue;
-    float* scores = s.x.data() + m * k_end;
-    for (size_t v = 0; v < n_softmax; ++v) {
-      const MassSoftmax& sm = a.softmax[v];
-      float* x = scores;
-      if (v + 1 < n_softmax) {
-        x = s.row.data();
-        std::copy_n(scores, valid, x);
-      }
-      if (sm.noise) sm.noise(sm.noise_ctx, r0 + m / group, g * group + static_cast<int>(m % group), valid, x);
-      if (sm.inv_tau != 1.0f) scale_row(x, valid, sm.inv_tau);
-      const float sum = strip_exp_sum(x, valid, strip_max(x, valid));
-      const float inv = 1.0f / sum;
-      float* out = mass[v];
-      for (int64_t t = 0; t < valid; ++t) out[t] += x[t] * inv;
-    }
-  }
+  mass_of_scores(a.softmax, a.n_visible, r0, group, g, m_rows, k_end, s.x.data(), k_end, mass, s.row);
 }
 
 }  // namespace

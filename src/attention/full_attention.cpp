@@ -37,6 +37,18 @@ class FullAttention final : public LayerAttention {
     }
   }
 
+  // One sequence's rows (a recorded prefill): the device's attention keeps its scores for the sink.
+  bool attend_scored(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
+                     float* out, const PromptMassSink& sink) override {
+    const TokenRow& first = rows.front();
+    for (const TokenRow& r : rows)
+      if (r.seq != first.seq) return LayerAttention::attend_scored(layer, q, k, v, rows, out, sink);
+    const KvView& view = kv_.view(first.seq, layer);
+    device_.kv_store(view, k, v, static_cast<int>(rows.size()), first.pos);
+    return device_.attention_scored(q, static_cast<int>(rows.size()), spec_.n_heads, view, first.pos,
+                                    1.0f / std::sqrt(static_cast<float>(spec_.head_dim)), out, sink);
+  }
+
   void end_step(const std::vector<TokenRow>& rows) override {
     for (size_t i = 0; i < rows.size(); ++i)
       if (i + 1 == rows.size() || rows[i + 1].seq != rows[i].seq) kv_.set_length(rows[i].seq, rows[i].pos + 1);

@@ -69,6 +69,14 @@ class LayerAttention {
   // q: [n, q_dim] after RoPE; k, v: [n, kv_dim]. Stores k and v, writes out [n, q_dim].
   virtual void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
                       float* out) = 0;
+  // attend(), in a prefill that records the rows' prompt scores (engine/prefill_recorder.h): true
+  // when the stage's attention also wrote them into `sink` from its own Q·Kᵀ (Device::
+  // attention_scored), false when the recorder computes them itself (the default).
+  virtual bool attend_scored(int layer, const float* q, const float* k, const float* v,
+                             const std::vector<TokenRow>& rows, float* out, const PromptMassSink& /*sink*/) {
+    attend(layer, q, k, v, rows, out);
+    return false;
+  }
   virtual void end_step(const std::vector<TokenRow>& rows) = 0;
   // Makes `seq` (empty) n_tokens long with the K/V rows of `rows`, written where a prefill of that
   // length puts them; no attention runs (attention/kv_fill.h: random rows for benchmarks, a

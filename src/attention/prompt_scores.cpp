@@ -36,7 +36,13 @@ void PromptScorer::add_chunk(ThreadPool& pool, std::span<const PromptScoreSpec> 
                              const float* q, int n_rows, int64_t pos0, const float* k,
                              std::span<std::vector<float>> scores) {
   if (specs.empty()) return;
-  const int n_kv = m.n_kv_heads;
+  begin_chunk(specs, m, layer, n_rows, pos0);
+  compute_chunk(pool, q, k);
+  end_chunk(pool, scores);
+}
+
+PromptMassSink PromptScorer::begin_chunk(std::span<const PromptScoreSpec> specs, const ModelSpec& m, int layer,
+                                         int n_rows, int64_t pos0) {
   const int64_t n_keys = pos0 + n_rows;
   visible_.resize(static_cast<size_t>(n_rows));
   for (int i = 0; i < n_rows; ++i) visible_[static_cast<size_t>(i)] = pos0 + i + 1;
@@ -59,39 +65,53 @@ void PromptScorer::add_chunk(ThreadPool& pool, std::span<const PromptScoreSpec> 
       gumbel_noise_row_add(nz.seed, nz.layer, head, nz.pos0 + row, nz.key_pos, n, x);
     };
   }
-  cpu::AttentionMassArgs a;
-  a.q = q;
+  cpu::AttentionMassArgs& a = args_;
+  a = cpu::AttentionMassArgs{};
   a.ld_q = m.q_dim();
   a.n_rows = n_rows;
   a.n_heads = m.n_heads;
-  a.n_kv_heads = n_kv;
+  a.n_kv_heads = m.n_kv_heads;
   a.head_dim = m.head_dim;
   a.scale = 1.0f / std::sqrt(static_cast<float>(m.head_dim));
-  a.k = k;
   a.ld_k = m.kv_dim();
   a.n_visible = visible_.data();
   a.softmax = softmax_;
-  const int64_t n_items = cpu::attention_mass_items(a);
-  const size_t spec_stride = static_cast<size_t>(n_items * n_keys);
+  n_items_ = cpu::attention_mass_items(a);
+  n_keys_ = n_keys;
+  const size_t spec_stride = static_cast<size_t>(n_items_ * n_keys);
   items_.resize(specs.size() * spec_stride);
+  mass_.resize(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) mass_[i] = items_.data() + i * spec_stride;
+  return PromptMassSink{softmax_, mass_.data(), n_keys};
+}
+
+void PromptScorer::compute_chunk(ThreadPool& pool, const float* q, const float* k) {
+  args_.q = q;
+  args_.k = k;
   if (scratch_.size() < static_cast<size_t>(pool.size())) scratch_.resize(static_cast<size_t>(pool.size()));
-  pool.parallel_for(n_items, [&](int64_t b, int64_t e, int thread) {
-    std::vector<float*> mass(specs.size());
+  pool.parallel_for(n_items_, [&](int64_t b, int64_t e, int thread) {
+    std::vector<float*> mass(mass_.size());
     for (int64_t item = b; item < e; ++item) {
-      for (size_t i = 0; i < specs.size(); ++i) mass[i] = items_.data() + i * spec_stride + item * n_keys;
-      cpu::attention_mass(a, item, mass.data(), scratch_[static_cast<size_t>(thread)]);
+      for (size_t i = 0; i < mass_.size(); ++i) mass[i] = mass_[i] + item * n_keys_;
+      cpu::attention_mass(args_, item, mass.data(), scratch_[static_cast<size_t>(thread)]);
     }
   });
+}
+
+void PromptScorer::end_chunk(ThreadPool& pool, std::span<std::vector<float>> scores) {
   // The items onto the scores in item order (a kv-head's items are every n_kv-th): the same sums
   // for any thread split.
-  for (size_t i = 0; i < specs.size(); ++i) {
+  const cpu::AttentionMassArgs& a = args_;
+  const int n_kv = a.n_kv_heads;
+  const int64_t n_keys = n_keys_;
+  for (size_t i = 0; i < mass_.size(); ++i) {
     std::vector<float>& out = scores[i];
-    const float* spec_items = items_.data() + i * spec_stride;
+    const float* spec_items = mass_[i];
     out.resize(static_cast<size_t>(n_keys * n_kv), 0.0f);
     pool.parallel_for(
         n_keys,
         [&](int64_t t0, int64_t t1, int) {
-          for (int64_t item = 0; item < n_items; ++item) {
+          for (int64_t item = 0; item < n_items_; ++item) {
             const int g = static_cast<int>(item % n_kv);
             const int64_t keys = std::min(t1, cpu::attention_mass_keys(a, item));
             const float* src = spec_items + item * n_keys;

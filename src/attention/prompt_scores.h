@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "device/device.h"
 #include "hybridgen/model.h"
 #include "kernels/cpu/prefill_attention.h"
 #include "util/thread_pool.h"
@@ -42,6 +43,15 @@ class PromptScorer {
   void add_chunk(ThreadPool& pool, std::span<const PromptScoreSpec> specs, const ModelSpec& m, int layer,
                  const float* q, int n_rows, int64_t pos0, const float* k, std::span<std::vector<float>> scores);
 
+  // add_chunk in three steps, for a prefill whose attention computes the sums from its own Q·Kᵀ
+  // (Device::attention_scored): begin_chunk sizes the work items' buffers and returns where they
+  // are; the attention fills them, or compute_chunk does (add_chunk's q and k); end_chunk adds them
+  // onto the scores in item order.
+  PromptMassSink begin_chunk(std::span<const PromptScoreSpec> specs, const ModelSpec& m, int layer, int n_rows,
+                             int64_t pos0);
+  void compute_chunk(ThreadPool& pool, const float* q, const float* k);
+  void end_chunk(ThreadPool& pool, std::span<std::vector<float>> scores);
+
  private:
   // What the Gumbel noise of a spec is drawn from (keyformer_scores.h's gumbel_noise_row).
   struct Noise {
@@ -56,6 +66,9 @@ class PromptScorer {
   std::vector<int32_t> key_pos_;  // 0, 1, 2, ...: the Gumbel noise's key positions
   std::vector<Noise> noise_;      // per spec
   std::vector<cpu::MassSoftmax> softmax_;
+  cpu::AttentionMassArgs args_;  // the chunk's, between begin_chunk and end_chunk
+  std::vector<float*> mass_;     // per spec: its first item's buffer in items_
+  int64_t n_items_ = 0, n_keys_ = 0;
 };
 
 }  // namespace hg

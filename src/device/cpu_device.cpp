@@ -280,7 +280,18 @@ class CpuDevice final : public Device {
   // is f32, f16 or bf16 (EngineOptions::kv_dtype), which both take.
   void attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) override {
     if (n <= kSplitMaxRows) return split_attention(q, n, n_heads, kv, past, scale, out);
-    tiled_attention(q, n, n_heads, kv, past, scale, out);
+    tiled_attention(q, n, n_heads, kv, past, scale, out, nullptr);
+  }
+  // The tiled kernel keeps each item's score tiles for the prompt scores; a few rows take the
+  // split kernel, whose scores are not kept (the caller computes those rows').
+  bool attention_scored(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out,
+                        const PromptMassSink& sink) override {
+    if (n <= kSplitMaxRows) {
+      split_attention(q, n, n_heads, kv, past, scale, out);
+      return false;
+    }
+    tiled_attention(q, n, n_heads, kv, past, scale, out, &sink);
+    return true;
   }
 
   // The copy "stream" is a thread that runs queued memcpys in order; a fence is the count of
@@ -374,13 +385,19 @@ class CpuDevice final : public Device {
   // splits items in contiguous runs and a later query tile sees more keys, so items go out
   // pairing the cheapest tile left with the dearest (0, T-1, 1, T-2, ...): every run holds about
   // the same number of score products.
-  void tiled_attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) {
+  void tiled_attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out,
+                       const PromptMassSink* sink) {
     visible_.resize(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) visible_[static_cast<size_t>(i)] = past + i + 1;
     lse_.resize(static_cast<size_t>(n) * static_cast<size_t>(n_heads));  // the kernel writes it; unused here
     const KvLayout k = kv.k_layout(), v = kv.v_layout();
-    const cpu::PrefillAttentionArgs a = cpu::dense_prefill_args(q, n, n_heads, kv.n_kv_heads, kv.head_dim, scale, k, v,
-                                                                visible_.data(), out, lse_.data());
+    cpu::PrefillAttentionArgs a = cpu::dense_prefill_args(q, n, n_heads, kv.n_kv_heads, kv.head_dim, scale, k, v,
+                                                          visible_.data(), out, lse_.data());
+    if (sink) {
+      a.mass_softmax = sink->softmax;
+      a.mass = sink->mass;
+      a.ld_mass = sink->ld_mass;
+    }
     if (tile_scratch_.size() < static_cast<size_t>(pool_.size()))
       tile_scratch_.resize(static_cast<size_t>(pool_.size()));
     const int64_t heads = kv.n_kv_heads;

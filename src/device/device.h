@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "hybridgen/dtype.h"
@@ -15,6 +16,18 @@
 namespace hg {
 
 class ThreadPool;
+namespace cpu {
+struct MassSoftmax;  // kernels/cpu/prefill_attention.h
+}
+
+// Where a recorded prefill wants its rows' prompt scores (attention/prompt_scores.h) from the
+// attention's own scores: cpu::PrefillAttentionArgs's mass fields (softmax s's sums of work item i
+// at mass[s] + i * ld_mass).
+struct PromptMassSink {
+  std::span<const cpu::MassSoftmax> softmax;
+  float* const* mass = nullptr;
+  int64_t ld_mass = 0;
+};
 
 // A weight as the device holds it. Matrices stay in their stored dtype ([rows, cols], row-major);
 // vectors (norm weights, biases) are converted to fp32 at upload.
@@ -124,6 +137,14 @@ class Device {
   // [0, past + i] (row i). q: [n, n_heads, head_dim]; out: [n, n_heads, head_dim].
   // GQA: query head h reads kv head h / (n_heads / n_kv_heads).
   virtual void attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) = 0;
+  // attention(), and the rows' prompt scores into `sink` from the same Q·Kᵀ where this device
+  // computes them so (returns true: the CPU device's tiled kernel); false where the caller
+  // computes them itself.
+  virtual bool attention_scored(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out,
+                                const PromptMassSink& /*sink*/) {
+    attention(q, n, n_heads, kv, past, scale, out);
+    return false;
+  }
 
   // ---- copy stream: host -> device traffic that overlaps the compute stream ----
   // Queues a host -> device copy on the copy stream (CUDA: cudaMemcpyAsync on `copy`; CPU

@@ -281,7 +281,9 @@ bool Engine::prefill(int seq, std::span<const int32_t> tokens, float* logits_las
                 std::to_string(im.model.spec.max_ctx) + ")");
   const auto t0 = std::chrono::steady_clock::now();
   std::optional<PrefillRecorder> recorder;
-  if (record) recorder.emplace(*record, im.model.spec, record->score_names.empty() ? nullptr : &im.scores_pool());
+  if (record)
+    recorder.emplace(*record, im.model.spec, im.options.kv_dtype,
+                     record->score_names.empty() ? nullptr : &im.scores_pool());
   PrefillRecorder* rec = recorder ? &*recorder : nullptr;
   // Stopped midway, the state holds rows of tokens it does not list (not kept as one), and a
   // placed prompt leaves the sequence empty.

@@ -5,14 +5,25 @@
 #include "device/device.h"
 #include "engine/forward.h"
 #include "hybridgen/error.h"
+#include "kernels/cpu/attention.h"
 
 namespace hg {
 
-PrefillRecorder::PrefillRecorder(PrefillState& state, const ModelSpec& spec, ThreadPool* pool)
-    : state_(state), spec_(spec), pool_(pool) {
+PrefillRecorder::PrefillRecorder(PrefillState& state, const ModelSpec& spec, DType kv_dtype, ThreadPool* pool)
+    : state_(state), spec_(spec), pool_(pool), kv_dtype_(kv_dtype) {
   for (const std::string& name : state_.score_names) specs_.push_back(PromptScoreSpec::parse(name));
   if (!specs_.empty() && !pool_) throw Error("prefill state: prompt scores need a thread pool to run on");
   for (PrefillState::Layer& l : state_.layers) l.scores.resize(specs_.size());
+  k_rounded_.resize(state_.layers.size());
+}
+
+void PrefillRecorder::attend(LayerAttention& attn, int layer, const float* q, const float* k, const float* v,
+                             const std::vector<TokenRow>& rows, float* out) {
+  scored_ = false;
+  if (specs_.empty()) return attn.attend(layer, q, k, v, rows, out);
+  const PromptMassSink sink =
+      scorer_.begin_chunk(specs_, spec_, layer, static_cast<int>(rows.size()), rows.front().pos);
+  scored_ = attn.attend_scored(layer, q, k, v, rows, out, sink);
 }
 
 void PrefillRecorder::record(Device& d, const Scratch& s, int layer, const std::vector<TokenRow>& rows) {
@@ -31,9 +42,19 @@ void PrefillRecorder::record(Device& d, const Scratch& s, int layer, const std::
     d.copy_to_host(l.q.data() + q0, s.q, sizeof(float) * q_rows * qd);
   }
   if (specs_.empty()) return;
-  q_.resize(n * qd);
-  d.copy_to_host(q_.data(), s.q, sizeof(float) * q_.size());
-  scorer_.add_chunk(*pool_, specs_, spec_, layer, q_.data(), static_cast<int>(n), pos0, l.k.data(), l.scores);
+  if (!scored_) {
+    q_.resize(n * qd);
+    d.copy_to_host(q_.data(), s.q, sizeof(float) * q_.size());
+    // the keys as the cache holds them, as the attention's own scores see them (rounded once: the
+    // rows this layer has not needed yet)
+    std::vector<float>& kr = k_rounded_[static_cast<size_t>(layer)];
+    for (size_t i = kr.size(); i < l.k.size(); i += kv) {
+      kr.resize(i + kv);
+      cpu::round_kv_row(kv_dtype_, l.k.data() + i, kr.data() + i, static_cast<int>(kv));
+    }
+    scorer_.compute_chunk(*pool_, q_.data(), kr.data());
+  }
+  scorer_.end_chunk(*pool_, l.scores);
 }
 
 }  // namespace hg

@@ -1,7 +1,9 @@
 // What a recorded prefill appends to its state (hybridgen/prefill_state.h), layer by layer as the
 // forward pass runs: the rows' K and V, the first kQueryRows queries, and the prompt scores the
 // state names (attention/prompt_scores.h: h2o's and keyformer's, from the rows' queries and every
-// key so far), computed on the host on `pool`.
+// key so far, in the cache's dtype: the scores of the attention the rows ran). Where the stage's
+// attention keeps its own Q·Kᵀ for them (LayerAttention::attend_scored: the CPU device's tiled
+// prefill) the scores cost no second Q·Kᵀ; elsewhere they are computed on the host on `pool`.
 #pragma once
 #include <vector>
 
@@ -17,10 +19,14 @@ struct Scratch;
 class PrefillRecorder {
  public:
   // pool: where the scores are computed (may be null when the state names none).
-  PrefillRecorder(PrefillState& state, const ModelSpec& spec, ThreadPool* pool);
+  // kv_dtype: the cache's, which the keys of the scores are rounded to.
+  PrefillRecorder(PrefillState& state, const ModelSpec& spec, DType kv_dtype, ThreadPool* pool);
   PrefillState& state() { return state_; }
-  // After `layer`'s attention of the rows (one sequence, positions from state().n_tokens()):
-  // q, k, v of the rows in the scratch (device memory).
+  // `layer`'s attention of the rows (one sequence, positions from state().n_tokens()) on `attn`,
+  // as LayerAttention::attend, keeping its scores where the stage can.
+  void attend(LayerAttention& attn, int layer, const float* q, const float* k, const float* v,
+              const std::vector<TokenRow>& rows, float* out);
+  // After attend: q, k, v of the rows in the scratch (device memory).
   void record(Device& d, const Scratch& s, int layer, const std::vector<TokenRow>& rows);
 
  private:
@@ -28,8 +34,12 @@ class PrefillRecorder {
   const ModelSpec& spec_;
   ThreadPool* pool_;
   std::vector<PromptScoreSpec> specs_;  // as state_.score_names
+  DType kv_dtype_;
   PromptScorer scorer_;
+  bool scored_ = false;   // the last attend's stage wrote the scores' sums
   std::vector<float> q_;  // the rows' queries on the host, for the scores
+  // per layer: its keys rounded to the cache's dtype, for the scores the recorder computes itself
+  std::vector<std::vector<float>> k_rounded_;
 };
 
 }  // namespace hg

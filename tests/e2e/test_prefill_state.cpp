@@ -29,6 +29,7 @@
 #include "hybridgen/error.h"
 #include "hybridgen/model.h"
 #include "hybridgen/prefill_state.h"
+#include "kernels/cpu/half.h"
 #include "test_expect.h"
 #include "test_util.h"
 
@@ -50,11 +51,11 @@ Policy small_policy(const std::string& preset) {
   return p;
 }
 
-std::unique_ptr<Engine> make_engine(const Model& model, const Policy& policy) {
+std::unique_ptr<Engine> make_engine(const Model& model, const Policy& policy, int ubatch = 64) {
   EngineOptions o;
   o.threads = 2;
   o.ctx = 400;
-  o.ubatch = 64;
+  o.ubatch = ubatch;
   o.policy = policy;
   return std::make_unique<Engine>(model, o);
 }
@@ -185,8 +186,9 @@ TEST(PrefillState, PoliciesThatPruneTheirPrefillRefuseAState) {
 }
 
 // Σ over the prompt's rows i >= t and the query heads of kv-head g of softmax(x_i)[t], in double,
-// straight from the state's queries and fp32 keys: x = q·k/√d (h2o), or (q·k/√d + Gumbel noise) /
-// τ with keyformer's noise for (layer, head, i, t) (keyformer).
+// straight from the state's queries and its fp32 keys rounded to bf16, as the engine's cache (its
+// default dtype) holds them and its attention read them: x = q·k/√d (h2o), or (q·k/√d + Gumbel
+// noise) / τ with keyformer's noise for (layer, head, i, t) (keyformer).
 std::vector<double> direct_scores(const PrefillState& st, const ModelSpec& m, int layer, int g, bool gumbel,
                                   uint64_t seed, double tau) {
   const int n = st.n_tokens(), hd = m.head_dim, group = m.n_heads / m.n_kv_heads;
@@ -199,7 +201,7 @@ std::vector<double> direct_scores(const PrefillState& st, const ModelSpec& m, in
         double dot = 0;
         for (int d = 0; d < hd; ++d)
           dot += static_cast<double>(l.q[static_cast<size_t>(i) * m.q_dim() + h * hd + d]) *
-                 l.k[static_cast<size_t>(t) * m.kv_dim() + g * hd + d];
+                 cpu::bf16_to_fp32(cpu::fp32_to_bf16(l.k[static_cast<size_t>(t) * m.kv_dim() + g * hd + d]));
         dot /= std::sqrt(static_cast<double>(hd));
         if (gumbel) dot = (dot + gumbel_noise(seed, layer, h, i, t)) / tau;
         x[static_cast<size_t>(t)] = dot;
@@ -215,6 +217,7 @@ TEST(PrefillState, DroppingPresetsKeepTheWindowAndThePromptsTopScoredTokens) {
   auto model = load_model(tiny_model("llama-gqa").string());
   const ModelSpec& m = model->spec;
   const auto prompt = random_ids(kPrompt, 71);
+  ASSERT_EQ(EngineOptions{}.kv_dtype, DType::BF16);  // what direct_scores rounds the keys to
   for (const std::string preset : {"h2o", "keyformer"}) {
     SCOPED_TRACE(preset);
     Policy p = small_policy(preset);
@@ -255,6 +258,20 @@ TEST(PrefillState, DroppingPresetsKeepTheWindowAndThePromptsTopScoredTokens) {
         std::sort(order.begin(), order.end());
         const auto kept = kv.heavy_positions(0, layer, g);
         EXPECT_EQ(std::vector<int32_t>(kept.begin(), kept.end()), order) << "layer " << layer << ", kv-head " << g;
+      }
+    // Chunks of 4 rows take the CPU device's split kernel, which keeps no scores: the recorder
+    // computes them itself, from the keys rounded as the cache holds them, to the same reference.
+    auto split = make_engine(*model, p, 4);
+    PrefillState st4;
+    split->prefill(0, prompt, nullptr, nullptr, &st4);
+    for (int layer : {0, m.n_layers - 1})
+      for (int g = 0; g < m.n_kv_heads; ++g) {
+        const auto& got = st4.layers[static_cast<size_t>(layer)].scores[0];
+        const auto want = direct_scores(st4, m, layer, g, preset == "keyformer", 5, 0.5);
+        for (int t = 0; t < kPrompt; ++t)
+          ASSERT_NEAR(got[static_cast<size_t>(t) * m.n_kv_heads + g], want[static_cast<size_t>(t)],
+                      1e-4 * std::max(1.0, want[static_cast<size_t>(t)]))
+              << "ubatch 4, layer " << layer << ", kv-head " << g << ", token " << t;
       }
   }
 }

@@ -341,6 +341,62 @@ TEST(AttentionMass, SoftmaxesOfOneCallGiveTheBitsOfEachAlone) {
   }
 }
 
+TEST(AttentionMass, PrefillAttentionKeepsItsScoresForThem) {
+  // With the mass fields set, the tiled prefill gives the prompt scores of its rows from its own
+  // score tiles: the bits attention_mass gives over the keys its cache holds (f32, or bf16 rounded),
+  // on every ISA, while its output and lse keep their bits
+  const std::vector<MassSoftmax> softmax{MassSoftmax{}, noisy_softmax(0.7f)};
+  struct Shape {
+    int n_heads, n_kv, hd;
+    int64_t n_rows, n_tokens, block_tokens, offset;
+  };
+  for (DType dt : {DType::F32, DType::BF16})
+    for (const Shape& sh :
+         {Shape{14, 2, 64, 70, 370, 4096, 301}, Shape{9, 3, 33, 130, 150, 48, 21}, Shape{4, 4, 16, 5, 5, 4096, 0}}) {
+      const Problem p = make_problem(dt, sh.n_heads, sh.n_kv, sh.hd, sh.n_rows, sh.n_tokens, sh.block_tokens, sh.offset,
+                                     11u + static_cast<uint32_t>(sh.hd));
+      const std::string what = std::string(dtype_name(dt)) + ", " + std::to_string(sh.n_heads) + "/" +
+                               std::to_string(sh.n_kv) + " heads, hd " + std::to_string(sh.hd) + ", rows " +
+                               std::to_string(sh.n_rows) + " at " + std::to_string(sh.offset);
+      // the same problem for attention_mass: the cache's values as the forward pass's key rows
+      MassProblem m{sh.n_heads, sh.n_kv, sh.hd, sh.n_rows, 0, p.q, {}, p.visible, softmax};
+      m.k.resize(static_cast<size_t>(sh.n_tokens * sh.n_kv * sh.hd));
+      for (int g = 0; g < sh.n_kv; ++g)
+        for (int64_t t = 0; t < sh.n_tokens; ++t)
+          for (int d = 0; d < sh.hd; ++d)
+            m.k[static_cast<size_t>((t * sh.n_kv + g) * sh.hd + d)] =
+                p.k.values[static_cast<size_t>((g * sh.n_tokens + t) * sh.hd + d)];
+      const AttentionMassArgs ma = m.args();
+      for (CpuIsa isa : test::supported_cpu_isas()) {
+        std::vector<float> plain_out, plain_lse, out, lse;
+        PrefillAttentionScratch scratch;
+        const PrefillAttentionArgs plain = p.args(plain_out, plain_lse);
+        const int64_t items = prefill_attention_items(plain);
+        prefill_attention_isa(isa, plain, 0, items, scratch);
+        PrefillAttentionArgs a = p.args(out, lse);
+        std::vector<std::vector<float>> mass(softmax.size(),
+                                             std::vector<float>(static_cast<size_t>(items * sh.n_tokens), -1.0f));
+        std::vector<float*> bases;
+        for (auto& v : mass) bases.push_back(v.data());
+        a.mass_softmax = softmax;
+        a.mass = bases.data();
+        a.ld_mass = sh.n_tokens;
+        prefill_attention_isa(isa, a, 0, items, scratch);
+        EXPECT_EQ(out, plain_out) << what;
+        EXPECT_EQ(lse, plain_lse) << what;
+        const auto want = item_masses(ma, isa);
+        ASSERT_EQ(static_cast<int64_t>(want.size()), items);
+        for (int64_t item = 0; item < items; ++item)
+          for (size_t v = 0; v < softmax.size(); ++v) {
+            const auto& w = want[static_cast<size_t>(item)][v];
+            const std::vector<float> got(mass[v].begin() + item * sh.n_tokens,
+                                         mass[v].begin() + item * sh.n_tokens + static_cast<int64_t>(w.size()));
+            EXPECT_EQ(got, w) << what << ", item " << item << ", softmax " << v << ", isa " << cpu_isa_label(isa);
+          }
+      }
+    }
+}
+
 TEST(AttentionMass, PromptScorerGivesTheSameBitsOnAnyPool) {
   ModelSpec m;
   m.n_heads = 14;
