@@ -3,9 +3,10 @@
 // every prompt row. The reference code of both (FMInference/H2O's H2OKVCache_LayerWise,
 // d-matrix-ai/keyformer-llm) prefills the whole prompt with full attention, sums each key's scores
 // over the prompt's query rows, and then evicts once: the recent window and the top-scored tokens
-// before it stay. Here the scores are computed beside any exact prefill, from its queries and fp32
-// keys (PrefillRecorder, engine/prefill_recorder.h), and kept in the prefill state under their
-// name, so that one prefill serves h2o, keyformer and every exact policy together.
+// before it stay. Here the scores are computed beside any exact prefill, from its queries and its
+// keys as the cache holds them (PrefillRecorder, engine/prefill_recorder.h; on the CPU device from
+// the prefill attention's own score tiles), and kept in the prefill state under their name, so
+// that one prefill serves h2o, keyformer and every exact policy together.
 #pragma once
 #include <cstdint>
 #include <span>
