@@ -104,12 +104,13 @@ def label(row, keys):
 
 
 def footer(fig, rows):
-    r = rows[0]
-    machine = r.get("machine", {})
-    commits = list(dict.fromkeys(row.get("hybridgen", {}).get("commit", "?") for row in rows))  # in order, once
+    # every machine and commit the rows ran on, in order, once each
+    machines = list(dict.fromkeys(
+        f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, device {m.get('device', '?')}"
+        for m in (row.get("machine", {}) for row in rows)))
+    commits = list(dict.fromkeys(row.get("hybridgen", {}).get("commit", "?") for row in rows))
     shown = ", ".join(commits[:4]) + (f" and {len(commits) - 4} more" if len(commits) > 4 else "")
-    text = (f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, device {machine.get('device', '?')}; "
-            f"hybridgen {shown}; {len(rows)} rows")
+    text = f"{'; '.join(machines)}; hybridgen {shown}; {len(rows)} rows"
     fig.text(0.01, 0.005, text, fontsize=7, color="0.35", ha="left", va="bottom")
 
 
@@ -432,8 +433,16 @@ def ruler_figure(rows, out_dir, written):
     rows = [r for r in rows if isinstance(r.get("metrics", {}).get("policies"), list) and "length" in r["metrics"]]
     if not rows:
         return
+    raw_rows = rows
     rows = pool_ruler_rows(rows)
     ruler_table(rows, out_dir, written)
+    # a length whose sweep has not run every task yet: its mean pools fewer tasks, say so
+    def length_label(n):
+        return f"{n // 1024}K" if n % 1024 == 0 else str(n)
+
+    most = max(len(r["metrics"].get("tasks", [])) for r in rows)
+    partial = [f"{length_label(r['metrics']['length'])}: {len(r['metrics'].get('tasks', []))} of {most} tasks so far"
+               for r in rows if len(r["metrics"].get("tasks", [])) < most]
     tasks = list(rows[0]["metrics"].get("tasks", []))
     names = ruler_line_names(rows)
     panels = ["mean"] + tasks
@@ -463,9 +472,10 @@ def ruler_figure(rows, out_dir, written):
         ax.set_xscale("log", base=2)
         lengths = sorted({r["metrics"]["length"] for r in rows})
         ax.set_xticks(lengths)
-        ax.set_xticklabels([f"{n // 1024}K" if n % 1024 == 0 else str(n) for n in lengths], fontsize=8)
+        ax.set_xticklabels([length_label(n) for n in lengths], fontsize=8)
         ax.set_ylim(-3, 103)
-        ax.set_title("mean over tasks" if panel == "mean" else panel, fontsize=9)
+        mean_title = "mean over tasks" + (f" ({'; '.join(partial)})" if partial else "")
+        ax.set_title(mean_title if panel == "mean" else panel, fontsize=9)
         ax.set_xlabel("length (tokens)", fontsize=8)
         ax.grid(True, alpha=0.3)
         if k == 0:
@@ -477,7 +487,7 @@ def ruler_figure(rows, out_dir, written):
     fig.suptitle(title(rows, "RULER score vs length (policies by their place in the list; "
                              "names as at the shortest length)"))
     fig.tight_layout(rect=(0, 0.04 + 0.025 * ((len(names) + 2) // 3), 1, 0.95))
-    footer(fig, rows)
+    footer(fig, raw_rows)
     path = os.path.join(out_dir, "ruler_vs_length.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
