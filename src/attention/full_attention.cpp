@@ -22,31 +22,12 @@ class FullAttention final : public LayerAttention {
 
   void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
               float* out) override {
-    const int n = static_cast<int>(rows.size());
-    const float scale = 1.0f / std::sqrt(static_cast<float>(spec_.head_dim));
-    for (int begin = 0; begin < n;) {
-      int end = begin + 1;
-      while (end < n && rows[static_cast<size_t>(end)].seq == rows[static_cast<size_t>(begin)].seq) ++end;
-      const TokenRow& first = rows[static_cast<size_t>(begin)];
-      const KvView& view = kv_.view(first.seq, layer);
-      device_.kv_store(view, k + static_cast<int64_t>(begin) * spec_.kv_dim(),
-                       v + static_cast<int64_t>(begin) * spec_.kv_dim(), end - begin, first.pos);
-      device_.attention(q + static_cast<int64_t>(begin) * spec_.q_dim(), end - begin, spec_.n_heads, view, first.pos,
-                        scale, out + static_cast<int64_t>(begin) * spec_.q_dim());
-      begin = end;
-    }
+    attend_runs(layer, q, k, v, rows, out, nullptr);
   }
-
-  // One sequence's rows (a recorded prefill): the device's attention keeps its scores for the sink.
+  // A recorded prefill's rows are one sequence: the device's attention keeps its scores for the sink.
   bool attend_scored(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
                      float* out, const PromptMassSink& sink) override {
-    const TokenRow& first = rows.front();
-    for (const TokenRow& r : rows)
-      if (r.seq != first.seq) return LayerAttention::attend_scored(layer, q, k, v, rows, out, sink);
-    const KvView& view = kv_.view(first.seq, layer);
-    device_.kv_store(view, k, v, static_cast<int>(rows.size()), first.pos);
-    return device_.attention_scored(q, static_cast<int>(rows.size()), spec_.n_heads, view, first.pos,
-                                    1.0f / std::sqrt(static_cast<float>(spec_.head_dim)), out, sink);
+    return attend_runs(layer, q, k, v, rows, out, &sink);
   }
 
   void end_step(const std::vector<TokenRow>& rows) override {
@@ -67,6 +48,31 @@ class FullAttention final : public LayerAttention {
   std::string describe() const override { return "full (all tokens on the device)"; }
 
  private:
+  // Each run of one sequence's rows: its K and V into the cache, then the device's attention. With
+  // a sink and one run, the device may keep the prompt scores too: true when it did.
+  bool attend_runs(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
+                   float* out, const PromptMassSink* sink) {
+    const int n = static_cast<int>(rows.size());
+    const float scale = 1.0f / std::sqrt(static_cast<float>(spec_.head_dim));
+    bool scored = false;
+    for (int begin = 0; begin < n;) {
+      int end = begin + 1;
+      while (end < n && rows[static_cast<size_t>(end)].seq == rows[static_cast<size_t>(begin)].seq) ++end;
+      const TokenRow& first = rows[static_cast<size_t>(begin)];
+      const KvView& view = kv_.view(first.seq, layer);
+      device_.kv_store(view, k + static_cast<int64_t>(begin) * spec_.kv_dim(),
+                       v + static_cast<int64_t>(begin) * spec_.kv_dim(), end - begin, first.pos);
+      const float* q_run = q + static_cast<int64_t>(begin) * spec_.q_dim();
+      float* out_run = out + static_cast<int64_t>(begin) * spec_.q_dim();
+      if (sink && begin == 0 && end == n)
+        scored = device_.attention_scored(q_run, n, spec_.n_heads, view, first.pos, scale, out_run, *sink);
+      else
+        device_.attention(q_run, end - begin, spec_.n_heads, view, first.pos, scale, out_run);
+      begin = end;
+    }
+    return scored;
+  }
+
   Device& device_;
   const ModelSpec& spec_;
   KvCache kv_;

@@ -74,12 +74,10 @@ void transformer_layer(Device& d, const ModelSpec& spec, const DeviceLayer& l, L
     d.rope(s.k, s.pos.data(), n, spec.n_kv_heads, rp);
   }
   // attn = softmax(q·Kᵀ/√d)·V over each sequence's tokens, wherever they live  [n, q_dim]
-  if (record) {
-    record->attend(attn, layer, s.q, s.k, s.v, rows, s.attn);
-    record->record(d, s, layer, rows);
-  } else {
+  if (record)
+    record->attend(d, attn, s, layer, rows);
+  else
     attn.attend(layer, s.q, s.k, s.v, rows, s.attn);
-  }
   // x += Wo·attn + bo  (the residual add fused into the matmul)
   const Device::MatmulOut wo{&l.wo, &l.bo, s.x, true};
   d.matmul_group(s.attn, n, &wo, 1);

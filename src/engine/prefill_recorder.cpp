@@ -17,16 +17,16 @@ PrefillRecorder::PrefillRecorder(PrefillState& state, const ModelSpec& spec, DTy
   k_rounded_.resize(state_.layers.size());
 }
 
-void PrefillRecorder::attend(LayerAttention& attn, int layer, const float* q, const float* k, const float* v,
-                             const std::vector<TokenRow>& rows, float* out) {
-  scored_ = false;
-  if (specs_.empty()) return attn.attend(layer, q, k, v, rows, out);
-  const PromptMassSink sink =
-      scorer_.begin_chunk(specs_, spec_, layer, static_cast<int>(rows.size()), rows.front().pos);
-  scored_ = attn.attend_scored(layer, q, k, v, rows, out, sink);
-}
-
-void PrefillRecorder::record(Device& d, const Scratch& s, int layer, const std::vector<TokenRow>& rows) {
+void PrefillRecorder::attend(Device& d, LayerAttention& attn, Scratch& s, int layer,
+                             const std::vector<TokenRow>& rows) {
+  bool scored = false;  // the stage's attention wrote the scores' sums
+  if (specs_.empty()) {
+    attn.attend(layer, s.q, s.k, s.v, rows, s.attn);
+  } else {
+    const PromptMassSink sink =
+        scorer_.begin_chunk(specs_, spec_, layer, static_cast<int>(rows.size()), rows.front().pos);
+    scored = attn.attend_scored(layer, s.q, s.k, s.v, rows, s.attn, sink);
+  }
   PrefillState::Layer& l = state_.layers[static_cast<size_t>(layer)];
   const size_t n = rows.size(), kv = static_cast<size_t>(spec_.kv_dim()), qd = static_cast<size_t>(spec_.q_dim());
   const size_t k0 = l.k.size();
@@ -42,7 +42,7 @@ void PrefillRecorder::record(Device& d, const Scratch& s, int layer, const std::
     d.copy_to_host(l.q.data() + q0, s.q, sizeof(float) * q_rows * qd);
   }
   if (specs_.empty()) return;
-  if (!scored_) {
+  if (!scored) {
     q_.resize(n * qd);
     d.copy_to_host(q_.data(), s.q, sizeof(float) * q_.size());
     // the keys as the cache holds them, as the attention's own scores see them (rounded once: the

@@ -23,11 +23,9 @@ class PrefillRecorder {
   PrefillRecorder(PrefillState& state, const ModelSpec& spec, DType kv_dtype, ThreadPool* pool);
   PrefillState& state() { return state_; }
   // `layer`'s attention of the rows (one sequence, positions from state().n_tokens()) on `attn`,
-  // as LayerAttention::attend, keeping its scores where the stage can.
-  void attend(LayerAttention& attn, int layer, const float* q, const float* k, const float* v,
-              const std::vector<TokenRow>& rows, float* out);
-  // After attend: q, k, v of the rows in the scratch (device memory).
-  void record(Device& d, const Scratch& s, int layer, const std::vector<TokenRow>& rows);
+  // as LayerAttention::attend (q, k, v in the scratch, device memory; s.attn written), keeping its
+  // scores where the stage can, then what it appends to the state.
+  void attend(Device& d, LayerAttention& attn, Scratch& s, int layer, const std::vector<TokenRow>& rows);
 
  private:
   PrefillState& state_;
@@ -36,7 +34,6 @@ class PrefillRecorder {
   std::vector<PromptScoreSpec> specs_;  // as state_.score_names
   DType kv_dtype_;
   PromptScorer scorer_;
-  bool scored_ = false;   // the last attend's stage wrote the scores' sums
   std::vector<float> q_;  // the rows' queries on the host, for the scores
   // per layer: its keys rounded to the cache's dtype, for the scores the recorder computes itself
   std::vector<std::vector<float>> k_rounded_;
