@@ -87,11 +87,14 @@ const IsaRequest& isa_request() {
   return req;
 }
 
-// The prefill GEMM HG_PREFILL_GEMM asks for (AmxBf16 when unset or unknown), and the tests' override.
+// The prefill GEMM HG_PREFILL_GEMM asks for (AmxBf16, the best, when unset or unknown), and the
+// tests' override.
 PrefillGemm prefill_gemm_request() {
   static const PrefillGemm g = [] {
     const char* env = std::getenv("HG_PREFILL_GEMM");
-    return env != nullptr && std::strcmp(env, "sgemm") == 0 ? PrefillGemm::Sgemm : PrefillGemm::AmxBf16;
+    if (env != nullptr && std::strcmp(env, "sgemm") == 0) return PrefillGemm::Sgemm;
+    if (env != nullptr && std::strcmp(env, "avx512_bf16") == 0) return PrefillGemm::Avx512Bf16;
+    return PrefillGemm::AmxBf16;
   }();
   return g;
 }
@@ -137,18 +140,40 @@ const char* dot_int8_label(DotInt8 dot) {
 
 bool amx_bf16_supported() { return cpu_isa_supported(CpuIsa::Avx512Bf16) && has_amx_bf16(); }
 
+bool prefill_gemm_supported(PrefillGemm g) {
+  switch (g) {
+    case PrefillGemm::Sgemm:
+      return true;
+    case PrefillGemm::AmxBf16:
+      return amx_bf16_supported();
+    case PrefillGemm::Avx512Bf16:
+      return cpu_isa_supported(CpuIsa::Avx512Bf16);
+  }
+  return false;
+}
+
 PrefillGemm prefill_gemm_for(CpuIsa isa) {
   const int forced = g_prefill_override.load(std::memory_order_relaxed);
   const PrefillGemm want = forced >= 0 ? static_cast<PrefillGemm>(forced) : prefill_gemm_request();
-  return want == PrefillGemm::AmxBf16 && isa == CpuIsa::Avx512Bf16 && amx_bf16_supported() ? PrefillGemm::AmxBf16
-                                                                                           : PrefillGemm::Sgemm;
+  if (isa != CpuIsa::Avx512Bf16 || !cpu_isa_supported(isa) || want == PrefillGemm::Sgemm) return PrefillGemm::Sgemm;
+  return want == PrefillGemm::AmxBf16 && amx_bf16_supported() ? PrefillGemm::AmxBf16 : PrefillGemm::Avx512Bf16;
 }
 
 void override_prefill_gemm(std::optional<PrefillGemm> g) {
   g_prefill_override.store(g ? static_cast<int>(*g) : -1, std::memory_order_relaxed);
 }
 
-const char* prefill_gemm_label(PrefillGemm g) { return g == PrefillGemm::AmxBf16 ? "amx_bf16" : "sgemm_f32"; }
+const char* prefill_gemm_label(PrefillGemm g) {
+  switch (g) {
+    case PrefillGemm::Sgemm:
+      return "sgemm_f32";
+    case PrefillGemm::AmxBf16:
+      return "amx_bf16";
+    case PrefillGemm::Avx512Bf16:
+      return "avx512_bf16";
+  }
+  return "?";
+}
 
 const char* cpu_isa_label(CpuIsa isa) {
   switch (isa) {

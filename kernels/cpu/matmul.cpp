@@ -1,9 +1,9 @@
 // matmul dispatch: ISA selection, the decode (GEMV) path over the thread pool, and the prefill
-// path: dequantize tiles of W to fp32, then oneDNN sgemm per tile; or, on a CPU with AMX, the
-// bf16 tile GEMM of gemm_amx.h.
+// path: dequantize tiles of W to fp32, then oneDNN sgemm per tile; or, on a CPU with AVX512_BF16,
+// the bf16 GEMMs of gemm_bf16.h (AMX tiles where the CPU has them, vdpbf16ps otherwise).
 //
 // Threading of the prefill path: each pool thread owns a contiguous range of weight rows and
-// calls sgemm (sgemm.h: single-threaded oneDNN) or amx_gemm_rows on its own tiles.
+// calls sgemm (sgemm.h: single-threaded oneDNN) or a bf16 kernel on its own 32-row panels.
 
 #include <algorithm>
 #include <cstdlib>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "hybridgen/error.h"
-#include "kernels/cpu/gemm_amx.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/matmul_packed.h"
 #include "kernels/cpu/quant_blocks.h"
@@ -102,8 +102,8 @@ struct MatmulWorkspace::Impl {
   FloatBuffer x_d, x_s;             // [n_tokens, cols / 32]: block scales and sums
   AlignedBuffer<int8_t> split_q;    // X in the packed weights' order (ActSplit)
   FloatBuffer split_dx, split_s, split_sh;
-  std::vector<FloatBuffer> tiles;   // per pool thread: [kTileRows, cols], or amx_work_bytes
-  AlignedBuffer<uint16_t> x_bf16;   // X for the AMX GEMM (amx_pack_x)
+  std::vector<FloatBuffer> tiles;  // per pool thread: [kTileRows, cols], or bf16_gemm_work_bytes
+  AlignedBuffer<uint16_t> x_bf16;  // X for the bf16 GEMMs (bf16_pack_x)
 };
 
 MatmulWorkspace::MatmulWorkspace() : impl_(std::make_unique<Impl>()) {}
@@ -225,10 +225,12 @@ void matmul_group_isa(CpuIsa isa, ThreadPool& pool, MatmulWorkspace& ws, const M
     auto& tiles = ws.impl().tiles;
     if (tiles.size() < static_cast<size_t>(pool.size())) tiles.resize(static_cast<size_t>(pool.size()));
     const DequantFn dequant = dequant_fn(isa);
-    if (prefill_gemm_for(isa) == PrefillGemm::AmxBf16 && cols % kAmxCols == 0) {
-      uint16_t* x = ws.impl().x_bf16.get(static_cast<size_t>(amx_padded_tokens(n_tokens) * cols));
-      amx_pack_x(X, n_tokens, cols, x);
-      const size_t work_floats = (amx_work_bytes(cols) + sizeof(float) - 1) / sizeof(float);
+    const PrefillGemm gemm = prefill_gemm_for(isa);
+    if (gemm != PrefillGemm::Sgemm && cols % kBf16Cols == 0) {
+      uint16_t* x = ws.impl().x_bf16.get(static_cast<size_t>(bf16_padded_tokens(n_tokens) * cols));
+      bf16_pack_x(X, n_tokens, cols, x);
+      const size_t work_floats = (bf16_gemm_work_bytes(cols) + sizeof(float) - 1) / sizeof(float);
+      const auto kernel = gemm == PrefillGemm::AmxBf16 ? amx_gemm_rows : avx512_bf16_gemm_rows;
       // Whole 32-row panels per scheduling unit, so that no panel is split between two threads.
       pool.parallel_for(
           (total_rows + 31) / 32,
@@ -236,9 +238,17 @@ void matmul_group_isa(CpuIsa isa, ThreadPool& pool, MatmulWorkspace& ws, const M
             float* work = tiles[static_cast<size_t>(thread)].get(work_floats);
             for_target_rows(targets, count, begin * 32, std::min(end * 32, total_rows),
                             [&](const MatmulTarget& t, int64_t b, int64_t e) {
-                              const AmxGemmArgs a{t.wt,  static_cast<const uint8_t*>(t.W), dtype_row_bytes(t.wt, cols),
-                                                  cols,  dequant, x, n_tokens, t.Y, t.ldy, t.accumulate};
-                              amx_gemm_rows(a, work, b, e);
+                              const Bf16GemmArgs a{t.wt,
+                                                   static_cast<const uint8_t*>(t.W),
+                                                   dtype_row_bytes(t.wt, cols),
+                                                   cols,
+                                                   dequant,
+                                                   x,
+                                                   n_tokens,
+                                                   t.Y,
+                                                   t.ldy,
+                                                   t.accumulate};
+                              kernel(a, work, b, e);
                             });
           },
           1);

@@ -132,11 +132,22 @@ class CpuDevice final : public Device {
     for (const SharedPacking::Key& k : uploaded_) SharedPacking::instance().release(k);
   }
 
-  // "cpu (avx512_bf16)", "cpu (avx512_bf16, amx)" where the prefill GEMM runs on AMX tiles: what
-  // keys stored prefill states (the two sum differently) and what result rows say they ran on
+  // "cpu (avx512_bf16)" with the fp32 prefill GEMM, "cpu (avx512_bf16, amx)" where it runs on AMX
+  // tiles, "cpu (avx512_bf16, vdpbf16ps)" with AVX512_BF16's dot product: what keys stored prefill
+  // states (the three sum differently) and what result rows say they ran on
   std::string name() const override {
-    const bool amx = cpu::prefill_gemm_for(cpu::active_cpu_isa()) == cpu::PrefillGemm::AmxBf16;
-    return "cpu (" + std::string(cpu::cpu_isa_name()) + (amx ? ", amx" : "") + ")";
+    std::string gemm;
+    switch (cpu::prefill_gemm_for(cpu::active_cpu_isa())) {
+      case cpu::PrefillGemm::Sgemm:
+        break;
+      case cpu::PrefillGemm::AmxBf16:
+        gemm = ", amx";
+        break;
+      case cpu::PrefillGemm::Avx512Bf16:
+        gemm = ", vdpbf16ps";
+        break;
+    }
+    return "cpu (" + std::string(cpu::cpu_isa_name()) + gemm + ")";
   }
   int threads() const override { return pool_.size(); }
   ThreadPool* cpu_pool() override { return &pool_; }

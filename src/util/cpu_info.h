@@ -14,7 +14,7 @@ struct CpuInfo {
   int usable_cpus = 0;                // CPUs in this process's affinity mask
   std::string isa;                    // level the kernels run with (cpu::active_cpu_isa(), HG_CPU_ISA)
   std::string int8_dot;               // the int8 GEMV's dot instructions at that level: avx2, avx_vnni, ...
-  std::string prefill_gemm;           // the prefill GEMM at that level: sgemm_f32 or amx_bf16
+  std::string prefill_gemm;           // the prefill GEMM at that level: sgemm_f32, amx_bf16 or avx512_bf16
   std::vector<std::string> features;  // vector extensions the CPU reports: avx2, avx512f, avx512_bf16, ...
 };
 

@@ -30,9 +30,12 @@ TEST(CpuInfo, NamesTheCpuAndTheChosenIsa) {
   }
   EXPECT_EQ(c.int8_dot, cpu::dot_int8_label(cpu::dot_int8_for(cpu::active_cpu_isa())));
   EXPECT_EQ(c.prefill_gemm, cpu::prefill_gemm_label(cpu::prefill_gemm_for(cpu::active_cpu_isa())));
-  // AMX only where CPUID reports it
+  // AMX and AVX512_BF16 only where CPUID reports them
   if (c.prefill_gemm == "amx_bf16") {
     EXPECT_TRUE(has("amx_bf16"));
+  }
+  if (c.prefill_gemm == "avx512_bf16") {
+    EXPECT_TRUE(has("avx512_bf16"));
   }
   EXPECT_NE(cpu_summary().find("kernels " + c.isa + ", int8 dot " + c.int8_dot + ", prefill gemm " + c.prefill_gemm),
             std::string::npos);

@@ -79,25 +79,33 @@ TEST_P(ReferenceTest, LogitsMatchNumpyReferenceAtEveryPosition) {
   EXPECT_GT(max_abs(expect), 2.0) << "logits are near-uniform: the test would not see errors";
 }
 
-// The AMX prefill GEMM (kernels/cpu/gemm_amx.h), where the CPU has it: X and W rounded to bf16,
-// so the logits move by the roundings: measured 0.07-0.21 on logits up to 6.7 (1-3%; the random
-// weights of these models pass errors on undamped, Qwen2.5-0.5B moves by 0.14 of 25, tests/e2e/
-// test_qwen25.cpp), against 2e-5 for the fp32 sgemm; a layout error in the kernel moves them by
-// the logits' own size. The kernel itself is checked exactly against a bf16-rounded twin in
-// tests/unit/test_matmul.cpp.
-TEST(ReferenceAmx, EveryArchitectureThroughTheAmxPrefillGemm) {
-  if (!cpu::amx_bf16_supported()) GTEST_SKIP() << "no AMX-BF16 on this CPU";
+// The bf16 prefill GEMMs (kernels/cpu/gemm_bf16.h), those the CPU has: X and W rounded to bf16,
+// so the logits move by the roundings: measured 0.07-0.21 on logits up to 6.7 on AMX (1-3%; the
+// random weights of these models pass errors on undamped, Qwen2.5-0.5B moves by 0.14 of 25,
+// tests/e2e/test_qwen25.cpp), against 2e-5 for the fp32 sgemm; a layout error in a kernel moves
+// them by the logits' own size. The kernels themselves are checked exactly against a bf16-rounded
+// twin in tests/unit/test_matmul.cpp.
+TEST(ReferenceBf16, EveryArchitectureThroughEveryBf16PrefillGemm) {
+  std::vector<std::pair<cpu::PrefillGemm, std::string>> gemms;  // and its HG_PREFILL_GEMM value
+  if (cpu::prefill_gemm_supported(cpu::PrefillGemm::Avx512Bf16))
+    gemms.emplace_back(cpu::PrefillGemm::Avx512Bf16, "avx512_bf16");
+  if (cpu::prefill_gemm_supported(cpu::PrefillGemm::AmxBf16)) gemms.emplace_back(cpu::PrefillGemm::AmxBf16, "amx");
+  if (gemms.empty()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
   const std::vector<int32_t> ids = random_ids(70, 7);
   for (const std::string variant : {"llama-gqa", "llama3-rope", "qwen2", "opt-proj", "llama-gqa-bf16"}) {
     SCOPED_TRACE(variant);
     const fs::path model = tiny_model(variant);
-    const fs::path dir = temp_dir("ref-amx");
+    const fs::path dir = temp_dir("ref-bf16");
     write_ids(dir / "ids.json", ids);
     const Logits expect = reference_logits(model, dir / "ids.json", dir / "ref.npy");
     const Logits sgemm = our_logits(model, dir / "ids.json", ids.size(), dir / "sgemm.npy");
-    const Logits amx = our_logits(model, dir / "ids.json", ids.size(), dir / "amx.npy", "", "HG_PREFILL_GEMM=amx");
-    EXPECT_LE(max_diff(expect, amx), 0.05 * max_abs(expect)) << "max |logit| " << max_abs(expect);
-    EXPECT_GT(max_diff(sgemm, amx), 0.0) << "the AMX GEMM did not run";
+    for (const auto& [gemm, env] : gemms) {
+      SCOPED_TRACE(cpu::prefill_gemm_label(gemm));
+      const Logits bf16 =
+          our_logits(model, dir / "ids.json", ids.size(), dir / (env + ".npy"), "", "HG_PREFILL_GEMM=" + env);
+      EXPECT_LE(max_diff(expect, bf16), 0.05 * max_abs(expect)) << "max |logit| " << max_abs(expect);
+      EXPECT_GT(max_diff(sgemm, bf16), 0.0) << "the bf16 GEMM did not run";
+    }
   }
 }
 

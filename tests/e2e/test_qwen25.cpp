@@ -123,15 +123,21 @@ TEST(Qwen25, LogitsMatchNumpyReferenceOnTheGgufPackagesDequantization) {
   EXPECT_LE(s.max_kl, 0.01);
   EXPECT_EQ(s.top1_agreement, 1.0);
 
-  // The AMX prefill GEMM (X and W rounded to bf16), where the CPU has it: the same bounds as the
-  // int8 GEMV path (measured on this sequence: max |diff| 0.14 of 25.1, mean 0.012, KL <= 0.0003).
-  if (!cpu::amx_bf16_supported()) return;
-  const Comparison a =
-      compare(want_long, ours(model, dir / "long.json", long_ids.size(), dir / "amx.npy", "HG_PREFILL_GEMM=amx"));
-  EXPECT_LE(a.max_diff, 0.04 * a.max_abs) << "AMX-BF16 prefill GEMM, max |logit| " << a.max_abs;
-  EXPECT_LE(a.mean_diff, 0.005 * a.max_abs);
-  EXPECT_LE(a.max_kl, 0.01);
-  EXPECT_EQ(a.top1_agreement, 1.0);
+  // The bf16 prefill GEMMs (X and W rounded to bf16), those the CPU has: the same bounds as the
+  // int8 GEMV path (measured on this sequence with AMX: max |diff| 0.14 of 25.1, mean 0.012,
+  // KL <= 0.0003).
+  for (const char* gemm : {"avx512_bf16", "amx"}) {
+    if (!cpu::prefill_gemm_supported(std::string(gemm) == "amx" ? cpu::PrefillGemm::AmxBf16
+                                                                : cpu::PrefillGemm::Avx512Bf16))
+      continue;
+    const Comparison a =
+        compare(want_long, ours(model, dir / "long.json", long_ids.size(), dir / (std::string(gemm) + ".npy"),
+                                std::string("HG_PREFILL_GEMM=") + gemm));
+    EXPECT_LE(a.max_diff, 0.04 * a.max_abs) << gemm << " prefill GEMM, max |logit| " << a.max_abs;
+    EXPECT_LE(a.mean_diff, 0.005 * a.max_abs) << gemm;
+    EXPECT_LE(a.max_kl, 0.01) << gemm;
+    EXPECT_EQ(a.top1_agreement, 1.0) << gemm;
+  }
 }
 
 // llama.cpp c392e50 (its CMake Release build, GGML_NATIVE on this AVX2 Zen 3, 2 threads) on the

@@ -158,7 +158,7 @@ inline std::vector<double> int8_rounding_bound(DType wt, const std::vector<uint8
   return bound;
 }
 
-// What the AMX prefill GEMM's rounding of X and W to bf16 may cost, output by output: both are
+// What the bf16 prefill GEMMs' rounding of X and W to bf16 may cost, output by output: both are
 // rounded to nearest with 8 significant bits, so each product moves by at most
 // (2 * 2^-9 + 2^-18) |w x|.
 inline std::vector<double> bf16_rounding_bound(const std::vector<double>& magnitude) {
@@ -167,9 +167,9 @@ inline std::vector<double> bf16_rounding_bound(const std::vector<double>& magnit
   return bound;
 }
 
-// True where matmul at `isa` runs n_tokens x cols through the AMX-BF16 GEMM (gemm_amx.h).
-inline bool takes_amx(CpuIsa isa, int64_t n_tokens, int64_t cols) {
-  return n_tokens >= kMatmulSgemmMinTokens && cols % 32 == 0 && prefill_gemm_for(isa) == PrefillGemm::AmxBf16;
+// True where matmul at `isa` runs n_tokens x cols through a bf16 GEMM (gemm_bf16.h).
+inline bool takes_bf16(CpuIsa isa, int64_t n_tokens, int64_t cols) {
+  return n_tokens >= kMatmulSgemmMinTokens && cols % 32 == 0 && prefill_gemm_for(isa) != PrefillGemm::Sgemm;
 }
 
 // fp32 accumulation over `cols` terms: error grows ~ cols * eps * sum|w x|; allow a margin.

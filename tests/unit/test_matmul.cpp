@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/gemm_amx.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_internal.h"
@@ -57,10 +57,9 @@ TEST(Matmul, RowsEveryDtypeIsaShape) {
 }
 
 TEST(Matmul, PoolBothPathsEveryIsa) {
-  // Every prefill GEMM too: oneDNN's sgemm, and the AMX tile GEMM where the CPU has it.
-  std::vector<PrefillGemm> gemms = {PrefillGemm::Sgemm};
-  if (amx_bf16_supported()) gemms.push_back(PrefillGemm::AmxBf16);
-  for (PrefillGemm gemm : gemms) {
+  // Every prefill GEMM the CPU has too: oneDNN's sgemm, and the bf16 GEMMs (vdpbf16ps, AMX tiles).
+  for (PrefillGemm gemm : {PrefillGemm::Sgemm, PrefillGemm::Avx512Bf16, PrefillGemm::AmxBf16}) {
+    if (!prefill_gemm_supported(gemm)) continue;
     override_prefill_gemm(gemm);
     SCOPED_TRACE(prefill_gemm_label(gemm));
     std::mt19937 rng(99);
@@ -75,7 +74,7 @@ TEST(Matmul, PoolBothPathsEveryIsa) {
             std::vector<double> ref, mag;
             reference(wt, W, rows, cols, X, n_tokens, ref, mag);
             // The GEMV path (n_tokens < kMatmulSgemmMinTokens) of quantized weights rounds X to int8.
-            // The AMX prefill GEMM rounds X and W to bf16.
+            // The bf16 prefill GEMMs round X and W to bf16.
             const auto bound = int8_rounding_bound(wt, W, rows, cols, X, n_tokens);
             const auto bf16 = bf16_rounding_bound(mag);
             const bool int8 = dtype_is_quantized(wt) && n_tokens < kMatmulSgemmMinTokens;
@@ -85,9 +84,9 @@ TEST(Matmul, PoolBothPathsEveryIsa) {
               expect_close(Y.data(), rows, ref, mag, rows, n_tokens, cols,
                            std::string(dtype_name(wt)) + " pool " + cpu_isa_label(isa) +
                                " rows=" + std::to_string(rows) + " n_tokens=" + std::to_string(n_tokens),
-                           int8                             ? &bound
-                           : takes_amx(isa, n_tokens, cols) ? &bf16
-                                                            : nullptr);
+                           int8                              ? &bound
+                           : takes_bf16(isa, n_tokens, cols) ? &bf16
+                                                             : nullptr);
             }
           }
         }
@@ -112,8 +111,8 @@ TEST(Matmul, PublicEntryPointsAgree) {
     const auto bf16 = bf16_rounding_bound(mag);
     for (size_t i = 0; i < a.size(); ++i) {
       // n_tokens 1: both round X to int8 (the same way); 20: matmul takes the sgemm path (exact)
-      // or the AMX one (X and W rounded to bf16).
-      const double prefill = takes_amx(active_cpu_isa(), n_tokens, cols) ? bf16[i] : 0.0;
+      // or a bf16 one (X and W rounded to bf16).
+      const double prefill = takes_bf16(active_cpu_isa(), n_tokens, cols) ? bf16[i] : 0.0;
       EXPECT_NEAR(a[i], c[i], 1e-4f * (1.0f + std::fabs(c[i])) + (n_tokens == 1 ? bound[i] : prefill));
       EXPECT_NEAR(b[i], c[i], 1e-4f * (1.0f + std::fabs(c[i])) + bound[i]);
     }
@@ -452,10 +451,14 @@ TEST(MatmulPacked, GroupWithPackedTargetsEqualsTheGgufPathOnEveryIsa) {
   }
 }
 
-// ---- the AMX-BF16 prefill GEMM against a twin that rounds X and W to bf16 the same way ----
+// ---- the bf16 prefill GEMMs against a twin that rounds X and W to bf16 the same way ----
 
-TEST(MatmulAmx, Bf16TileGemmEqualsTheBf16RoundedProductOverAwkwardShapes) {
-  if (!amx_bf16_supported()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS refused the tile state)";
+using Bf16GemmFn = void (*)(const Bf16GemmArgs&, void*, int64_t, int64_t);
+
+// Each kernel over row ranges that split a panel, token counts that end every register block of
+// the vector kernel (12, then 4 or 8) and of the tile kernel (32) part way, several dtypes, both
+// write modes, a Y stride wider than the rows.
+void expect_bf16_gemm_equals_rounded_product(Bf16GemmFn kernel, const char* name) {
   std::mt19937 rng(31);
   const DequantSpanFn dequant = dequantize_span_avx512;
   std::vector<uint8_t> work_bytes;
@@ -470,8 +473,8 @@ TEST(MatmulAmx, Bf16TileGemmEqualsTheBf16RoundedProductOverAwkwardShapes) {
         for (auto& v : w) v = bf16_to_fp32(fp32_to_bf16(v));
         for (int64_t n_tokens : {16, 31, 32, 33, 70}) {
           const auto X = random_floats(n_tokens * cols, rng);
-          std::vector<uint16_t> x(static_cast<size_t>(amx_padded_tokens(n_tokens) * cols), 0xFFFF);
-          amx_pack_x(X.data(), n_tokens, cols, x.data());
+          std::vector<uint16_t> x(static_cast<size_t>(bf16_padded_tokens(n_tokens) * cols), 0xFFFF);
+          bf16_pack_x(X.data(), n_tokens, cols, x.data());
           for (int64_t i = 0; i < n_tokens * cols; ++i) ASSERT_EQ(x[i], fp32_to_bf16(X[i])) << i;
           for (size_t i = static_cast<size_t>(n_tokens * cols); i < x.size(); ++i) ASSERT_EQ(x[i], 0) << "padding";
           std::vector<double> ref(static_cast<size_t>(n_tokens * rows)), mag(ref.size());
@@ -486,7 +489,7 @@ TEST(MatmulAmx, Bf16TileGemmEqualsTheBf16RoundedProductOverAwkwardShapes) {
               ref[t * rows + r] = s;
               mag[t * rows + r] = m;
             }
-          work_bytes.resize(amx_work_bytes(cols) + 64);
+          work_bytes.resize(bf16_gemm_work_bytes(cols) + 64);
           void* work = work_bytes.data() + (64 - reinterpret_cast<uintptr_t>(work_bytes.data()) % 64) % 64;
           for (bool accumulate : {false, true}) {
             const int64_t ldy = rows + 5;  // a stride wider than the rows
@@ -494,23 +497,33 @@ TEST(MatmulAmx, Bf16TileGemmEqualsTheBf16RoundedProductOverAwkwardShapes) {
             if (accumulate)
               for (int64_t t = 0; t < n_tokens; ++t)
                 for (int64_t r = 0; r < rows; ++r) Y[t * ldy + r] = 1.0f;
-            const AmxGemmArgs a{wt,  W.data(),  dtype_row_bytes(wt, cols), cols, dequant, x.data(), n_tokens, Y.data(),
-                                ldy, accumulate};
+            const Bf16GemmArgs a{wt,  W.data(),  dtype_row_bytes(wt, cols), cols, dequant, x.data(), n_tokens, Y.data(),
+                                 ldy, accumulate};
             // two row ranges, the first not a whole number of 32-row panels
             const int64_t mid = rows / 3;
-            amx_gemm_rows(a, work, 0, mid);
-            amx_gemm_rows(a, work, mid, rows);
+            kernel(a, work, 0, mid);
+            kernel(a, work, mid, rows);
             std::vector<double> want = ref;
             if (accumulate)
               for (auto& v : want) v += 1.0;
             expect_close(Y.data(), ldy, want, mag, rows, n_tokens, cols,
-                         std::string(dtype_name(wt)) + " amx rows=" + std::to_string(rows) +
+                         std::string(dtype_name(wt)) + " " + name + " rows=" + std::to_string(rows) +
                              " cols=" + std::to_string(cols) + " n_tokens=" + std::to_string(n_tokens) +
                              (accumulate ? " accumulate" : ""));
-            expect_untouched(Y, ldy, rows, n_tokens, "amx");
+            expect_untouched(Y, ldy, rows, n_tokens, name);
           }
         }
       }
+}
+
+TEST(MatmulBf16, Avx512Bf16GemmEqualsTheBf16RoundedProductOverAwkwardShapes) {
+  if (!prefill_gemm_supported(PrefillGemm::Avx512Bf16)) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  expect_bf16_gemm_equals_rounded_product(avx512_bf16_gemm_rows, "avx512_bf16");
+}
+
+TEST(MatmulBf16, AmxTileGemmEqualsTheBf16RoundedProductOverAwkwardShapes) {
+  if (!amx_bf16_supported()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS refused the tile state)";
+  expect_bf16_gemm_equals_rounded_product(amx_gemm_rows, "amx");
 }
 
 TEST(Matmul, RejectsColsNotWholeBlocks) {
