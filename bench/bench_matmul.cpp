@@ -1,7 +1,9 @@
 // Benchmarks of the CPU linear-algebra kernels against this machine's limits:
 //  - GEMV (decode): achieved GB/s of weights read, to compare with `membw` (tools/membw.cpp);
-//  - tiled sgemm (prefill): GFLOP/s, to compare with the fp32 peak in the context header
-//    (cores x MHz from /proc/cpuinfo x 2 FMA pipes x 8 lanes x 2 flops);
+//  - the prefill GEMM (oneDNN's sgemm on fp32 tiles, or bf16 on AMX tiles or vdpbf16ps, as the
+//    label says): GFLOP/s, to compare with the fp32 peak in the context header (cores x MHz from
+//    /proc/cpuinfo x 2 FMA pipes x 8 or 16 lanes x 2 flops; Zen 4 runs a 16-lane FMA on both of
+//    its 256-bit pipes, so its peak is half that; bf16 doubles the multiply-adds per instruction);
 //  - KV-cache dot kernels: GB/s of cache read.
 // Weight sets are replicated to exceed the last-level cache, so every iteration streams DRAM.
 //
@@ -131,7 +133,13 @@ void run_set(benchmark::State& state, const WeightSet& set, int64_t n_tokens) {
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9 * static_cast<double>(state.iterations()),
                                                  benchmark::Counter::kIsRate);
   const bool packed = !set.packed.empty() && set.packed[0][0];
-  state.SetLabel(std::string(hg::dtype_name(set.wt)) + " " + hg::cpu::cpu_isa_name() + (packed ? " packed" : ""));
+  // the prefill path says which GEMM ran (HG_PREFILL_GEMM): sgemm_f32, amx_bf16 or avx512_bf16
+  const std::string gemm = n_tokens >= hg::cpu::kMatmulSgemmMinTokens
+                               ? std::string(" prefill:") + hg::cpu::prefill_gemm_label(
+                                                        hg::cpu::prefill_gemm_for(hg::cpu::active_cpu_isa()))
+                               : "";
+  state.SetLabel(std::string(hg::dtype_name(set.wt)) + " " + hg::cpu::cpu_isa_name() + gemm +
+                 (packed ? " packed" : ""));
 }
 
 DType arg_dtype(const benchmark::State& state) { return static_cast<DType>(state.range(0)); }
