@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "kernels/cpu/cpu_isa.h"
@@ -125,14 +127,13 @@ TEST(Qwen25, LogitsMatchNumpyReferenceOnTheGgufPackagesDequantization) {
 
   // The bf16 prefill GEMMs (X and W rounded to bf16), those the CPU has: the same bounds as the
   // int8 GEMV path (measured on this sequence with AMX: max |diff| 0.14 of 25.1, mean 0.012,
-  // KL <= 0.0003).
-  for (const char* gemm : {"avx512_bf16", "amx"}) {
-    if (!cpu::prefill_gemm_supported(std::string(gemm) == "amx" ? cpu::PrefillGemm::AmxBf16
-                                                                : cpu::PrefillGemm::Avx512Bf16))
-      continue;
-    const Comparison a =
-        compare(want_long, ours(model, dir / "long.json", long_ids.size(), dir / (std::string(gemm) + ".npy"),
-                                std::string("HG_PREFILL_GEMM=") + gemm));
+  // KL <= 0.0003). Each GEMM with its HG_PREFILL_GEMM value:
+  const std::pair<cpu::PrefillGemm, std::string> gemms[] = {{cpu::PrefillGemm::Avx512Bf16, "avx512_bf16"},
+                                                           {cpu::PrefillGemm::AmxBf16, "amx"}};
+  for (const auto& [g, gemm] : gemms) {
+    if (!cpu::prefill_gemm_supported(g)) continue;
+    const Comparison a = compare(want_long, ours(model, dir / "long.json", long_ids.size(), dir / (gemm + ".npy"),
+                                                 "HG_PREFILL_GEMM=" + gemm));
     EXPECT_LE(a.max_diff, 0.04 * a.max_abs) << gemm << " prefill GEMM, max |logit| " << a.max_abs;
     EXPECT_LE(a.mean_diff, 0.005 * a.max_abs) << gemm;
     EXPECT_LE(a.max_kl, 0.01) << gemm;
