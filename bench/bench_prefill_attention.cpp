@@ -2,14 +2,16 @@
 // tokens (row i sees TOKENS - ROWS + 1 + i of them, as the last chunk of a prompt does), SmolLM2's
 // shape by default (9 query heads, 3 kv-heads, head_dim 64, bf16, 256-token blocks), on one
 // thread. Compares the row-by-row path (hg::prefix_attention per row and head, what prefill used
-// before the tiled kernel) with the tiled kernel of every ISA this CPU runs. Reported per variant:
+// before the tiled kernel) with the tiled kernel of every ISA this CPU runs, and on a CPU with
+// AVX512_BF16 the tiled kernel with its products in bf16 (kernels/cpu/prefill_attention_bf16.h). Reported per variant:
 // best thread-CPU time of REPS runs (the machine may be shared: CPU time is less disturbed than
 // wall time) and GFLOP/s = 4 · head_dim · Σ visible · n_heads / time. Then the prompt scores of
 // the same rows over fp32 keys (attention/prompt_scores.h: h2o's and keyformer's, what a recorded
 // prefill computes beside its attention), each alone and the two in one call, which shares their
 // Q·Kᵀ; GFLOP/s there counts the Q·Kᵀ alone (2 · head_dim · Σ visible · n_heads per spec). Last,
 // the attention and both scores as a recorded prefill on the CPU device computes them (the
-// attention keeping its score tiles for the scores), against the two apart.
+// attention keeping its score tiles for the scores), against the two apart. The scores and the
+// last table run with fp32 products and, where the CPU has them, bf16 ones.
 //
 //   bench_prefill_attention [-n TOKENS] [-b ROWS] [-r REPS] [--heads H,KV] [--head-dim D]
 //                           [--dtype bf16|f16|f32]
@@ -129,56 +131,75 @@ int main(int argc, char** argv) {
     if (hg::cpu::cpu_isa_supported(isa))
       report(std::string("tiled, ") + hg::cpu::cpu_isa_label(isa),
              best_of(reps, [&] { hg::cpu::prefill_attention_isa(isa, a, 0, items, ps); }));
+  // the products in bf16 (kernels/cpu/prefill_attention_bf16.h), where the cache is bf16
+  const bool bf16 = hg::cpu::cpu_isa_supported(hg::cpu::CpuIsa::Avx512Bf16);
+  if (bf16) {
+    hg::cpu::override_prefill_gemm(hg::cpu::PrefillGemm::Avx512Bf16);
+    report("tiled, avx512_bf16, vdpbf16ps products" + std::string(dtype == hg::DType::BF16 ? "" : " (not bf16: sgemm)"),
+           best_of(reps, [&] { hg::cpu::prefill_attention_isa(hg::cpu::CpuIsa::Avx512Bf16, a, 0, items, ps); }));
+  }
 
-  // prompt scores: fp32 keys [tokens][n_kv * head_dim] as the forward pass makes them, the chunk's
-  // rows at the end of them; one pool thread, with the active ISA
+  // prompt scores: fp32 keys [tokens][n_kv * head_dim] as the forward pass makes them (rounded to
+  // the cache's dtype), the chunk's rows at the end of them; one pool thread, with the active ISA,
+  // its prefill products in fp32 (sgemm) and, where the CPU has AVX512_BF16, in bf16
   std::vector<float> k32(static_cast<size_t>(tokens) * n_kv * head_dim);
   for (auto& x : k32) x = u(rng);
+  for (size_t i = 0; i < k32.size(); i += static_cast<size_t>(head_dim))
+    hg::cpu::round_kv_row(dtype, k32.data() + i, k32.data() + i, head_dim);
   const std::vector<hg::PromptScoreSpec> specs{hg::PromptScoreSpec::parse("h2o"),
                                                hg::PromptScoreSpec::parse("keyformer seed=0 tau=1")};
   hg::ThreadPool pool(1);
   hg::PromptScorer scorer;
-  std::printf("\nprompt scores of the chunk (%s, one thread):\n", hg::cpu::cpu_isa_label(hg::cpu::active_cpu_isa()));
-  std::printf("| scores | best CPU ms | GFLOP/s (QK^T) |\n| --- | --- | --- |\n");
-  auto scores_of = [&](std::span<const hg::PromptScoreSpec> these) {
-    std::vector<std::vector<float>> out(these.size());
-    const double s = best_of(reps, [&] {
-      for (auto& v : out) v.assign(static_cast<size_t>(tokens - rows) * n_kv, 0.0f);
-      scorer.add_chunk(pool, these, spec, 0, q.data(), rows, tokens - rows, k32.data(), out);
-    });
-    std::string name;
-    for (const hg::PromptScoreSpec& sp : these) name += (name.empty() ? "" : " + ") + sp.name();
-    std::printf("| %s%s | %.2f | %.1f |\n", name.c_str(), these.size() > 1 ? " (one call)" : "", s * 1e3,
-                flops / 2 * static_cast<double>(these.size()) / s / 1e9);
-    std::fflush(stdout);
-  };
-  for (const hg::PromptScoreSpec& sp : specs) scores_of(std::span(&sp, 1));
-  scores_of(specs);
+  std::vector<hg::cpu::PrefillGemm> gemms{hg::cpu::PrefillGemm::Sgemm};
+  if (bf16) gemms.push_back(hg::cpu::PrefillGemm::Avx512Bf16);
+  for (hg::cpu::PrefillGemm g : gemms) {
+    hg::cpu::override_prefill_gemm(g);
+    const char* gemm_label = g == hg::cpu::PrefillGemm::Sgemm ? "fp32" : "vdpbf16ps";
+    std::printf("\nprompt scores of the chunk (%s, %s products, one thread):\n",
+                hg::cpu::cpu_isa_label(hg::cpu::active_cpu_isa()), gemm_label);
+    std::printf("| scores | best CPU ms | GFLOP/s (QK^T) |\n| --- | --- | --- |\n");
+    auto scores_of = [&](std::span<const hg::PromptScoreSpec> these) {
+      std::vector<std::vector<float>> out(these.size());
+      const double s = best_of(reps, [&] {
+        for (auto& v : out) v.assign(static_cast<size_t>(tokens - rows) * n_kv, 0.0f);
+        scorer.add_chunk(pool, these, spec, 0, q.data(), rows, tokens - rows, k32.data(), dtype, out);
+      });
+      std::string name;
+      for (const hg::PromptScoreSpec& sp : these) name += (name.empty() ? "" : " + ") + sp.name();
+      std::printf("| %s%s | %.2f | %.1f |\n", name.c_str(), these.size() > 1 ? " (one call)" : "", s * 1e3,
+                  flops / 2 * static_cast<double>(these.size()) / s / 1e9);
+      std::fflush(stdout);
+    };
+    for (const hg::PromptScoreSpec& sp : specs) scores_of(std::span(&sp, 1));
+    scores_of(specs);
 
-  // what a recorded prefill on the CPU device runs (Device::attention_scored): the tiled attention
-  // keeping its score tiles for both scores, against the attention and the one-call scores apart
-  std::vector<std::vector<float>> kept(specs.size());
-  const auto reset = [&] {
-    for (auto& v : kept) v.assign(static_cast<size_t>(tokens - rows) * n_kv, 0.0f);
-  };
-  const double apart = best_of(reps, [&] {
-    reset();
-    hg::cpu::prefill_attention(a, 0, items, ps);
-    scorer.add_chunk(pool, specs, spec, 0, q.data(), rows, tokens - rows, k32.data(), kept);
-  });
-  const double together = best_of(reps, [&] {
-    reset();
-    const hg::PromptMassSink sink = scorer.begin_chunk(specs, spec, 0, rows, tokens - rows);
-    hg::cpu::PrefillAttentionArgs scored = a;
-    scored.mass_softmax = sink.softmax;
-    scored.mass = sink.mass;
-    scored.ld_mass = sink.ld_mass;
-    hg::cpu::prefill_attention(scored, 0, items, ps);
-    scorer.end_chunk(pool, kept);
-  });
-  std::printf("\nattention and both scores (%s, one thread):\n", hg::cpu::cpu_isa_label(hg::cpu::active_cpu_isa()));
-  std::printf("| variant | best CPU ms |\n| --- | --- |\n");
-  std::printf("| tiled attention, then the scores' own Q·Kᵀ | %.2f |\n", apart * 1e3);
-  std::printf("| tiled attention keeping its score tiles for the scores | %.2f |\n", together * 1e3);
+    // what a recorded prefill on the CPU device runs (Device::attention_scored): the tiled attention
+    // keeping its score tiles for both scores, against the attention and the one-call scores apart
+    std::vector<std::vector<float>> kept(specs.size());
+    const auto reset = [&] {
+      for (auto& v : kept) v.assign(static_cast<size_t>(tokens - rows) * n_kv, 0.0f);
+    };
+    const double apart = best_of(reps, [&] {
+      reset();
+      hg::cpu::prefill_attention(a, 0, items, ps);
+      scorer.add_chunk(pool, specs, spec, 0, q.data(), rows, tokens - rows, k32.data(), dtype, kept);
+    });
+    const double together = best_of(reps, [&] {
+      reset();
+      const hg::PromptMassSink sink = scorer.begin_chunk(specs, spec, 0, rows, tokens - rows, dtype);
+      hg::cpu::PrefillAttentionArgs scored = a;
+      scored.mass_softmax = sink.softmax;
+      scored.mass = sink.mass;
+      scored.ld_mass = sink.ld_mass;
+      hg::cpu::prefill_attention(scored, 0, items, ps);
+      scorer.end_chunk(pool, kept);
+    });
+    std::printf("\nattention and both scores (%s, %s products, one thread):\n",
+                hg::cpu::cpu_isa_label(hg::cpu::active_cpu_isa()), gemm_label);
+    std::printf("| variant | best CPU ms |\n| --- | --- |\n");
+    std::printf("| tiled attention, then the scores' own Q·Kᵀ | %.2f |\n", apart * 1e3);
+    std::printf("| tiled attention keeping its score tiles for the scores | %.2f |\n", together * 1e3);
+  }
+  hg::cpu::override_prefill_gemm(std::nullopt);
   return 0;
 }

@@ -58,5 +58,10 @@ size_t bf16_gemm_work_bytes(int64_t cols);
 void amx_gemm_rows(const Bf16GemmArgs& a, void* work, int64_t row_begin, int64_t row_end);
 // Rows [row_begin, row_end) of Y, on a CPU with AVX512_BF16 (CpuIsa::Avx512Bf16).
 void avx512_bf16_gemm_rows(const Bf16GemmArgs& a, void* work, int64_t row_begin, int64_t row_end);
+// The vector kernel's inner part, for callers that build panels of their own (the bf16 prefill
+// attention, prefill_attention_bf16.h): every token of a.x against one 32-row panel in
+// bf16_pack_panel's layout (64-byte aligned, a.cols / kBf16Cols chunks), into Y's rows [r, r + n),
+// n <= 32. a.W and a.dequant are not read.
+void avx512_bf16_gemm_panel(const Bf16GemmArgs& a, const uint16_t* panel, int64_t r, int64_t n);
 
 }  // namespace hg::cpu

@@ -9,37 +9,6 @@ namespace hg::cpu {
 
 namespace {
 
-// Rows r[0..15] of 16 32-bit lanes become their columns: r[c][i] = old r[i][c].
-inline void transpose16(__m512i r[16]) {
-  __m512i t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-  }
-  // u[4g + j], 128-bit lane L: column 4L + j of rows 4g .. 4g + 3
-  __m512i u[16];
-  for (int g = 0; g < 16; g += 4) {
-    u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
-    u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
-    u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
-    u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
-  }
-  for (int j = 0; j < 4; ++j) {
-    const __m512i s0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), s1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
-    const __m512i s2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44),
-                  s3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
-    r[j] = _mm512_shuffle_i32x4(s0, s2, 0x88);
-    r[4 + j] = _mm512_shuffle_i32x4(s0, s2, 0xDD);
-    r[8 + j] = _mm512_shuffle_i32x4(s1, s3, 0x88);
-    r[12 + j] = _mm512_shuffle_i32x4(s1, s3, 0xDD);
-  }
-}
-
-// 32 floats -> 32 bf16 (round to nearest even) as 16 lanes of (element 2i, element 2i + 1).
-inline __m512i to_bf16_pairs(const float* p) {
-  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + 16), _mm512_loadu_ps(p)));
-}
-
 // Tokens per register block of the vector kernel: kBlockTokens x 32 rows are 24 zmm sums, beside
 // W's two zmm of the current column pair and the broadcast of X's, 27 of the 32 registers.
 constexpr int kBlockTokens = 12;
@@ -109,18 +78,22 @@ void avx512_bf16_gemm_rows(const Bf16GemmArgs& a, void* work, int64_t row_begin,
   for (int64_t r = row_begin; r < row_end; r += 32) {
     const int64_t n = std::min<int64_t>(32, row_end - r);
     bf16_pack_panel(a, r, n, rows, panel);
-    // Blocks of 12 tokens, the last of 4 or 8 where fewer remain: the packed X's zero rows reach
-    // a multiple of 32 tokens, so a block may read past n_tokens but never past the padding.
-    int64_t t = 0;
-    for (; a.n_tokens - t >= kBlockTokens; t += kBlockTokens) gemm_block<kBlockTokens>(a, panel, t, r, n);
-    const int64_t left = a.n_tokens - t;
-    if (left > 8)
-      gemm_block<12>(a, panel, t, r, n);
-    else if (left > 4)
-      gemm_block<8>(a, panel, t, r, n);
-    else if (left > 0)
-      gemm_block<4>(a, panel, t, r, n);
+    avx512_bf16_gemm_panel(a, panel, r, n);
   }
+}
+
+void avx512_bf16_gemm_panel(const Bf16GemmArgs& a, const uint16_t* panel, int64_t r, int64_t n) {
+  // Blocks of 12 tokens, the last of 4 or 8 where fewer remain: the packed X's zero rows reach
+  // a multiple of 32 tokens, so a block may read past n_tokens but never past the padding.
+  int64_t t = 0;
+  for (; a.n_tokens - t >= kBlockTokens; t += kBlockTokens) gemm_block<kBlockTokens>(a, panel, t, r, n);
+  const int64_t left = a.n_tokens - t;
+  if (left > 8)
+    gemm_block<12>(a, panel, t, r, n);
+  else if (left > 4)
+    gemm_block<8>(a, panel, t, r, n);
+  else if (left > 0)
+    gemm_block<4>(a, panel, t, r, n);
 }
 
 }  // namespace hg::cpu

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hybridgen/error.h"
+#include "kernels/cpu/aligned_buffer.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/matmul_packed.h"
@@ -24,28 +25,7 @@ namespace {
 
 constexpr int64_t kGemvGrainRows = 16;   // rows per scheduling unit of the GEMV path
 constexpr int64_t kTileRows = 128;       // rows of W dequantized per sgemm call
-constexpr size_t kAlign = 64;
 
-// A grow-only, 64-byte aligned buffer.
-template <class T>
-class AlignedBuffer {
- public:
-  T* get(size_t n) {
-    if (n > size_) {
-      data_.reset(static_cast<T*>(std::aligned_alloc(kAlign, (n * sizeof(T) + kAlign - 1) / kAlign * kAlign)));
-      if (!data_) throw Error("matmul: out of memory for a workspace of " + std::to_string(n * sizeof(T)) + " bytes");
-      size_ = n;
-    }
-    return data_.get();
-  }
-
- private:
-  struct Free {
-    void operator()(T* p) const { std::free(p); }
-  };
-  std::unique_ptr<T, Free> data_;
-  size_t size_ = 0;
-};
 using FloatBuffer = AlignedBuffer<float>;
 
 using GemvFn = void (*)(const GemvArgs&, int64_t, int64_t);

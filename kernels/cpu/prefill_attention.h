@@ -16,6 +16,7 @@
 
 #include "hybridgen/dtype.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/prefill_attention_bf16.h"
 #include "kernels/kv_layout.h"
 
 namespace hg::cpu {
@@ -62,6 +63,7 @@ PrefillAttentionArgs dense_prefill_args(const float* q, int64_t n_rows, int n_he
 struct PrefillAttentionScratch {
   std::vector<float> q, k, v, scores, acc, row_max, row_sum;
   std::vector<float> x, row;  // with prompt scores: the item's scores over every key it sees; a spare row
+  Bf16AttentionScratch bf16;  // the bf16 products' (prefill_attention_bf16.h)
 };
 
 // Query rows per tile for a GQA group size (the tile holds rows × group query vectors).
@@ -101,6 +103,9 @@ struct AttentionMassArgs {
   float scale = 1.0f;
   const float* k = nullptr;
   int64_t ld_k = 0;
+  // The dtype of the cache the keys were rounded to: bf16 keys take the tiled kernel's bf16 Q·Kᵀ
+  // where it runs in bf16 (prefill_attention_bf16.h), so that the scores have its bits.
+  DType k_dtype = DType::F32;
   const int64_t* n_visible = nullptr;  // [n_rows]: row i attends keys [0, n_visible[i])
   std::span<const MassSoftmax> softmax;  // at least one
 };
@@ -109,6 +114,7 @@ struct AttentionMassArgs {
 // one row of them for a softmax that is not the call's last.
 struct AttentionMassScratch {
   std::vector<float> q, x, row;
+  Bf16AttentionScratch bf16;
 };
 
 int64_t attention_mass_items(const AttentionMassArgs& a);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/prefill_attention.h"
+#include "kernels/cpu/prefill_attention_bf16.h"
 #include "kernels/cpu/sgemm.h"
 
 namespace hg::cpu {
@@ -19,10 +20,13 @@ namespace hg::cpu {
 // The per-ISA instantiations (prefill_attention_{avx2,avx512}.cpp).
 void prefill_attention_avx2(const PrefillAttentionArgs& a, int64_t item_begin, int64_t item_end,
                             PrefillAttentionScratch& scratch);
+// bf16: the products in bf16 where the cache's dtype allows (prefill_attention_bf16.h); only on a
+// CPU with AVX512_BF16.
 void prefill_attention_avx512(const PrefillAttentionArgs& a, int64_t item_begin, int64_t item_end,
-                              PrefillAttentionScratch& scratch);
+                              PrefillAttentionScratch& scratch, bool bf16);
 void attention_mass_avx2(const AttentionMassArgs& a, int64_t item, float* const* mass, AttentionMassScratch& scratch);
-void attention_mass_avx512(const AttentionMassArgs& a, int64_t item, float* const* mass, AttentionMassScratch& scratch);
+void attention_mass_avx512(const AttentionMassArgs& a, int64_t item, float* const* mass, AttentionMassScratch& scratch,
+                           bool bf16);
 
 namespace {
 
@@ -170,10 +174,14 @@ inline void mass_of_scores(std::span<const MassSoftmax> softmax, const int64_t* 
   }
 }
 
+// bf16: S = Q·Kᵀ in bf16 where the keys are bf16, P·V where the values are
+// (prefill_attention_bf16.h), else oneDNN sgemm on fp32 tiles.
 template <TileDequantFn Dequant>
 void prefill_attention_tiles(const PrefillAttentionArgs& a, int64_t item_begin, int64_t item_end,
-                             PrefillAttentionScratch& s) {
+                             PrefillAttentionScratch& s, bool bf16 = false) {
   const int hd = a.head_dim;
+  const bool qk16 = bf16 && a.k.dtype == DType::BF16 && bf16_attention_head_dim(hd);
+  const bool pv16 = bf16 && a.v.dtype == DType::BF16 && bf16_attention_head_dim(hd);
   const int group = a.n_heads / a.n_kv_heads;
   const int64_t tile_rows = prefill_query_tile_rows(group);
   const int64_t tile_m = tile_rows * group;
@@ -199,6 +207,7 @@ void prefill_attention_tiles(const PrefillAttentionArgs& a, int64_t item_begin, 
         float* dst = s.q.data() + (r * group + j) * hd;
         for (int d = 0; d < hd; ++d) dst[d] = src[d] * a.scale;
       }
+    const uint16_t* q16 = qk16 ? bf16_attention_query(s.q.data(), m_rows, hd, s.bf16) : nullptr;
     const bool scored = !a.mass_softmax.empty();
     if (scored) s.x.resize(static_cast<size_t>(m_rows * k_end));
     std::fill(s.acc.begin(), s.acc.begin() + m_rows * hd, 0.0f);
@@ -208,13 +217,14 @@ void prefill_attention_tiles(const PrefillAttentionArgs& a, int64_t item_begin, 
       // one key tile, never across a token block (its rows are contiguous)
       const int64_t n = std::min(
           {kKeyTile, k_end - k0, a.k.block_tokens - k0 % a.k.block_tokens, a.v.block_tokens - k0 % a.v.block_tokens});
-      const float* kt = kv_tile<Dequant>(a.k, g, k0, n, s.k.data());
-      const float* vt = kv_tile<Dequant>(a.v, g, k0, n, s.v.data());
       // S = Q · Kᵀ  [m_rows][n]: with prompt scores straight into the item's row buffer, which
       // keeps it, and P beside it in the tile; else P over S in the tile
       float* const st = scored ? s.x.data() + k0 : s.scores.data();
       const int64_t ld_st = scored ? k_end : n;
-      sgemm(m_rows, n, hd, s.q.data(), hd, kt, hd, 0.0f, st, ld_st);
+      if (qk16)
+        bf16_attention_scores(q16, m_rows, hd, static_cast<const uint16_t*>(a.k.row(g, k0)), hd, n, st, ld_st, s.bf16);
+      else
+        sgemm(m_rows, n, hd, s.q.data(), hd, kv_tile<Dequant>(a.k, g, k0, n, s.k.data()), hd, 0.0f, st, ld_st);
       for (int64_t m = 0; m < m_rows; ++m) {
         const float* sr = st + m * ld_st;
         float* p = s.scores.data() + m * n;
@@ -232,7 +242,12 @@ void prefill_attention_tiles(const PrefillAttentionArgs& a, int64_t item_begin, 
         std::fill(p + valid, p + n, 0.0f);  // masked keys (this row's causal limit)
       }
       // acc += P · V  [m_rows][head_dim]
-      sgemm_accumulate(m_rows, hd, n, s.scores.data(), n, vt, hd, s.acc.data(), hd);
+      if (pv16)
+        bf16_attention_values(s.scores.data(), n, m_rows, n, static_cast<const uint16_t*>(a.v.row(g, k0)), hd, hd,
+                              s.acc.data(), hd, s.bf16);
+      else
+        sgemm_accumulate(m_rows, hd, n, s.scores.data(), n, kv_tile<Dequant>(a.v, g, k0, n, s.v.data()), hd,
+                         s.acc.data(), hd);
       k0 += n;
     }
     for (int64_t r = 0; r < rows; ++r)
@@ -260,9 +275,10 @@ void prefill_attention_tiles(const PrefillAttentionArgs& a, int64_t item_begin, 
 }
 
 // attention_mass (prefill_attention.h) for one item: the scores of the tile's query vectors over
-// every key they see in one sgemm (the buffer is [m][k_end]: 24 MB at 32K keys, streamed), then
+// every key they see in one product (the buffer is [m][k_end]: 24 MB at 32K keys, streamed), then
 // mass_of_scores.
-inline void attention_mass_tile(const AttentionMassArgs& a, int64_t item, float* const* mass, AttentionMassScratch& s) {
+inline void attention_mass_tile(const AttentionMassArgs& a, int64_t item, float* const* mass, AttentionMassScratch& s,
+                                bool bf16 = false) {
   const int hd = a.head_dim;
   const int group = a.n_heads / a.n_kv_heads;
   const int64_t tile_rows = prefill_query_tile_rows(group);
@@ -282,8 +298,13 @@ inline void attention_mass_tile(const AttentionMassArgs& a, int64_t item, float*
       for (int d = 0; d < hd; ++d) dst[d] = src[d] * a.scale;
     }
   SingleThreadedOmp omp_guard;
-  // X = Q · Kᵀ  [m_rows][k_end]
-  sgemm(m_rows, k_end, hd, s.q.data(), hd, a.k + static_cast<int64_t>(g) * hd, a.ld_k, 0.0f, s.x.data(), k_end);
+  // X = Q · Kᵀ  [m_rows][k_end]: in bf16 as the tiled kernel computes it over a bf16 cache
+  const float* k = a.k + static_cast<int64_t>(g) * hd;
+  if (bf16 && a.k_dtype == DType::BF16 && bf16_attention_head_dim(hd))
+    bf16_attention_scores(bf16_attention_query(s.q.data(), m_rows, hd, s.bf16), m_rows, hd, k, a.ld_k, k_end,
+                          s.x.data(), k_end, s.bf16);
+  else
+    sgemm(m_rows, k_end, hd, s.q.data(), hd, k, a.ld_k, 0.0f, s.x.data(), k_end);
   mass_of_scores(a.softmax, a.n_visible, r0, group, g, m_rows, k_end, s.x.data(), k_end, mass, s.row);
 }
 

@@ -33,16 +33,16 @@ PromptScoreSpec PromptScoreSpec::parse(const std::string& name) {
 }
 
 void PromptScorer::add_chunk(ThreadPool& pool, std::span<const PromptScoreSpec> specs, const ModelSpec& m, int layer,
-                             const float* q, int n_rows, int64_t pos0, const float* k,
+                             const float* q, int n_rows, int64_t pos0, const float* k, DType k_dtype,
                              std::span<std::vector<float>> scores) {
   if (specs.empty()) return;
-  begin_chunk(specs, m, layer, n_rows, pos0);
+  begin_chunk(specs, m, layer, n_rows, pos0, k_dtype);
   compute_chunk(pool, q, k);
   end_chunk(pool, scores);
 }
 
 PromptMassSink PromptScorer::begin_chunk(std::span<const PromptScoreSpec> specs, const ModelSpec& m, int layer,
-                                         int n_rows, int64_t pos0) {
+                                         int n_rows, int64_t pos0, DType k_dtype) {
   const int64_t n_keys = pos0 + n_rows;
   visible_.resize(static_cast<size_t>(n_rows));
   for (int i = 0; i < n_rows; ++i) visible_[static_cast<size_t>(i)] = pos0 + i + 1;
@@ -74,6 +74,7 @@ PromptMassSink PromptScorer::begin_chunk(std::span<const PromptScoreSpec> specs,
   a.head_dim = m.head_dim;
   a.scale = 1.0f / std::sqrt(static_cast<float>(m.head_dim));
   a.ld_k = m.kv_dim();
+  a.k_dtype = k_dtype;
   a.n_visible = visible_.data();
   a.softmax = softmax_;
   n_items_ = cpu::attention_mass_items(a);

@@ -37,19 +37,22 @@ struct PromptScoreSpec {
 class PromptScorer {
  public:
   // Rows at positions [pos0, pos0 + n_rows) of `layer` (q: [n_rows][q_dim] after RoPE) over the
-  // keys k: [pos0 + n_rows][kv_dim] fp32 (every row sees the keys up to its own position).
+  // keys k: [pos0 + n_rows][kv_dim] fp32 (every row sees the keys up to its own position), rounded
+  // to k_dtype, the cache's (bf16 keys take the bf16 Q·Kᵀ of the CPU device's prefill attention
+  // where it runs one: kernels/cpu/prefill_attention_bf16.h).
   // scores[i], spec i's: [tokens][n_kv_heads], grown to pos0 + n_rows tokens (new ones 0) and
   // added to. The specs share one Q·Kᵀ; each one's scores are the bits a call with it alone gives,
   // and do not depend on the pool's size.
   void add_chunk(ThreadPool& pool, std::span<const PromptScoreSpec> specs, const ModelSpec& m, int layer,
-                 const float* q, int n_rows, int64_t pos0, const float* k, std::span<std::vector<float>> scores);
+                 const float* q, int n_rows, int64_t pos0, const float* k, DType k_dtype,
+                 std::span<std::vector<float>> scores);
 
   // add_chunk in three steps, for a prefill whose attention computes the sums from its own Q·Kᵀ
   // (Device::attention_scored): begin_chunk sizes the work items' buffers and returns where they
   // are; the attention fills them, or compute_chunk does (add_chunk's q and k); end_chunk adds them
   // onto the scores in item order.
   PromptMassSink begin_chunk(std::span<const PromptScoreSpec> specs, const ModelSpec& m, int layer, int n_rows,
-                             int64_t pos0);
+                             int64_t pos0, DType k_dtype);
   void compute_chunk(ThreadPool& pool, const float* q, const float* k);
   void end_chunk(ThreadPool& pool, std::span<std::vector<float>> scores);
 

@@ -132,19 +132,22 @@ class CpuDevice final : public Device {
     for (const SharedPacking::Key& k : uploaded_) SharedPacking::instance().release(k);
   }
 
-  // "cpu (avx512_bf16)" with the fp32 prefill GEMM, "cpu (avx512_bf16, amx)" where it runs on AMX
-  // tiles, "cpu (avx512_bf16, vdpbf16ps)" with AVX512_BF16's dot product: what keys stored prefill
-  // states (the three sum differently) and what result rows say they ran on
+  // "cpu (avx512_bf16)" with the fp32 prefill GEMM, "cpu (avx512_bf16, amx, bf16 attention)" where
+  // it runs on AMX tiles, "cpu (avx512_bf16, vdpbf16ps, bf16 attention)" with AVX512_BF16's dot
+  // product; with either bf16 GEMM the prefill attention's products over a bf16 cache run in bf16
+  // too (kernels/cpu/prefill_attention_bf16.h). What keys stored prefill states (the three sum
+  // differently; the bf16 GEMMs without the bf16 attention, before it, were named without ", bf16
+  // attention") and what result rows say they ran on
   std::string name() const override {
     std::string gemm;
     switch (cpu::prefill_gemm_for(cpu::active_cpu_isa())) {
       case cpu::PrefillGemm::Sgemm:
         break;
       case cpu::PrefillGemm::AmxBf16:
-        gemm = ", amx";
+        gemm = ", amx, bf16 attention";
         break;
       case cpu::PrefillGemm::Avx512Bf16:
-        gemm = ", vdpbf16ps";
+        gemm = ", vdpbf16ps, bf16 attention";
         break;
     }
     return "cpu (" + std::string(cpu::cpu_isa_name()) + gemm + ")";

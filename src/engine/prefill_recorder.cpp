@@ -24,7 +24,7 @@ void PrefillRecorder::attend(Device& d, LayerAttention& attn, Scratch& s, int la
     attn.attend(layer, s.q, s.k, s.v, rows, s.attn);
   } else {
     const PromptMassSink sink =
-        scorer_.begin_chunk(specs_, spec_, layer, static_cast<int>(rows.size()), rows.front().pos);
+        scorer_.begin_chunk(specs_, spec_, layer, static_cast<int>(rows.size()), rows.front().pos, kv_dtype_);
     scored = attn.attend_scored(layer, s.q, s.k, s.v, rows, s.attn, sink);
   }
   PrefillState::Layer& l = state_.layers[static_cast<size_t>(layer)];

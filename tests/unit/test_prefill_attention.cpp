@@ -114,6 +114,23 @@ void expect_close(const std::vector<float>& a, const std::vector<float>& b, floa
   }
 }
 
+// The prefill GEMM (and with it the prefill attention's products: prefill_attention_bf16.h) for
+// a scope; the suite's own is fp32 (tests/test_env.cpp).
+class ScopedPrefillGemm {
+ public:
+  explicit ScopedPrefillGemm(PrefillGemm g) { override_prefill_gemm(g); }
+  ~ScopedPrefillGemm() { override_prefill_gemm(std::nullopt); }
+  ScopedPrefillGemm(const ScopedPrefillGemm&) = delete;
+  ScopedPrefillGemm& operator=(const ScopedPrefillGemm&) = delete;
+};
+
+// fp32 products, and bf16 ones where this CPU runs them.
+std::vector<PrefillGemm> bf16_product_choices() {
+  std::vector<PrefillGemm> g{PrefillGemm::Sgemm};
+  if (prefill_gemm_supported(PrefillGemm::Avx512Bf16)) g.push_back(PrefillGemm::Avx512Bf16);
+  return g;
+}
+
 // Runs the tiled kernel with every ISA, in two item ranges with separate scratch (as two pool
 // threads would), and compares with the scalar twin.
 void check_against_twin(const Problem& p, const std::string& name) {
@@ -208,6 +225,138 @@ TEST(PrefillAttention, ScalarTwinMatchesDoubleReference) {
         EXPECT_NEAR(out[static_cast<size_t>((i * p.n_heads + h) * p.hd + d)], o, 1e-5);
       }
     }
+}
+
+// The bf16 products (prefill_attention_bf16.h) against a double reference that multiplies what
+// they multiply: the scaled queries rounded to bf16, the cache's bf16 keys and values. What is left
+// is P's rounding to bf16 before P·V, at most 2^-9 of each weight: |out - ref| <= 2^-9 max|v|
+// (values in [-1, 1] here), and far less on average, as the roundings are independent; lse sees
+// no rounding but fp32 sums. A wrong pairing of keys and weights moves outputs by the weights'
+// size: `spread` makes some softmaxes peaked (scores up to ±20), where that is O(1).
+void check_bf16_against_reference(const Problem& p, const std::string& name) {
+  std::vector<float> out, lse;
+  PrefillAttentionScratch scratch, scratch2;
+  const PrefillAttentionArgs a = p.args(out, lse);
+  const int64_t items = prefill_attention_items(a);
+  prefill_attention_isa(CpuIsa::Avx512Bf16, a, 0, items / 2, scratch);
+  prefill_attention_isa(CpuIsa::Avx512Bf16, a, items / 2, items, scratch2);
+  const int group = p.n_heads / p.n_kv;
+  double err_sum = 0, worst = 0;
+  int64_t n_out = 0;
+  for (int64_t i = 0; i < p.n_rows; ++i)
+    for (int h = 0; h < p.n_heads; ++h) {
+      const int g = h / group;
+      const int64_t n = p.visible[static_cast<size_t>(i)];
+      const size_t o0 = static_cast<size_t>((i * p.n_heads + h) * p.hd);
+      if (n == 0) {
+        EXPECT_EQ(lse[static_cast<size_t>(i * p.n_heads + h)], -INFINITY) << name;
+        continue;
+      }
+      std::vector<double> s(static_cast<size_t>(n));
+      double mx = -INFINITY;
+      for (int64_t t = 0; t < n; ++t) {
+        double dot = 0;
+        for (int d = 0; d < p.hd; ++d)
+          dot += static_cast<double>(bf16_to_fp32(fp32_to_bf16(p.q[o0 + static_cast<size_t>(d)] * a.scale))) *
+                 p.k.values[static_cast<size_t>((g * p.n_tokens + t) * p.hd + d)];
+        mx = std::max(mx, s[static_cast<size_t>(t)] = dot);
+      }
+      double sum = 0;
+      for (auto& x : s) sum += (x = std::exp(x - mx));
+      ASSERT_NEAR(lse[static_cast<size_t>(i * p.n_heads + h)], mx + std::log(sum), 2e-5 * (1 + std::fabs(mx)))
+          << name << " row " << i << " head " << h;
+      for (int d = 0; d < p.hd; ++d) {
+        double o = 0;
+        for (int64_t t = 0; t < n; ++t)
+          o += s[static_cast<size_t>(t)] / sum * p.v.values[static_cast<size_t>((g * p.n_tokens + t) * p.hd + d)];
+        const double err = std::fabs(out[o0 + static_cast<size_t>(d)] - o);
+        ASSERT_LE(err, 0.002 + 1e-5) << name << " row " << i << " head " << h << " dim " << d;
+        err_sum += err;
+        worst = std::max(worst, err);
+        ++n_out;
+      }
+    }
+  if (n_out > 0) {
+    EXPECT_LT(err_sum / static_cast<double>(n_out), 2e-4) << name << " (worst " << worst << ")";
+  }
+}
+
+TEST(PrefillAttentionBf16, MatchesReferenceWithRoundedQueries) {
+  if (!prefill_gemm_supported(PrefillGemm::Avx512Bf16)) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  const ScopedPrefillGemm products(PrefillGemm::Avx512Bf16);
+  struct Heads {
+    int n_heads, n_kv;
+  };
+  uint32_t seed = 40;
+  for (const Heads& h : {Heads{2, 2}, Heads{9, 3}, Heads{14, 2}, Heads{8, 1}})
+    for (int hd : {64, 128})
+      for (float spread : {1.0f, 8.0f}) {
+        // key tiles cut at token blocks of 37 (tiles of 37, 74 keys: panels of fewer than 32, P
+        // padded to 64 or 96 columns) or whole in blocks of 256; rows seeing 0 to 299 keys
+        const int64_t block_tokens = seed % 2 ? 256 : 37;
+        Problem p =
+            make_problem(DType::BF16, h.n_heads, h.n_kv, hd, 70, 300, block_tokens, 300 - 69 - seed % 3 * 100, seed);
+        ++seed;
+        for (float& x : p.q) x *= spread;
+        check_bf16_against_reference(p, "heads " + std::to_string(h.n_heads) + "/" + std::to_string(h.n_kv) + " hd " +
+                                            std::to_string(hd) + " spread " + std::to_string(spread));
+      }
+  Problem uneven = make_problem(DType::BF16, 8, 1, 64, 41, 200, 256, 0, 9);
+  std::mt19937 rng(10);
+  for (auto& v : uneven.visible) v = std::uniform_int_distribution<int64_t>(0, 200)(rng);
+  check_bf16_against_reference(uneven, "random visibility");
+}
+
+TEST(PrefillAttentionBf16, EqualWeightsAverageEveryValue) {
+  // q = 0: every score is 0 and every weight exactly 1 in bf16, so out is the mean of the values a
+  // row sees to fp32's sums: a key dropped, doubled, or a padding key let in is far outside 1e-5
+  if (!prefill_gemm_supported(PrefillGemm::Avx512Bf16)) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  const ScopedPrefillGemm products(PrefillGemm::Avx512Bf16);
+  for (int64_t block_tokens : {37, 256}) {
+    Problem p = make_problem(DType::BF16, 6, 2, 64, 70, 300, block_tokens, 300 - 69, 21);
+    std::fill(p.q.begin(), p.q.end(), 0.0f);
+    std::vector<float> out, lse;
+    PrefillAttentionScratch scratch;
+    const PrefillAttentionArgs a = p.args(out, lse);
+    prefill_attention_isa(CpuIsa::Avx512Bf16, a, 0, prefill_attention_items(a), scratch);
+    for (int64_t i = 0; i < p.n_rows; ++i)
+      for (int h = 0; h < p.n_heads; ++h) {
+        const int g = h / (p.n_heads / p.n_kv);
+        const int64_t n = p.visible[static_cast<size_t>(i)];
+        EXPECT_NEAR(lse[static_cast<size_t>(i * p.n_heads + h)], std::log(static_cast<double>(n)), 1e-5);
+        for (int d = 0; d < p.hd; ++d) {
+          double mean = 0;
+          for (int64_t t = 0; t < n; ++t) mean += p.v.values[static_cast<size_t>((g * p.n_tokens + t) * p.hd + d)];
+          mean /= static_cast<double>(n);
+          ASSERT_NEAR(out[static_cast<size_t>((i * p.n_heads + h) * p.hd + d)], mean, 1e-5)
+              << "blocks of " << block_tokens << ", row " << i << ", head " << h << ", dim " << d;
+        }
+      }
+  }
+}
+
+TEST(PrefillAttentionBf16, OtherCachesAndHeadDimsKeepTheFp32Products) {
+  // bf16 products need bf16 keys (for S) or values (for P·V) and head_dim a multiple of 32: an f16
+  // or f32 cache, or head_dim 33, gets the sgemm path's bits with bf16 products asked for
+  if (!prefill_gemm_supported(PrefillGemm::Avx512Bf16)) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  struct Case {
+    DType dt;
+    int hd;
+  };
+  for (const Case& c : {Case{DType::F16, 64}, Case{DType::F32, 64}, Case{DType::BF16, 33}}) {
+    const Problem p = make_problem(c.dt, 9, 3, c.hd, 70, 300, 37, 231, 31);
+    std::vector<std::vector<float>> outs, lses;
+    for (PrefillGemm g : {PrefillGemm::Sgemm, PrefillGemm::Avx512Bf16}) {
+      const ScopedPrefillGemm products(g);
+      std::vector<float>& out = outs.emplace_back();
+      std::vector<float>& lse = lses.emplace_back();
+      PrefillAttentionScratch scratch;
+      const PrefillAttentionArgs a = p.args(out, lse);
+      prefill_attention_isa(CpuIsa::Avx512Bf16, a, 0, prefill_attention_items(a), scratch);
+    }
+    EXPECT_EQ(outs[0], outs[1]) << dtype_name(c.dt) << " hd " << c.hd;
+    EXPECT_EQ(lses[0], lses[1]) << dtype_name(c.dt) << " hd " << c.hd;
+  }
 }
 
 // Row-major fp32 keys [n_tokens][n_kv * hd] (the forward pass's layout), queries and causal
@@ -309,6 +458,33 @@ TEST(AttentionMass, TiledMatchesScalarTwinOverShapes) {
     }
 }
 
+TEST(AttentionMass, Bf16ScoresMatchTheTwin) {
+  // Over bf16 keys with bf16 products on, the scores' Q·Kᵀ runs in bf16 (prefill_attention_bf16.h).
+  // Queries and keys bf16 values and head_dim 64 or 256 (scale 1/8, 1/16): the rounding of the
+  // scaled queries is exact, and the sums match the twin's to fp32 order
+  if (!prefill_gemm_supported(PrefillGemm::Avx512Bf16)) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  const ScopedPrefillGemm products(PrefillGemm::Avx512Bf16);
+  for (int hd : {64, 256}) {
+    MassProblem p = mass_problem(14, 2, hd, 70, 300, 3u + static_cast<uint32_t>(hd));
+    for (auto* v : {&p.q, &p.k})
+      for (float& x : *v) x = bf16_to_fp32(fp32_to_bf16(x));
+    p.softmax = {MassSoftmax{}, noisy_softmax(0.7f)};
+    AttentionMassArgs a = p.args();
+    a.k_dtype = DType::BF16;
+    const auto got = item_masses(a, CpuIsa::Avx512Bf16);
+    for (int64_t item = 0; item < attention_mass_items(a); ++item) {
+      const int64_t keys = attention_mass_keys(a, item);
+      std::vector<std::vector<float>> ref(p.softmax.size(), std::vector<float>(static_cast<size_t>(keys)));
+      std::vector<float*> out;
+      for (auto& v : ref) out.push_back(v.data());
+      attention_mass_scalar(a, item, out.data());
+      for (size_t v = 0; v < ref.size(); ++v)
+        expect_close(got[static_cast<size_t>(item)][v], ref[v], 2e-5f,
+                     "hd " + std::to_string(hd) + ", softmax " + std::to_string(v) + ", item " + std::to_string(item));
+    }
+  }
+}
+
 TEST(AttentionMass, SoftmaxesOfOneCallGiveTheBitsOfEachAlone) {
   // h2o's plain softmax and two Keyformer-like ones share one Q·Kᵀ; each one's sums are those of a
   // call of it alone, on every ISA, and the scalar twin's within its tolerance
@@ -344,57 +520,63 @@ TEST(AttentionMass, SoftmaxesOfOneCallGiveTheBitsOfEachAlone) {
 TEST(AttentionMass, PrefillAttentionKeepsItsScoresForThem) {
   // With the mass fields set, the tiled prefill gives the prompt scores of its rows from its own
   // score tiles: the bits attention_mass gives over the keys its cache holds (f32, or bf16 rounded),
-  // on every ISA, while its output and lse keep their bits
-  const std::vector<MassSoftmax> softmax{MassSoftmax{}, noisy_softmax(0.7f)};
-  struct Shape {
-    int n_heads, n_kv, hd;
-    int64_t n_rows, n_tokens, block_tokens, offset;
-  };
-  for (DType dt : {DType::F32, DType::BF16})
-    for (const Shape& sh :
-         {Shape{14, 2, 64, 70, 370, 4096, 301}, Shape{9, 3, 33, 130, 150, 48, 21}, Shape{4, 4, 16, 5, 5, 4096, 0}}) {
-      const Problem p = make_problem(dt, sh.n_heads, sh.n_kv, sh.hd, sh.n_rows, sh.n_tokens, sh.block_tokens, sh.offset,
-                                     11u + static_cast<uint32_t>(sh.hd));
-      const std::string what = std::string(dtype_name(dt)) + ", " + std::to_string(sh.n_heads) + "/" +
-                               std::to_string(sh.n_kv) + " heads, hd " + std::to_string(sh.hd) + ", rows " +
-                               std::to_string(sh.n_rows) + " at " + std::to_string(sh.offset);
-      // the same problem for attention_mass: the cache's values as the forward pass's key rows
-      MassProblem m{sh.n_heads, sh.n_kv, sh.hd, sh.n_rows, 0, p.q, {}, p.visible, softmax};
-      m.k.resize(static_cast<size_t>(sh.n_tokens * sh.n_kv * sh.hd));
-      for (int g = 0; g < sh.n_kv; ++g)
-        for (int64_t t = 0; t < sh.n_tokens; ++t)
-          for (int d = 0; d < sh.hd; ++d)
-            m.k[static_cast<size_t>((t * sh.n_kv + g) * sh.hd + d)] =
-                p.k.values[static_cast<size_t>((g * sh.n_tokens + t) * sh.hd + d)];
-      const AttentionMassArgs ma = m.args();
-      for (CpuIsa isa : test::supported_cpu_isas()) {
-        std::vector<float> plain_out, plain_lse, out, lse;
-        PrefillAttentionScratch scratch;
-        const PrefillAttentionArgs plain = p.args(plain_out, plain_lse);
-        const int64_t items = prefill_attention_items(plain);
-        prefill_attention_isa(isa, plain, 0, items, scratch);
-        PrefillAttentionArgs a = p.args(out, lse);
-        std::vector<std::vector<float>> mass(softmax.size(),
-                                             std::vector<float>(static_cast<size_t>(items * sh.n_tokens), -1.0f));
-        std::vector<float*> bases;
-        for (auto& v : mass) bases.push_back(v.data());
-        a.mass_softmax = softmax;
-        a.mass = bases.data();
-        a.ld_mass = sh.n_tokens;
-        prefill_attention_isa(isa, a, 0, items, scratch);
-        EXPECT_EQ(out, plain_out) << what;
-        EXPECT_EQ(lse, plain_lse) << what;
-        const auto want = item_masses(ma, isa);
-        ASSERT_EQ(static_cast<int64_t>(want.size()), items);
-        for (int64_t item = 0; item < items; ++item)
-          for (size_t v = 0; v < softmax.size(); ++v) {
-            const auto& w = want[static_cast<size_t>(item)][v];
-            const std::vector<float> got(mass[v].begin() + item * sh.n_tokens,
-                                         mass[v].begin() + item * sh.n_tokens + static_cast<int64_t>(w.size()));
-            EXPECT_EQ(got, w) << what << ", item " << item << ", softmax " << v << ", isa " << cpu_isa_label(isa);
-          }
+  // on every ISA, while its output and lse keep their bits; with its products in fp32 and, on a
+  // CPU with AVX512_BF16, in bf16 (the Q·Kᵀ of both in bf16 over a bf16 cache)
+  for (const PrefillGemm gemm : bf16_product_choices()) {
+    const ScopedPrefillGemm products(gemm);
+    const std::vector<MassSoftmax> softmax{MassSoftmax{}, noisy_softmax(0.7f)};
+    struct Shape {
+      int n_heads, n_kv, hd;
+      int64_t n_rows, n_tokens, block_tokens, offset;
+    };
+    for (DType dt : {DType::F32, DType::BF16})
+      for (const Shape& sh :
+           {Shape{14, 2, 64, 70, 370, 4096, 301}, Shape{9, 3, 33, 130, 150, 48, 21}, Shape{4, 4, 16, 5, 5, 4096, 0}}) {
+        const Problem p = make_problem(dt, sh.n_heads, sh.n_kv, sh.hd, sh.n_rows, sh.n_tokens, sh.block_tokens,
+                                       sh.offset, 11u + static_cast<uint32_t>(sh.hd));
+        const std::string what = std::string(dtype_name(dt)) + ", " + std::to_string(sh.n_heads) + "/" +
+                                 std::to_string(sh.n_kv) + " heads, hd " + std::to_string(sh.hd) + ", rows " +
+                                 std::to_string(sh.n_rows) + " at " + std::to_string(sh.offset);
+        // the same problem for attention_mass: the cache's values as the forward pass's key rows
+        MassProblem m{sh.n_heads, sh.n_kv, sh.hd, sh.n_rows, 0, p.q, {}, p.visible, softmax};
+        m.k.resize(static_cast<size_t>(sh.n_tokens * sh.n_kv * sh.hd));
+        for (int g = 0; g < sh.n_kv; ++g)
+          for (int64_t t = 0; t < sh.n_tokens; ++t)
+            for (int d = 0; d < sh.hd; ++d)
+              m.k[static_cast<size_t>((t * sh.n_kv + g) * sh.hd + d)] =
+                  p.k.values[static_cast<size_t>((g * sh.n_tokens + t) * sh.hd + d)];
+        AttentionMassArgs ma = m.args();
+        ma.k_dtype = dt;
+        for (CpuIsa isa : test::supported_cpu_isas()) {
+          std::vector<float> plain_out, plain_lse, out, lse;
+          PrefillAttentionScratch scratch;
+          const PrefillAttentionArgs plain = p.args(plain_out, plain_lse);
+          const int64_t items = prefill_attention_items(plain);
+          prefill_attention_isa(isa, plain, 0, items, scratch);
+          PrefillAttentionArgs a = p.args(out, lse);
+          std::vector<std::vector<float>> mass(softmax.size(),
+                                               std::vector<float>(static_cast<size_t>(items * sh.n_tokens), -1.0f));
+          std::vector<float*> bases;
+          for (auto& v : mass) bases.push_back(v.data());
+          a.mass_softmax = softmax;
+          a.mass = bases.data();
+          a.ld_mass = sh.n_tokens;
+          prefill_attention_isa(isa, a, 0, items, scratch);
+          EXPECT_EQ(out, plain_out) << what;
+          EXPECT_EQ(lse, plain_lse) << what;
+          const auto want = item_masses(ma, isa);
+          ASSERT_EQ(static_cast<int64_t>(want.size()), items);
+          for (int64_t item = 0; item < items; ++item)
+            for (size_t v = 0; v < softmax.size(); ++v) {
+              const auto& w = want[static_cast<size_t>(item)][v];
+              const std::vector<float> got(mass[v].begin() + item * sh.n_tokens,
+                                           mass[v].begin() + item * sh.n_tokens + static_cast<int64_t>(w.size()));
+              EXPECT_EQ(got, w) << what << ", item " << item << ", softmax " << v << ", isa " << cpu_isa_label(isa)
+                                << ", products " << prefill_gemm_label(gemm);
+            }
+        }
       }
-    }
+  }
 }
 
 TEST(AttentionMass, PromptScorerGivesTheSameBitsOnAnyPool) {
@@ -415,7 +597,7 @@ TEST(AttentionMass, PromptScorerGivesTheSameBitsOnAnyPool) {
     PromptScorer scorer;
     std::vector<std::vector<float>> s(these.size(),
                                       std::vector<float>(static_cast<size_t>(p.pos0 * m.n_kv_heads), 0.5f));
-    scorer.add_chunk(pool, these, m, 4, p.q.data(), static_cast<int>(p.n_rows), p.pos0, p.k.data(), s);
+    scorer.add_chunk(pool, these, m, 4, p.q.data(), static_cast<int>(p.n_rows), p.pos0, p.k.data(), DType::F32, s);
     return s;
   };
   const auto together = score(specs, 3);
