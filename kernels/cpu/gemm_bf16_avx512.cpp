@@ -58,9 +58,7 @@ void bf16_pack_panel(const Bf16GemmArgs& a, int64_t r0, int64_t n, float* rows, 
     for (int64_t c = 0; c < chunks; ++c) {
       __m512i v[16];
       for (int i = 0; i < 16; ++i) v[i] = to_bf16_pairs(rows + i * a.cols + c * kBf16Cols);
-      transpose16(v);
-      uint16_t* tile = panel + (2 * c + h) * 512;
-      for (int kk = 0; kk < 16; ++kk) _mm512_store_si512(tile + kk * 32, v[kk]);
+      store_transposed_tile(v, panel + (2 * c + h) * 512);
     }
   }
 }

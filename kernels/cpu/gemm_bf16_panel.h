@@ -42,6 +42,13 @@ inline void transpose16(__m512i r[16]) {
   }
 }
 
+// A panel's tile from 16 rows of 16 column pairs (v[i]: row i's pairs): transposed in place and
+// stored at `tile` (512 bf16, 64-byte aligned), its row kk holding pair kk of each of the 16 rows.
+inline void store_transposed_tile(__m512i v[16], uint16_t* tile) {
+  transpose16(v);
+  for (int kk = 0; kk < 16; ++kk) _mm512_store_si512(tile + kk * 32, v[kk]);
+}
+
 // 32 floats -> 32 bf16 (round to nearest even) as 16 lanes of (element 2i, element 2i + 1).
 inline __m512i to_bf16_pairs(const float* p) {
   return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + 16), _mm512_loadu_ps(p)));

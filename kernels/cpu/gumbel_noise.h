@@ -5,7 +5,7 @@
 // equiprobable Gumbel quantiles, g_i = -ln(-ln u_i) at u_i = (2i + 1) / 2^17, from a table built
 // once with the deterministic logarithm below. So every ISA gives the scalar bits
 // (tests/unit/test_heavy_hitters.cpp), and a key costs a 32-bit hash and one table load: a 32K
-// prompt draws 24 × 14 × 32768² / 2 = 3.6e9 samples per Keyformer policy. The quantiles cover
+// prompt draws 24 × 14 × 32768² / 2 = 1.8e11 samples per Keyformer policy. The quantiles cover
 // g in [-2.47, 11.78] (P(g outside) = 1.5e-5) with steps of ~1e-4 where the density is high; the
 // earlier draw, two float logarithms of a 24-bit uniform per key, was about 2.5× slower and the
 // largest item of an 8K RULER sample's profile (docs/performance.md). `static` for the same

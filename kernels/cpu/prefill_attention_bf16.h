@@ -18,7 +18,9 @@
 #pragma once
 #include <cstdint>
 
+#include "hybridgen/dtype.h"
 #include "kernels/cpu/aligned_buffer.h"
+#include "kernels/cpu/cpu_isa.h"
 
 namespace hg::cpu {
 
@@ -28,6 +30,17 @@ struct Bf16AttentionScratch {
 };
 
 inline bool bf16_attention_head_dim(int head_dim) { return head_dim > 0 && head_dim % 32 == 0; }
+
+// Whether `isa` runs the prefill attention's products in bf16 where they apply: with a bf16
+// prefill GEMM.
+inline bool bf16_attention_on(CpuIsa isa) { return prefill_gemm_for(isa) != PrefillGemm::Sgemm; }
+
+// Whether a product over cache rows of `dtype` runs in bf16 (`on`: bf16_attention_on). The one rule
+// for the tiled kernel's Q·Kᵀ and P·V and attention_mass's Q·Kᵀ: the prompt scores keep the tiled
+// kernel's bits only while the two choose alike.
+inline bool bf16_attention_product(bool on, DType dtype, int head_dim) {
+  return on && dtype == DType::BF16 && bf16_attention_head_dim(head_dim);
+}
 
 // Q [m_rows][hd] fp32 (the rows the products below multiply) rounded to bf16 into the scratch.
 const uint16_t* bf16_attention_query(const float* q, int64_t m_rows, int hd, Bf16AttentionScratch& s);

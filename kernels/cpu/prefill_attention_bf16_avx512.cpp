@@ -51,9 +51,7 @@ void pack_keys(const T* k, int64_t ld_k, int hd, int64_t j0, int64_t n, uint16_t
         const int64_t j = 16 * h + i;
         v[i] = j < n ? key_pairs(k + (j0 + j) * ld_k, 32 * c) : _mm512_setzero_si512();
       }
-      transpose16(v);
-      uint16_t* tile = panel + (2 * c + h) * kTileElems;
-      for (int kk = 0; kk < 16; ++kk) _mm512_store_si512(tile + kk * 32, v[kk]);
+      store_transposed_tile(v, panel + (2 * c + h) * kTileElems);
     }
 }
 

@@ -180,8 +180,8 @@ template <TileDequantFn Dequant>
 void prefill_attention_tiles(const PrefillAttentionArgs& a, int64_t item_begin, int64_t item_end,
                              PrefillAttentionScratch& s, bool bf16 = false) {
   const int hd = a.head_dim;
-  const bool qk16 = bf16 && a.k.dtype == DType::BF16 && bf16_attention_head_dim(hd);
-  const bool pv16 = bf16 && a.v.dtype == DType::BF16 && bf16_attention_head_dim(hd);
+  const bool qk16 = bf16_attention_product(bf16, a.k.dtype, hd);
+  const bool pv16 = bf16_attention_product(bf16, a.v.dtype, hd);
   const int group = a.n_heads / a.n_kv_heads;
   const int64_t tile_rows = prefill_query_tile_rows(group);
   const int64_t tile_m = tile_rows * group;
@@ -300,7 +300,7 @@ inline void attention_mass_tile(const AttentionMassArgs& a, int64_t item, float*
   SingleThreadedOmp omp_guard;
   // X = Q · Kᵀ  [m_rows][k_end]: in bf16 as the tiled kernel computes it over a bf16 cache
   const float* k = a.k + static_cast<int64_t>(g) * hd;
-  if (bf16 && a.k_dtype == DType::BF16 && bf16_attention_head_dim(hd))
+  if (bf16_attention_product(bf16, a.k_dtype, hd))
     bf16_attention_scores(bf16_attention_query(s.q.data(), m_rows, hd, s.bf16), m_rows, hd, k, a.ld_k, k_end,
                           s.x.data(), k_end, s.bf16);
   else
