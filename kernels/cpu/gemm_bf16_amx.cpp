@@ -55,8 +55,8 @@ void amx_gemm_rows(const Bf16GemmArgs& a, void* work, int64_t row_begin, int64_t
       for (int64_t c = 0; c < chunks; ++c) {
         _tile_loadd(4, x0 + c * kBf16Cols, x_stride);
         _tile_loadd(5, x1 + c * kBf16Cols, x_stride);
-        _tile_loadd(6, panel + (2 * c) * 512, 64);
-        _tile_loadd(7, panel + (2 * c + 1) * 512, 64);
+        _tile_loadd(6, panel + (2 * c) * kBf16TileElems, 64);
+        _tile_loadd(7, panel + (2 * c + 1) * kBf16TileElems, 64);
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
         _tile_dpbf16ps(2, 5, 6);

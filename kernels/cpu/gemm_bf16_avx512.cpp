@@ -22,8 +22,8 @@ void gemm_block(const Bf16GemmArgs& a, const uint16_t* panel, int64_t t, int64_t
   const uint16_t* x = a.x + t * a.cols;
   const int64_t chunks = a.cols / kBf16Cols;
   for (int64_t c = 0; c < chunks; ++c) {
-    const uint16_t* lo = panel + (2 * c) * 512;
-    const uint16_t* hi = lo + 512;
+    const uint16_t* lo = panel + (2 * c) * kBf16TileElems;
+    const uint16_t* hi = lo + kBf16TileElems;
     const uint16_t* xc = x + c * kBf16Cols;
     for (int kk = 0; kk < 16; ++kk) {
       const __m512bh w0 = reinterpret_cast<__m512bh>(_mm512_load_si512(lo + kk * 32));
@@ -58,7 +58,7 @@ void bf16_pack_panel(const Bf16GemmArgs& a, int64_t r0, int64_t n, float* rows, 
     for (int64_t c = 0; c < chunks; ++c) {
       __m512i v[16];
       for (int i = 0; i < 16; ++i) v[i] = to_bf16_pairs(rows + i * a.cols + c * kBf16Cols);
-      store_transposed_tile(v, panel + (2 * c + h) * 512);
+      store_transposed_tile(v, panel + (2 * c + h) * kBf16TileElems);
     }
   }
 }

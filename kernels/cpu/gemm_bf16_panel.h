@@ -10,10 +10,13 @@
 
 namespace hg::cpu {
 
+// bf16 in one tile of a panel: a 16-row half of a 32-column chunk (16 rows x 16 column pairs).
+constexpr int64_t kBf16TileElems = 512;
+
 // Rows [r0, r0 + n) of W (n <= 32; rows past n are zero) into `panel` in the tile unit's order:
-// the tile of chunk c, half h (rows 16h .. 16h + 15) at panel + (2c + h) * 512, its row kk holding
-// for each of the 16 rows the pair of columns 32c + 2kk, 32c + 2kk + 1. `rows`: scratch for 16
-// dequantized rows (16 * cols floats).
+// the tile of chunk c, half h (rows 16h .. 16h + 15) at panel + (2c + h) * kBf16TileElems, its
+// row kk holding for each of the 16 rows the pair of columns 32c + 2kk, 32c + 2kk + 1. `rows`:
+// scratch for 16 dequantized rows (16 * cols floats).
 void bf16_pack_panel(const Bf16GemmArgs& a, int64_t r0, int64_t n, float* rows, uint16_t* panel);
 
 // Rows r[0..15] of 16 32-bit lanes become their columns: r[c][i] = old r[i][c].
@@ -43,7 +46,8 @@ inline void transpose16(__m512i r[16]) {
 }
 
 // A panel's tile from 16 rows of 16 column pairs (v[i]: row i's pairs): transposed in place and
-// stored at `tile` (512 bf16, 64-byte aligned), its row kk holding pair kk of each of the 16 rows.
+// stored at `tile` (kBf16TileElems bf16, 64-byte aligned), its row kk holding pair kk of each of
+// the 16 rows.
 inline void store_transposed_tile(__m512i v[16], uint16_t* tile) {
   transpose16(v);
   for (int kk = 0; kk < 16; ++kk) _mm512_store_si512(tile + kk * 32, v[kk]);

@@ -10,8 +10,7 @@ namespace hg::cpu {
 
 namespace {
 
-constexpr int64_t kPanelRows = 32;   // keys (S) or head dims (P·V) per panel
-constexpr int64_t kTileElems = 512;  // bf16 of one 16-row half of a 32-column chunk
+constexpr int64_t kPanelRows = 32;  // keys (S) or head dims (P·V) per panel
 
 inline int64_t round_up32(int64_t n) { return (n + 31) / 32 * 32; }
 
@@ -41,7 +40,8 @@ inline __m512i key_pairs(const uint16_t* row, int64_t c) { return _mm512_loadu_s
 inline __m512i key_pairs(const float* row, int64_t c) { return to_bf16_pairs(row + c); }
 
 // Keys [j0, j0 + n) (n <= 32, the rest zero) as a panel: chunk c of head dims, half h (keys
-// 16h .. 16h + 15) at (2c + h) * 512, its row kk holding each key's pair of dims 32c + 2kk, + 1.
+// 16h .. 16h + 15) at (2c + h) * kBf16TileElems, its row kk holding each key's pair of dims
+// 32c + 2kk, + 1.
 template <class T>
 void pack_keys(const T* k, int64_t ld_k, int hd, int64_t j0, int64_t n, uint16_t* panel) {
   for (int64_t c = 0; c < hd / 32; ++c)
@@ -51,14 +51,14 @@ void pack_keys(const T* k, int64_t ld_k, int hd, int64_t j0, int64_t n, uint16_t
         const int64_t j = 16 * h + i;
         v[i] = j < n ? key_pairs(k + (j0 + j) * ld_k, 32 * c) : _mm512_setzero_si512();
       }
-      store_transposed_tile(v, panel + (2 * c + h) * kTileElems);
+      store_transposed_tile(v, panel + (2 * c + h) * kBf16TileElems);
     }
 }
 
 template <class T>
 void scores(const uint16_t* q, int64_t m_rows, int hd, const T* k, int64_t ld_k, int64_t n, float* s, int64_t ld_s,
             Bf16AttentionScratch& scratch) {
-  uint16_t* panel = scratch.panel.get(static_cast<size_t>(hd / 32 * 2 * kTileElems));
+  uint16_t* panel = scratch.panel.get(static_cast<size_t>(hd / 32 * 2 * kBf16TileElems));
   over_panels(q, m_rows, hd, n, s, ld_s, false, panel,
               [&](int64_t j0, int64_t nj, uint16_t* pn) { pack_keys(k, ld_k, hd, j0, nj, pn); });
 }
@@ -99,11 +99,11 @@ void bf16_attention_values(const float* p, int64_t ld_p, int64_t m_rows, int64_t
   std::memset(pb + m_rows * cols, 0, static_cast<size_t>((padded - m_rows) * cols) * sizeof(uint16_t));
   // Panels of 32 head dims: chunk c of keys, half h (dims d0 + 16h ..), row kk holding each dim's
   // pair of keys 32c + 2kk, + 1 (one 16-bit interleave of two value rows).
-  uint16_t* panel = scratch.panel.get(static_cast<size_t>(cols / 32 * 2 * kTileElems));
+  uint16_t* panel = scratch.panel.get(static_cast<size_t>(cols / 32 * 2 * kBf16TileElems));
   over_panels(pb, m_rows, cols, hd, acc, ld_acc, true, panel, [&](int64_t d0, int64_t nd, uint16_t* pn) {
     for (int64_t c = 0; c < cols / 32; ++c)
       for (int64_t h = 0; h < 2; ++h) {
-        uint16_t* tile = pn + (2 * c + h) * kTileElems;
+        uint16_t* tile = pn + (2 * c + h) * kBf16TileElems;
         const int64_t dims = std::clamp<int64_t>(nd - 16 * h, 0, 16);
         const auto dmask = static_cast<__mmask16>(dims >= 16 ? 0xFFFF : (1u << dims) - 1);
         for (int kk = 0; kk < 16; ++kk) {
