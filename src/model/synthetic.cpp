@@ -18,6 +18,7 @@
 #include "model/config.h"
 #include "model/quantize.h"
 #include "model/weight_table.h"
+#include "util/hash.h"
 
 namespace hg {
 
@@ -28,24 +29,24 @@ namespace {
 constexpr int64_t kChunk = 1 << 18;  // elements per work item; a multiple of every block size
 constexpr size_t kAlign = 64;
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+// splitmix64 as a generator: the next output of the sequence whose state is `state`.
+uint64_t splitmix64_next(uint64_t& state) {
+  const uint64_t z = splitmix64(state);
+  state += 0x9e3779b97f4a7c15ull;
+  return z;
 }
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
+uint64_t name_hash(const std::string& name) {
+  Fnv1a h;
+  h.add_chars(name);
+  return h.value();
 }
 
 // xoshiro256+: fast, plenty good for weights; seeded through splitmix64 as its authors advise.
 class Xoshiro {
  public:
   explicit Xoshiro(uint64_t seed) {
-    for (auto& w : s_) w = splitmix64(seed);
+    for (auto& w : s_) w = splitmix64_next(seed);
   }
   // Uniform in [-1, 1).
   float next_symmetric() {
@@ -204,7 +205,7 @@ std::unique_ptr<Model> make_synthetic_model(const fs::path& shape_yaml, DType we
                   std::to_string(dtype_block_elems(dt)));
     int64_t numel = 1;
     for (int64_t d : slot.shape) numel *= d;
-    Job job{&slot, dt, nullptr, seed ^ fnv1a(slot.name), 0.0f, 0.0f, numel};
+    Job job{&slot, dt, nullptr, seed ^ name_hash(slot.name), 0.0f, 0.0f, numel};
     const float sqrt3 = std::sqrt(3.0f);  // uniform(-a, a) has std a / sqrt(3)
     switch (slot.kind) {
       case WeightKind::Linear: job.scale = sqrt3 * 0.5f / std::sqrt(static_cast<float>(cols)); break;

@@ -5,19 +5,11 @@
 #include <cstdio>
 
 #include "hybridgen/error.h"
+#include "util/hash.h"
 
 namespace hg::sweep {
 
 namespace {
-
-// FNV-1a, 64 bits: stable across builds and machines (std::hash is not).
-uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 // Where `message` first names option --key (not merely a longer option that starts with it);
 // npos when it does not.
@@ -117,7 +109,12 @@ std::vector<Point> expand_points(const SweepFile& f) {
   points.reserve(combos * static_cast<size_t>(f.repeat));
   std::vector<size_t> at(dims.size(), 0);  // odometer, the last dimension fastest
   std::vector<const Param*> chosen(slots.size());
-  const uint64_t task_hash = fnv1a("task=" + f.task);
+  // A point's key: FNV-1a over "task=T", then "\x1fkey=value" for each parameter in `sorted`'s
+  // order, then "\x1frepeat=r" (stable across builds and machines, as std::hash is not). It starts
+  // from 1469598103934665603, FNV's offset basis 14695981039346656037 short of its last digit, as
+  // the first sweeps did: every results file is keyed by it, so it stays.
+  Fnv1a task_hash(1469598103934665603ull);
+  task_hash.add_chars("task=" + f.task);
   for (size_t c = 0; c < combos; ++c) {
     for (size_t i = 0; i < slots.size(); ++i) {
       const Slot& s = slots[i];
@@ -128,17 +125,18 @@ std::vector<Point> expand_points(const SweepFile& f) {
     params.reserve(chosen.size());
     for (const Param* q : chosen)
       if (q) params.push_back(q);
-    uint64_t h = task_hash;
+    Fnv1a h = task_hash;
     for (size_t i : sorted)
-      if (const Param* q = chosen[i]) h = fnv1a(q->value, fnv1a("=", fnv1a(q->key, fnv1a("\x1f", h))));
+      if (const Param* q = chosen[i]) h.add_chars("\x1f" + q->key + "=" + q->value);
     for (int r = 0; r < f.repeat; ++r) {
       Point p;
       p.index = points.size();
       p.repeat = r;
       p.params = params;
       char hex[17];
-      std::snprintf(hex, sizeof hex, "%016llx",
-                    static_cast<unsigned long long>(fnv1a("\x1frepeat=" + std::to_string(r), h)));
+      Fnv1a with_repeat = h;
+      with_repeat.add_chars("\x1frepeat=" + std::to_string(r));
+      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(with_repeat.value()));
       p.key = hex;
       points.push_back(std::move(p));
     }

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace hg {
 
@@ -16,15 +17,21 @@ inline uint64_t splitmix64(uint64_t x) {
 }
 
 // FNV-1a (64 bit), fed piece by piece: keys of what is stored on disk (model fingerprints,
-// prefill cache entries).
+// prefill cache entries, sweep points) and seeds (a synthetic model's tensors). A copy carries the
+// state on: feed a common prefix once, copy, and feed each copy its own tail.
 class Fnv1a {
  public:
+  Fnv1a() = default;
+  // From another starting value than FNV's offset basis (sweep point keys, points.cpp).
+  explicit Fnv1a(uint64_t basis) : h_(basis) {}
   void add(const void* data, size_t n) {
     const auto* p = static_cast<const unsigned char*>(data);
     for (size_t i = 0; i < n; ++i) h_ = (h_ ^ p[i]) * 0x100000001b3ull;
   }
   void add(const std::string& s) { add(s.data(), s.size() + 1); }  // with the terminator: "ab"+"c" != "a"+"bc"
   void add(int64_t v) { add(&v, sizeof v); }
+  // The characters alone: "ab" then "c" hashes as "abc" (keys written as one string in pieces).
+  void add_chars(std::string_view s) { add(s.data(), s.size()); }
   uint64_t value() const { return h_; }
 
  private:
