@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <system_error>
 #include <utility>
 
@@ -26,9 +25,7 @@ std::filesystem::path PrefillCache::path_of(const std::string& fingerprint, cons
   h.add(device);
   h.add(static_cast<int64_t>(ids.size()));
   h.add(ids.data(), ids.size_bytes());
-  char name[32];
-  std::snprintf(name, sizeof name, "%016llx.hgstate", static_cast<unsigned long long>(h.value()));
-  return dir_ / name;
+  return dir_ / (h.hex() + ".hgstate");
 }
 
 std::optional<PrefillState> PrefillCache::find(const std::string& fingerprint, const std::string& device,

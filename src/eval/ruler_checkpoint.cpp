@@ -42,9 +42,7 @@ std::string differences(const nlohmann::json& here, const nlohmann::json& there)
 std::string RulerCheckpoint::prompt_hash(std::span<const int32_t> ids) {
   Fnv1a h;  // over the ids' bytes, as the prefill cache keys a prompt
   h.add(ids.data(), ids.size_bytes());
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h.value()));
-  return hex;
+  return h.hex();
 }
 
 RulerCheckpoint::RulerCheckpoint(std::string path, const nlohmann::json& run) : path_(std::move(path)) {

@@ -3,7 +3,6 @@
 // profiles, prefill state files): the same weights in two files share it; a fine-tune, a
 // requantization or another shape does not. Sampling keeps it to microseconds on a 16 GB model.
 #include <algorithm>
-#include <cstdio>
 
 #include "hybridgen/dtype.h"
 #include "hybridgen/model.h"
@@ -38,9 +37,7 @@ std::string model_fingerprint(const Model& model) {
     for (const TensorView* t : {&l.attn_norm, &l.attn_norm_bias, &l.wq, &l.wk, &l.wv, &l.bq, &l.bk, &l.bv, &l.wo, &l.bo,
                                 &l.ffn_norm, &l.ffn_norm_bias, &l.w_gate, &l.w_up, &l.b_up, &l.w_down, &l.b_down})
       add_tensor(h, *t);
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h.value()));
-  return hex;
+  return h.hex();
 }
 
 }  // namespace hg

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 
 #include "hybridgen/error.h"
 #include "util/hash.h"
@@ -133,11 +132,9 @@ std::vector<Point> expand_points(const SweepFile& f) {
       p.index = points.size();
       p.repeat = r;
       p.params = params;
-      char hex[17];
       Fnv1a with_repeat = h;
       with_repeat.add_chars("\x1frepeat=" + std::to_string(r));
-      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(with_repeat.value()));
-      p.key = hex;
+      p.key = with_repeat.hex();
       points.push_back(std::move(p));
     }
     for (size_t d = dims.size(); d-- > 0;) {

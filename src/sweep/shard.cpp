@@ -1,7 +1,6 @@
 #include "sweep/shard.h"
 
 #include <charconv>
-#include <cstdio>
 
 #include "hybridgen/error.h"
 #include "util/hash.h"
@@ -16,12 +15,6 @@ uint64_t key_bits(const std::string& key) {
   if (ec != std::errc() || end != key.data() + key.size())
     throw Error("point key '" + key + "': expected 16 hex digits");
   return v;
-}
-
-std::string hex16(uint64_t v) {
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(v));
-  return hex;
 }
 
 bool parse_size(const std::string& s, size_t& v) {

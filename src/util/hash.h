@@ -33,9 +33,19 @@ class Fnv1a {
   // The characters alone: "ab" then "c" hashes as "abc" (keys written as one string in pieces).
   void add_chars(std::string_view s) { add(s.data(), s.size()); }
   uint64_t value() const { return h_; }
+  std::string hex() const;  // value() as hex16 writes it
 
  private:
   uint64_t h_ = 0xcbf29ce484222325ull;
 };
+
+// A 64-bit key as file names and results write it: 16 lowercase hex digits, zero-padded.
+inline std::string hex16(uint64_t v) {
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) s[i] = "0123456789abcdef"[v & 0xf];
+  return s;
+}
+
+inline std::string Fnv1a::hex() const { return hex16(h_); }
 
 }  // namespace hg

@@ -19,6 +19,7 @@
 #include "sweep_test_util.h"
 #include "test_expect.h"
 #include "test_util.h"
+#include "util/hash.h"
 
 namespace hg::sweep {
 namespace {
@@ -42,6 +43,22 @@ std::map<std::string, size_t> assignment(const std::vector<Point>& points, size_
   std::map<std::string, size_t> a;
   for (const auto& p : points) a[p.key] = shard_of(p.key, n);
   return a;
+}
+
+// Every key on disk (points, shards, fingerprints, prefill cache and checkpoint files) is written
+// by hex16: FNV-1a's published test vectors, and 16 zero-padded lowercase digits whatever the value.
+TEST(SweepKeys, Fnv1aMatchesItsTestVectorsAndHex16PadsToSixteenDigits) {
+  EXPECT_EQ(Fnv1a().hex(), "cbf29ce484222325");
+  Fnv1a a;
+  a.add_chars("a");
+  EXPECT_EQ(a.hex(), "af63dc4c8601ec8c");
+  Fnv1a foobar;
+  foobar.add_chars("foo");
+  foobar.add_chars("bar");
+  EXPECT_EQ(foobar.hex(), "85944171f73967e8");
+  EXPECT_EQ(hex16(0), "0000000000000000");
+  EXPECT_EQ(hex16(0xabcull), "0000000000000abc");
+  EXPECT_EQ(hex16(~0ull), "ffffffffffffffff");
 }
 
 TEST(SweepShard, ParsesIOverNAndRefusesEachBadOneWithOneLine) {
