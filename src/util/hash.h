@@ -16,6 +16,13 @@ inline uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// A 64-bit key as file names and results write it: 16 lowercase hex digits, zero-padded.
+inline std::string hex16(uint64_t v) {
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) s[i] = "0123456789abcdef"[v & 0xf];
+  return s;
+}
+
 // FNV-1a (64 bit), fed piece by piece: keys of what is stored on disk (model fingerprints,
 // prefill cache entries, sweep points) and seeds (a synthetic model's tensors). A copy carries the
 // state on: feed a common prefix once, copy, and feed each copy its own tail.
@@ -33,19 +40,10 @@ class Fnv1a {
   // The characters alone: "ab" then "c" hashes as "abc" (keys written as one string in pieces).
   void add_chars(std::string_view s) { add(s.data(), s.size()); }
   uint64_t value() const { return h_; }
-  std::string hex() const;  // value() as hex16 writes it
+  std::string hex() const { return hex16(h_); }
 
  private:
   uint64_t h_ = 0xcbf29ce484222325ull;
 };
-
-// A 64-bit key as file names and results write it: 16 lowercase hex digits, zero-padded.
-inline std::string hex16(uint64_t v) {
-  std::string s(16, '0');
-  for (int i = 15; i >= 0; --i, v >>= 4) s[i] = "0123456789abcdef"[v & 0xf];
-  return s;
-}
-
-inline std::string Fnv1a::hex() const { return hex16(h_); }
 
 }  // namespace hg
