@@ -8,7 +8,7 @@ set -euo pipefail
 BUILD_PACKAGES=(
   build-essential cmake ninja-build pkg-config git ccache
   libdnnl-dev libnuma-dev numactl libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
-  nlohmann-json3-dev libpcre2-dev libutf8proc-dev libeigen3-dev libgtest-dev libbenchmark-dev
+  nlohmann-json3-dev libboost-context-dev libpcre2-dev libutf8proc-dev libeigen3-dev libgtest-dev libbenchmark-dev
 )
 # The tests' references (numpy), sweep plots (matplotlib), the sanitizer and fuzz builds (clang),
 # and the one-node Slurm cluster of the cluster test.

@@ -21,8 +21,21 @@ fs::path licensed_data_dir() {
   const char* dir = std::getenv("HG_TEST_DATA");
   return dir && *dir ? fs::path(dir) : fs::path();
 }
-fs::path bin_dir() { return HG_BIN_DIR; }
-std::string python() { return HG_PYTHON; }
+// $HG_BIN_DIR first: binaries carried to another machine (tools/gpu_check.sh) are not where CMake
+// built them.
+fs::path bin_dir() {
+  if (const char* env = std::getenv("HG_BIN_DIR"); env && *env) return env;
+  return HG_BIN_DIR;
+}
+// $HG_PYTHON first: a tree built on one machine and run on another (tools/gpu_check.sh on the GPU
+// machine) finds numpy in another interpreter than the one CMake saw; then that one, if it is
+// still there; then python3 on PATH.
+std::string python() {
+  if (const char* env = std::getenv("HG_PYTHON"); env && *env) return env;
+  std::error_code ec;
+  if (fs::exists(HG_PYTHON, ec)) return HG_PYTHON;
+  return "python3";
+}
 
 namespace {
 struct TempDirs {

@@ -19,7 +19,7 @@ inline constexpr const char* kNoLicensedDataMessage =
     "Meta's Llama tokenizers are not in the repository (their licence): set HG_TEST_DATA to a directory laid out as "
     "data/";
 std::filesystem::path bin_dir();  // build/bin
-std::string python();             // the interpreter CMake found (has numpy, see setup.sh)
+std::string python();             // $HG_PYTHON, else the interpreter CMake found (has numpy, see setup.sh)
 // A fresh temporary directory, removed when the process exits.
 std::filesystem::path temp_dir(const std::string& tag);
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -110,6 +111,8 @@ class Model {
 
   int64_t n_params() const;
   size_t weight_bytes() const;
+  // Bytes of the distinct weight tensors as `bytes_of` counts each (a device's stored size).
+  size_t weight_bytes(const std::function<size_t(const TensorView&)>& bytes_of) const;
 };
 
 // Loads an HF directory (config.json + safetensors) or a .gguf file. `name_or_path` may be the

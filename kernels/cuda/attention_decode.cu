@@ -19,6 +19,7 @@
 #include "kernels/cuda/split_attention.cuh"
 
 namespace hg::cuda {
+inline namespace HG_CUDA_BACKEND {
 
 namespace {
 
@@ -42,10 +43,11 @@ DecodeGeometry geometry(const AttentionArgs& a, int splits) {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     attention_decode_kernel(AttentionArgs a, int chunk, int n_sub, float* __restrict__ partial) {
-  __shared__ float s_q[kMaxGroup * kMaxHeadDim];          // scaled queries [gh][D]
-  __shared__ float s_p[kMaxGroup * kMaxChunk];            // scores, then exp(score - max) [gh][chunk]
-  __shared__ float s_red[kMaxGroup * 2 * kThreads];       // P·V partials [lane r][gh][D], R·D <= 2·kThreads
-  __shared__ float s_m[kMaxGroup], s_l[kMaxGroup];
+  HG_SHARED(float, s_q, kMaxGroup* kMaxHeadDim);      // scaled queries [gh][D]
+  HG_SHARED(float, s_p, kMaxGroup* kMaxChunk);        // scores, then exp(score - max) [gh][chunk]
+  HG_SHARED(float, s_red, kMaxGroup * 2 * kThreads);  // P·V partials [lane r][gh][D], R·D <= 2·kThreads
+  HG_SHARED(float, s_m, kMaxGroup);
+  HG_SHARED(float, s_l, kMaxGroup);
 
   const int split = blockIdx.x, splits = gridDim.x;
   const int g = blockIdx.y / n_sub, sub = blockIdx.y % n_sub;
@@ -206,14 +208,15 @@ void attention_decode(const AttentionArgs& a, int splits, float* workspace, cuda
                   static_cast<unsigned>(a.n));
   dispatch_float_type(a.kv_dtype, "attention_decode", [&](auto tag) {
     using T = decltype(tag);
-    attention_decode_kernel<T><<<grid, kThreads, 0, stream>>>(a, geo.chunk, geo.n_sub, workspace);
+    HG_LAUNCH(grid, kThreads, 0, stream, attention_decode_kernel<T>)(a, geo.chunk, geo.n_sub, workspace);
   });
   HG_CUDA_CHECK_LAUNCH("attention_decode_kernel");
   if (splits > 1) {
-    attention_reduce_kernel<<<static_cast<unsigned>(a.n * a.n_heads), kThreads, 0, stream>>>(workspace, splits,
-                                                                                            a.head_dim, a.out);
+    HG_LAUNCH(static_cast<unsigned>(a.n * a.n_heads), kThreads, 0, stream, attention_reduce_kernel)
+    (workspace, splits, a.head_dim, a.out);
     HG_CUDA_CHECK_LAUNCH("attention_reduce_kernel");
   }
 }
 
+}  // namespace HG_CUDA_BACKEND
 }  // namespace hg::cuda

@@ -17,6 +17,7 @@
 #include "kernels/cuda/kernels.h"
 
 namespace hg::cuda {
+inline namespace HG_CUDA_BACKEND {
 
 namespace {
 
@@ -32,7 +33,7 @@ size_t prefill_smem_bytes(int D) {
 
 template <typename T, int kMaxD>
 __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionArgs a) {
-  extern __shared__ float smem[];
+  HG_DYNAMIC_SHARED(float, smem);
   const int D = a.head_dim;
   float* s_q = smem;                        // [kRows][D + 1], pre-scaled
   float* s_k = s_q + kRows * (D + 1);       // [kKeys][D + 1]
@@ -135,7 +136,7 @@ void launch_prefill(const AttentionArgs& a, cudaStream_t stream) {
     HG_CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_kernel<T, kMaxD>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>((a.n + kRows - 1) / kRows), static_cast<unsigned>(a.n_heads));
-  attention_prefill_kernel<T, kMaxD><<<grid, kThreads, smem, stream>>>(a);
+  HG_LAUNCH(grid, kThreads, smem, stream, attention_prefill_kernel<T, kMaxD>)(a);
   HG_CUDA_CHECK_LAUNCH("attention_prefill_kernel");
 }
 
@@ -160,4 +161,5 @@ void attention_prefill(const AttentionArgs& a, cudaStream_t stream) {
   });
 }
 
+}  // namespace HG_CUDA_BACKEND
 }  // namespace hg::cuda

@@ -10,8 +10,10 @@
 
 #include "hybridgen/dtype.h"
 #include "hybridgen/error.h"
+#include "kernels/cuda/backend.h"
 
 namespace hg::cuda {
+inline namespace HG_CUDA_BACKEND {
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
@@ -81,4 +83,5 @@ inline unsigned blocks_for(int64_t count, int threads, int64_t max_blocks = 6553
   return static_cast<unsigned>(b < max_blocks ? b : max_blocks);
 }
 
+}  // namespace HG_CUDA_BACKEND
 }  // namespace hg::cuda

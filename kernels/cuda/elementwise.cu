@@ -7,6 +7,7 @@
 #include "kernels/cuda/kernels.h"
 
 namespace hg::cuda {
+inline namespace HG_CUDA_BACKEND {
 
 namespace {
 
@@ -46,26 +47,26 @@ __global__ void convert_kernel(const float* __restrict__ x, int64_t count, T* __
 
 void silu_mul(float* gate, const float* up, int64_t count, cudaStream_t stream) {
   if (count <= 0) return;
-  silu_mul_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(gate, up, count);
+  HG_LAUNCH(blocks_for(count, kThreads), kThreads, 0, stream, silu_mul_kernel)(gate, up, count);
   HG_CUDA_CHECK_LAUNCH("silu_mul_kernel");
 }
 
 void relu(float* x, int64_t count, cudaStream_t stream) {
   if (count <= 0) return;
-  relu_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(x, count);
+  HG_LAUNCH(blocks_for(count, kThreads), kThreads, 0, stream, relu_kernel)(x, count);
   HG_CUDA_CHECK_LAUNCH("relu_kernel");
 }
 
 void add(float* y, const float* x, int64_t count, cudaStream_t stream) {
   if (count <= 0) return;
-  add_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(y, x, count);
+  HG_LAUNCH(blocks_for(count, kThreads), kThreads, 0, stream, add_kernel)(y, x, count);
   HG_CUDA_CHECK_LAUNCH("add_kernel");
 }
 
 void add_bias(float* y, const float* bias, int n, int dim, cudaStream_t stream) {
   const int64_t count = static_cast<int64_t>(n) * dim;
   if (count <= 0) return;
-  add_bias_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(y, bias, count, dim);
+  HG_LAUNCH(blocks_for(count, kThreads), kThreads, 0, stream, add_bias_kernel)(y, bias, count, dim);
   HG_CUDA_CHECK_LAUNCH("add_bias_kernel");
 }
 
@@ -73,9 +74,10 @@ void convert_from_f32(const float* x, int64_t count, DType to, void* y, cudaStre
   if (count <= 0) return;
   dispatch_float_type(to, "convert_from_f32", [&](auto tag) {
     using T = decltype(tag);
-    convert_kernel<T><<<blocks_for(count, kThreads), kThreads, 0, stream>>>(x, count, static_cast<T*>(y));
+    HG_LAUNCH(blocks_for(count, kThreads), kThreads, 0, stream, convert_kernel<T>)(x, count, static_cast<T*>(y));
   });
   HG_CUDA_CHECK_LAUNCH("convert_kernel");
 }
 
+}  // namespace HG_CUDA_BACKEND
 }  // namespace hg::cuda

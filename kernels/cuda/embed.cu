@@ -6,6 +6,7 @@
 #include "kernels/cuda/kernels.h"
 
 namespace hg::cuda {
+inline namespace HG_CUDA_BACKEND {
 
 namespace {
 
@@ -25,9 +26,10 @@ void embed(DType table_dtype, const void* table, int64_t cols, const int32_t* id
   if (n <= 0) return;
   dispatch_float_type(table_dtype, "embed", [&](auto tag) {
     using T = decltype(tag);
-    embed_kernel<T><<<n, 256, 0, stream>>>(static_cast<const T*>(table), cols, ids, out);
+    HG_LAUNCH(n, 256, 0, stream, embed_kernel<T>)(static_cast<const T*>(table), cols, ids, out);
   });
   HG_CUDA_CHECK_LAUNCH("embed_kernel");
 }
 
+}  // namespace HG_CUDA_BACKEND
 }  // namespace hg::cuda

@@ -29,6 +29,7 @@
 #include "kernels/cuda/split_attention.cuh"
 
 namespace hg::cuda {
+inline namespace HG_CUDA_BACKEND {
 
 namespace {
 
@@ -104,10 +105,12 @@ __device__ __forceinline__ float finish(const HybridAttentionArgs& a, int64_t ro
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     hybrid_attention_kernel(HybridAttentionArgs a, int chunk, int n_sub, float* __restrict__ partial) {
-  __shared__ __align__(16) float s_q[kMaxGroup * kMaxHeadDim];     // scaled queries [gh][D]
-  __shared__ float s_p[kMaxGroup * kTile];                         // scores, then exp(score - max) [gh][kTile]
-  __shared__ __align__(16) float s_red[kMaxGroup * 2 * kThreads];  // P·V partials [r][gh][D]
-  __shared__ float s_m[kMaxGroup], s_l[kMaxGroup], s_alpha[kMaxGroup];
+  HG_SHARED(float, s_q, kMaxGroup* kMaxHeadDim);      // scaled queries [gh][D]
+  HG_SHARED(float, s_p, kMaxGroup* kTile);            // scores, then exp(score - max) [gh][kTile]
+  HG_SHARED(float, s_red, kMaxGroup * 2 * kThreads);  // P·V partials [r][gh][D]
+  HG_SHARED(float, s_m, kMaxGroup);
+  HG_SHARED(float, s_l, kMaxGroup);
+  HG_SHARED(float, s_alpha, kMaxGroup);
 
   const int split = blockIdx.x, splits = gridDim.x;
   const int g = blockIdx.y / n_sub, sub = blockIdx.y % n_sub;
@@ -299,13 +302,14 @@ void hybrid_attention(const HybridAttentionArgs& a, int splits, float* workspace
                   static_cast<unsigned>(a.n));
   dispatch_float_type(a.kv_dtype, "hybrid_attention", [&](auto tag) {
     using T = decltype(tag);
-    hybrid_attention_kernel<T><<<grid, kThreads, 0, stream>>>(a, static_cast<int>(chunk), n_sub, workspace);
+    HG_LAUNCH(grid, kThreads, 0, stream, hybrid_attention_kernel<T>)(a, static_cast<int>(chunk), n_sub, workspace);
   });
   HG_CUDA_CHECK_LAUNCH("hybrid_attention_kernel");
   if (splits > 1) {
-    hybrid_combine_kernel<<<static_cast<unsigned>(a.n * a.n_heads), kThreads, 0, stream>>>(a, workspace, splits);
+    HG_LAUNCH(static_cast<unsigned>(a.n * a.n_heads), kThreads, 0, stream, hybrid_combine_kernel)(a, workspace, splits);
     HG_CUDA_CHECK_LAUNCH("hybrid_combine_kernel");
   }
 }
 
+}  // namespace HG_CUDA_BACKEND
 }  // namespace hg::cuda

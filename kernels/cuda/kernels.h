@@ -8,9 +8,11 @@
 #include <cstdint>
 
 #include "hybridgen/dtype.h"
+#include "kernels/cuda/backend.h"
 #include "kernels/device_tokens.h"
 
 namespace hg::cuda {
+inline namespace HG_CUDA_BACKEND {
 
 // embed.cu — twin: cpu::dequantize_row per id.  out[i, :] = table[ids[i], :]  (table f32/f16/bf16)
 void embed(DType table_dtype, const void* table, int64_t cols, const int32_t* ids, int n, float* out,
@@ -76,4 +78,5 @@ int hybrid_attention_splits(const HybridAttentionArgs& a, int n_sms);
 size_t hybrid_attention_workspace_floats(const HybridAttentionArgs& a, int splits);
 void hybrid_attention(const HybridAttentionArgs& a, int splits, float* workspace, cudaStream_t stream);
 
+}  // namespace HG_CUDA_BACKEND
 }  // namespace hg::cuda

@@ -7,6 +7,7 @@
 #include "kernels/cuda/kernels.h"
 
 namespace hg::cuda {
+inline namespace HG_CUDA_BACKEND {
 
 namespace {
 
@@ -35,10 +36,11 @@ void kv_store(DType kv_dtype, void* k_cache, void* v_cache, int64_t capacity, in
   if (count <= 0) return;
   dispatch_float_type(kv_dtype, "kv_store", [&](auto tag) {
     using T = decltype(tag);
-    kv_store_kernel<T><<<blocks_for(count, 256), 256, 0, stream>>>(
-        static_cast<T*>(k_cache), static_cast<T*>(v_cache), capacity, n_kv_heads, head_dim, k, v, count, pos0);
+    HG_LAUNCH(blocks_for(count, 256), 256, 0, stream, kv_store_kernel<T>)
+    (static_cast<T*>(k_cache), static_cast<T*>(v_cache), capacity, n_kv_heads, head_dim, k, v, count, pos0);
   });
   HG_CUDA_CHECK_LAUNCH("kv_store_kernel");
 }
 
+}  // namespace HG_CUDA_BACKEND
 }  // namespace hg::cuda

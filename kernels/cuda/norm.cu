@@ -7,6 +7,7 @@
 #include "kernels/cuda/kernels.h"
 
 namespace hg::cuda {
+inline namespace HG_CUDA_BACKEND {
 
 namespace {
 
@@ -14,7 +15,7 @@ constexpr int kThreads = 256;
 
 __global__ void __launch_bounds__(kThreads) rmsnorm_kernel(const float* x, const float* __restrict__ weight,
                                                            float eps, int dim, float* y) {
-  __shared__ float shared[32];
+  HG_SHARED(float, shared, 32);
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   float* yr = y + static_cast<int64_t>(blockIdx.x) * dim;
   float sum_sq = 0.0f;
@@ -27,7 +28,7 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_kernel(const float* x, const
 __global__ void __launch_bounds__(kThreads) layernorm_kernel(const float* x, const float* __restrict__ weight,
                                                              const float* __restrict__ bias, float eps, int dim,
                                                              float* y) {
-  __shared__ float shared[32];
+  HG_SHARED(float, shared, 32);
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   float* yr = y + static_cast<int64_t>(blockIdx.x) * dim;
   float sum = 0.0f;
@@ -44,15 +45,16 @@ __global__ void __launch_bounds__(kThreads) layernorm_kernel(const float* x, con
 
 void rmsnorm(const float* x, const float* weight, float eps, int n, int dim, float* y, cudaStream_t stream) {
   if (n <= 0) return;
-  rmsnorm_kernel<<<n, kThreads, 0, stream>>>(x, weight, eps, dim, y);
+  HG_LAUNCH(n, kThreads, 0, stream, rmsnorm_kernel)(x, weight, eps, dim, y);
   HG_CUDA_CHECK_LAUNCH("rmsnorm_kernel");
 }
 
 void layernorm(const float* x, const float* weight, const float* bias, float eps, int n, int dim, float* y,
                cudaStream_t stream) {
   if (n <= 0) return;
-  layernorm_kernel<<<n, kThreads, 0, stream>>>(x, weight, bias, eps, dim, y);
+  HG_LAUNCH(n, kThreads, 0, stream, layernorm_kernel)(x, weight, bias, eps, dim, y);
   HG_CUDA_CHECK_LAUNCH("layernorm_kernel");
 }
 
+}  // namespace HG_CUDA_BACKEND
 }  // namespace hg::cuda

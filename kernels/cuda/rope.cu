@@ -8,6 +8,7 @@
 #include "kernels/cuda/kernels.h"
 
 namespace hg::cuda {
+inline namespace HG_CUDA_BACKEND {
 
 namespace {
 
@@ -37,9 +38,10 @@ void rope(float* x, const int32_t* pos, int n, int n_heads, int head_dim, int ro
   const int half = rotary_dim / 2;
   const int64_t items = static_cast<int64_t>(n) * n_heads * half;
   if (items <= 0) return;
-  rope_kernel<<<blocks_for(items, 256), 256, 0, stream>>>(x, pos, items, n_heads, head_dim, half, inv_freq,
-                                                          interleaved);
+  HG_LAUNCH(blocks_for(items, 256), 256, 0, stream, rope_kernel)
+  (x, pos, items, n_heads, head_dim, half, inv_freq, interleaved);
   HG_CUDA_CHECK_LAUNCH("rope_kernel");
 }
 
+}  // namespace HG_CUDA_BACKEND
 }  // namespace hg::cuda

@@ -9,7 +9,10 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/backend.h"
+
 namespace hg::cuda {
+inline namespace HG_CUDA_BACKEND {
 
 // The block shape both split-K kernels use (included only by attention_decode.cu and
 // hybrid_attention.cu). A block owns up to kMaxGroup query heads of one kv head; each lane owns up
@@ -62,4 +65,5 @@ __device__ __forceinline__ void combine_splits(const float* partial, int splits,
   }
 }
 
+}  // namespace HG_CUDA_BACKEND
 }  // namespace hg::cuda

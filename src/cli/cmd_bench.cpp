@@ -61,7 +61,16 @@ struct Row {
 };
 
 void print_rows(const std::vector<Row>& rows, const std::string& format) {
-  static const char* cols[] = {"model", "size", "params", "backend", "policy", "threads", "batch", "kv", "test", "t/s", "GB/s", "peak%", "T_dev/host/tx ms", "h2d B/tok", "peak RSS"};
+  std::vector<std::string> cols = {"model",   "size", "params", "backend", "policy", "threads",          "batch",
+                                   "kv",      "test", "t/s",    "GB/s",    "peak%",  "T_dev/host/tx ms", "h2d B/tok",
+                                   "peak RSS"};
+  // A GPU's (or the emulated device's) counters of what one decode token asks of it.
+  bool counted = false, emulated = false;
+  for (const auto& r : rows) {
+    counted |= r.j.contains("launches_per_token");
+    emulated |= r.j["backend"].get<std::string>().rfind("cuda-emu", 0) == 0;
+  }
+  if (counted) cols.insert(cols.end(), {"launches/tok", "graphs/tok", "syncs/tok", "d2h B/tok"});
   auto cell = [](const nlohmann::json& j, const std::string& c) -> std::string {
     char buf[64];
     if (c == "size") return format_bytes(j["size_bytes"].get<double>());
@@ -85,6 +94,16 @@ void print_rows(const std::vector<Row>& rows, const std::string& format) {
                     j["t_tx_ms"].get<double>());
       return buf;
     }
+    if (c == "launches/tok" || c == "graphs/tok" || c == "syncs/tok") {
+      const char* key = c == "launches/tok" ? "launches_per_token"
+                        : c == "graphs/tok" ? "graph_launches_per_token"
+                                            : "syncs_per_token";
+      if (!j.contains(key)) return "";
+      std::snprintf(buf, sizeof buf, "%.1f", j[key].get<double>());
+      return buf;
+    }
+    if (c == "d2h B/tok")
+      return j.contains("d2h_bytes_per_token") ? format_bytes(j["d2h_bytes_per_token"].get<double>()) : "";
     if (c == "h2d B/tok") return j.contains("h2d_bytes_per_token") ? format_bytes(j["h2d_bytes_per_token"].get<double>()) : "";
     if (c == "peak RSS") return j.contains("peak_rss_bytes") ? format_bytes(j["peak_rss_bytes"].get<double>()) : "";
     if (!j.contains(c)) return "";
@@ -110,14 +129,19 @@ void print_rows(const std::vector<Row>& rows, const std::string& format) {
     }
   } else {
     std::string line = "|", sep = "|";
-    for (const char* c : cols) {
-      line += " " + std::string(c) + " |";
+    for (const auto& c : cols) {
+      line += " " + c + " |";
       sep += " --- |";
     }
-    std::printf("cpu: %s\n\n%s\n%s\n", cpu_summary().c_str(), line.c_str(), sep.c_str());
+    std::printf("cpu: %s\n", cpu_summary().c_str());
+    if (emulated)
+      std::printf(
+          "cuda-emu: the CUDA code emulated on the CPU, a test instrument: its t/s are not GPU figures; its "
+          "launches, syncs and bytes per token are what a GPU would be asked to do\n");
+    std::printf("\n%s\n%s\n", line.c_str(), sep.c_str());
     for (const auto& r : rows) {
       line = "|";
-      for (const char* c : cols) line += " " + cell(r.j, c) + " |";
+      for (const auto& c : cols) line += " " + cell(r.j, c) + " |";
       std::printf("%s\n", line.c_str());
     }
   }

@@ -23,6 +23,7 @@ struct InfoOptions {
   int ctx = 0;
   int batch = 1;
   std::string kv_dtype = "bf16";
+  std::string device = "auto";
   bool json = false;
   bool numa = false;
   std::string kv_placement = "semantic", k_node = "auto", v_node = "auto", k_dram_budget = "0";
@@ -88,10 +89,15 @@ void run_info(const InfoOptions& o) {
               {"int8_dot", cpu.int8_dot},
               {"prefill_gemm", cpu.prefill_gemm},
               {"features", cpu.features}};
-  // Whether `full` attention at this context fits the device `--device auto` picks.
-  const std::unique_ptr<Device> device = cuda_device_count() > 0 ? make_cuda_device(0) : make_cpu_device(1);
-  const DeviceMemoryPlan plan =
-      plan_device_memory(*model, Policy{}, kv_dtype, ctx, o.batch, device->name(), device->memory());
+  // Whether `full` attention at this context fits the device (`auto`: the GPU if there is one),
+  // with the weights counted as that device stores them.
+  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda" && o.device != "cuda-emu")
+    throw Error("--device: '" + o.device + "' is not one of auto, cpu, cuda, cuda-emu");
+  const bool cuda = o.device == "cuda" || (o.device == "auto" && cuda_device_count() > 0);
+  const std::unique_ptr<Device> device = cuda                     ? make_cuda_device(0)
+                                         : o.device == "cuda-emu" ? make_cuda_emu_device(0)
+                                                                  : make_cpu_device(1);
+  const DeviceMemoryPlan plan = plan_device_memory(*model, Policy{}, kv_dtype, ctx, o.batch, *device);
   j["device_plan"] = plan.to_json();
   j["fits"] = plan.fits();
   std::string numa_text;
@@ -135,6 +141,7 @@ void add_info_command(CLI::App& app) {
   cmd->add_option("-c,--ctx", o->ctx, "context length for the memory plan (0: the model's max)");
   cmd->add_option("-b,--batch", o->batch, "sequences for the memory plan")->capture_default_str();
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: bf16|f16|f32")->capture_default_str();
+  cmd->add_option("--device", o->device, "device of the memory plan: auto|cpu|cuda|cuda-emu")->capture_default_str();
   cmd->add_flag("--json", o->json, "print as JSON");
   cmd->add_flag("--numa", o->numa, "NUMA nodes and the host KV placement plan (bytes of K and V per node) for --ctx");
   cmd->add_option("--kv-placement", o->kv_placement, "semantic|interleave|local")->capture_default_str();

@@ -36,7 +36,9 @@ void add_runtime_options(CLI::App& cmd, RuntimeOptions& o) {
                      " for streaming, h2o and keyformer, whose prefill evicts as it goes)")
       ->capture_default_str();
   cmd.add_option("--kv-dtype", o.kv_dtype, "KV cache dtype: bf16|f16|f32")->capture_default_str();
-  cmd.add_option("--device", o.device, "auto|cpu|cuda")->capture_default_str();
+  cmd.add_option("--device", o.device,
+                 "auto|cpu|cuda|cuda-emu (cuda-emu: the CUDA code emulated on the CPU, for tests)")
+      ->capture_default_str();
   cmd.add_option("--gpu", o.gpu, "CUDA device index")->capture_default_str();
   cmd.add_flag("-v,--verbose", o.verbose, "more log output");
   cmd.add_flag("--no-progress", o.no_progress, "no progress bar or progress lines on stderr");

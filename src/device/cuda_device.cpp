@@ -21,8 +21,15 @@
 #include "kernels/cuda/cuda_check.h"
 
 namespace hg {
+inline namespace HG_CUDA_BACKEND {
 
 namespace {
+
+#ifdef HG_CUDA_EMU
+constexpr const char* kDeviceKind = "cuda-emu";
+#else
+constexpr const char* kDeviceKind = "cuda";
+#endif
 
 std::string gib(size_t bytes) {
   char buf[32];
@@ -30,16 +37,18 @@ std::string gib(size_t bytes) {
   return buf;
 }
 
+#ifndef HG_CUDA_EMU
 std::string describe_gpu(int index) {
   cudaDeviceProp p{};
   if (cudaGetDeviceProperties(&p, index) != cudaSuccess) return std::to_string(index) + ": (unreadable)";
   return std::to_string(index) + ": " + p.name + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
          gib(p.totalGlobalMem) + ")";
 }
+#endif
 
 }  // namespace
 
-CudaDevice::CudaDevice(int gpu) : gpu_(gpu) {
+CudaDevice::CudaDevice(int gpu) : gpu_(gpu), launches_base_(cuda::launches_issued().load()) {
   HG_CUDA_CHECK(cudaSetDevice(gpu_));
   HG_CUDA_CHECK(cudaGetDeviceProperties(&prop_, gpu_));
   // Non-blocking streams: no implicit ordering with the legacy default stream.
@@ -91,8 +100,24 @@ CudaDevice::~CudaDevice() {
 }
 
 std::string CudaDevice::name() const {
-  return "cuda:" + std::to_string(gpu_) + " (" + prop_.name + ", sm_" + std::to_string(prop_.major) +
-         std::to_string(prop_.minor) + ", " + gib(prop_.totalGlobalMem) + ")";
+  return std::string(kDeviceKind) + ":" + std::to_string(gpu_) + " (" + prop_.name + ", sm_" +
+         std::to_string(prop_.major) + std::to_string(prop_.minor) + ", " + gib(prop_.totalGlobalMem) + ")";
+}
+
+void CudaDevice::sync_stream(cudaStream_t s) {
+  ++counters_.syncs;
+  HG_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+void CudaDevice::sync_event(cudaEvent_t e) {
+  ++counters_.syncs;
+  HG_CUDA_CHECK(cudaEventSynchronize(e));
+}
+
+std::optional<DeviceCounters> CudaDevice::counters() const {
+  DeviceCounters c = counters_;
+  c.launches += cuda::launches_issued().load(std::memory_order_relaxed) - launches_base_;
+  return c;
 }
 
 void CudaDevice::make_current() const {
@@ -117,8 +142,8 @@ void* CudaDevice::alloc(size_t bytes) {
     cudaGetLastError();  // clear the sticky-free error state of the allocation failure
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
-    throw Error("cuda:" + std::to_string(gpu_) + ": cannot allocate " + std::to_string(bytes) + " bytes (" +
-                cudaGetErrorString(e) + "; " + gib(free_b) + " free of " + gib(total_b) + ")");
+    throw Error(std::string(kDeviceKind) + ":" + std::to_string(gpu_) + ": cannot allocate " + std::to_string(bytes) +
+                " bytes (" + cudaGetErrorString(e) + "; " + gib(free_b) + " free of " + gib(total_b) + ")");
   }
   return p;
 }
@@ -134,10 +159,14 @@ void CudaDevice::copy_to_device(void* dst, const void* src_host, size_t bytes) {
   make_current();
   // From pageable memory the call returns once the source is staged, so the caller may reuse
   // it at once; from pinned memory the copy is truly asynchronous, so wait for it.
+  // Either way the host waits for the device once.
   HG_CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, compute_));
+  counters_.h2d_bytes += bytes;
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, src_host) == cudaSuccess && attr.type == cudaMemoryTypeHost)
-    HG_CUDA_CHECK(cudaStreamSynchronize(compute_));
+    sync_stream(compute_);
+  else
+    ++counters_.syncs;
   cudaGetLastError();  // older drivers report unregistered pointers as an error
 }
 
@@ -145,18 +174,19 @@ void CudaDevice::copy_to_host(void* dst_host, const void* src, size_t bytes) {
   if (bytes == 0) return;
   make_current();
   HG_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, compute_));
-  HG_CUDA_CHECK(cudaStreamSynchronize(compute_));
+  counters_.d2h_bytes += bytes;
+  sync_stream(compute_);
 }
 
 void CudaDevice::synchronize() {
   make_current();
-  HG_CUDA_CHECK(cudaStreamSynchronize(copy_));
-  HG_CUDA_CHECK(cudaStreamSynchronize(compute_));
+  sync_stream(copy_);
+  sync_stream(compute_);
 }
 
 void* CudaDevice::grow(Scratch& s, size_t bytes) {
   if (bytes <= s.bytes) return s.ptr;
-  HG_CUDA_CHECK(cudaStreamSynchronize(compute_));  // the old buffer may be in use
+  sync_stream(compute_);  // the old buffer may be in use
   if (s.ptr) HG_CUDA_CHECK(cudaFree(s.ptr));
   s.ptr = nullptr;
   s.bytes = 0;
@@ -170,9 +200,9 @@ const int32_t* CudaDevice::stage_ints(const int32_t* host, int n) {
   StageSlot& slot = stage_[static_cast<size_t>(stage_next_)];
   stage_next_ = (stage_next_ + 1) % kStageSlots;
   const size_t bytes = sizeof(int32_t) * static_cast<size_t>(std::max(n, 1));
-  HG_CUDA_CHECK(cudaEventSynchronize(slot.done));  // the slot's previous copy has run
+  sync_event(slot.done);  // the slot's previous copy has run
   if (bytes > slot.bytes) {
-    HG_CUDA_CHECK(cudaStreamSynchronize(compute_));
+    sync_stream(compute_);
     if (slot.host) HG_CUDA_CHECK(cudaFreeHost(slot.host));
     if (slot.dev) HG_CUDA_CHECK(cudaFree(slot.dev));
     slot.host = nullptr;
@@ -186,6 +216,7 @@ const int32_t* CudaDevice::stage_ints(const int32_t* host, int n) {
   std::memcpy(slot.host, host, sizeof(int32_t) * static_cast<size_t>(n));
   HG_CUDA_CHECK(cudaMemcpyAsync(slot.dev, slot.host, sizeof(int32_t) * static_cast<size_t>(n),
                                 cudaMemcpyHostToDevice, compute_));
+  counters_.h2d_bytes += sizeof(int32_t) * static_cast<size_t>(n);
   HG_CUDA_CHECK(cudaEventRecord(slot.done, compute_));
   return static_cast<const int32_t*>(slot.dev);
 }
@@ -216,12 +247,23 @@ const float* CudaDevice::rope_table(const RopeParams& p) {
   if (p.freq_factors != nullptr) t.freq_factors.assign(p.freq_factors, p.freq_factors + half);
   t.inv_freq = static_cast<float*>(alloc(sizeof(float) * inv.size()));
   HG_CUDA_CHECK(cudaMemcpyAsync(t.inv_freq, inv.data(), sizeof(float) * inv.size(), cudaMemcpyHostToDevice, compute_));
-  HG_CUDA_CHECK(cudaStreamSynchronize(compute_));  // `inv` dies here; once per model
+  counters_.h2d_bytes += sizeof(float) * inv.size();
+  sync_stream(compute_);  // `inv` dies here; once per model
   rope_tables_.push_back(t);
   return t.inv_freq;
 }
 
 // ---- weights ----
+
+uint64_t CudaDevice::stored_bytes(const TensorView& t) const {
+  if (!t.present()) return 0;
+  const int64_t cols = t.cols();
+  if (t.shape.size() < 2) return sizeof(float) * static_cast<uint64_t>(cols);  // vectors: fp32
+  const int64_t rows = t.numel() / std::max<int64_t>(cols, 1);
+  const uint64_t row =
+      dtype_is_quantized(t.dtype) ? sizeof(uint16_t) * static_cast<uint64_t>(cols) : dtype_row_bytes(t.dtype, cols);
+  return row * static_cast<uint64_t>(rows);
+}
 
 void* CudaDevice::upload_matrix(const TensorView& t, int64_t rows, int64_t cols, DType* stored) {
   const bool quantized = dtype_is_quantized(t.dtype);
@@ -239,7 +281,7 @@ void* CudaDevice::upload_matrix(const TensorView& t, int64_t rows, int64_t cols,
   for (int64_t r0 = 0; r0 < rows; r0 += rows_per_chunk, buf ^= 1) {
     const int64_t nr = std::min(rows_per_chunk, rows - r0);
     auto* host = static_cast<uint8_t*>(upload_host_[static_cast<size_t>(buf)]);
-    HG_CUDA_CHECK(cudaEventSynchronize(upload_done_[static_cast<size_t>(buf)]));  // buffer free again
+    sync_event(upload_done_[static_cast<size_t>(buf)]);  // buffer free again
     if (quantized) {
       auto* out = reinterpret_cast<uint16_t*>(host);
       for (int64_t r = 0; r < nr; ++r) {
@@ -252,6 +294,7 @@ void* CudaDevice::upload_matrix(const TensorView& t, int64_t rows, int64_t cols,
     }
     HG_CUDA_CHECK(cudaMemcpyAsync(dst + static_cast<size_t>(r0) * row_bytes, host, static_cast<size_t>(nr) * row_bytes,
                                   cudaMemcpyHostToDevice, copy_));
+    counters_.h2d_bytes += static_cast<size_t>(nr) * row_bytes;
     HG_CUDA_CHECK(cudaEventRecord(upload_done_[static_cast<size_t>(buf)], copy_));
   }
   weight_bytes_ += total;
@@ -272,7 +315,8 @@ DeviceTensor CudaDevice::upload_weight(const TensorView& t) {
     d.dtype = DType::F32;
     void* dst = alloc(sizeof(float) * host.size());
     HG_CUDA_CHECK(cudaMemcpyAsync(dst, host.data(), sizeof(float) * host.size(), cudaMemcpyHostToDevice, copy_));
-    HG_CUDA_CHECK(cudaStreamSynchronize(copy_));  // `host` dies here; vectors are small
+    counters_.h2d_bytes += sizeof(float) * host.size();
+    sync_stream(copy_);  // `host` dies here; vectors are small
     weight_bytes_ += sizeof(float) * host.size();
     d.data = dst;
   }
@@ -301,14 +345,25 @@ double CudaDevice::timing_elapsed_ms(int begin, int end) {
   if (begin < 0 || end < 0 || begin >= static_cast<int>(timing_.size()) || end >= static_cast<int>(timing_.size()))
     return -1.0;
   make_current();
-  HG_CUDA_CHECK(cudaEventSynchronize(timing_[static_cast<size_t>(end)]));
-  HG_CUDA_CHECK(cudaEventSynchronize(timing_[static_cast<size_t>(begin)]));
+  sync_event(timing_[static_cast<size_t>(end)]);
+  sync_event(timing_[static_cast<size_t>(begin)]);
   float ms = 0.0f;
   HG_CUDA_CHECK(cudaEventElapsedTime(&ms, timing_[static_cast<size_t>(begin)], timing_[static_cast<size_t>(end)]));
   return ms;
 }
 
+}  // namespace HG_CUDA_BACKEND
+
 // ---- entry points (device.h) ----
+
+#ifdef HG_CUDA_EMU
+
+std::unique_ptr<Device> make_cuda_emu_device(int gpu) {
+  if (gpu != 0) throw Error("--gpu " + std::to_string(gpu) + ": no such GPU; the emulated device has one: 0");
+  return std::make_unique<CudaDevice>(gpu);
+}
+
+#else
 
 int cuda_device_count() {
   int count = 0;
@@ -334,5 +389,7 @@ std::unique_ptr<Device> make_cuda_device(int gpu) {
   }
   return std::make_unique<CudaDevice>(gpu);
 }
+
+#endif
 
 }  // namespace hg

@@ -16,8 +16,10 @@
 #include <vector>
 
 #include "device/device.h"
+#include "kernels/cuda/backend.h"
 
 namespace hg {
+inline namespace HG_CUDA_BACKEND {
 
 class CudaDevice final : public Device {
  public:
@@ -29,6 +31,9 @@ class CudaDevice final : public Device {
   std::string name() const override;
   int threads() const override { return 0; }
   DeviceMemory memory() const override;
+  std::optional<DeviceCounters> counters() const override;
+  uint64_t weight_bytes() const override { return weight_bytes_; }
+  uint64_t stored_bytes(const TensorView& t) const override;
 
   void* alloc(size_t bytes) override;
   void free(void* ptr) override;
@@ -65,7 +70,6 @@ class CudaDevice final : public Device {
   int gpu() const { return gpu_; }
   cudaStream_t compute_stream() const { return compute_; }
   cudaStream_t copy_stream() const { return copy_; }
-  size_t weight_bytes() const { return weight_bytes_; }  // device memory held by uploaded weights
 
  private:
   // A device buffer that grows to the largest request (never shrinks).
@@ -91,6 +95,9 @@ class CudaDevice final : public Device {
   static constexpr size_t kUploadChunk = size_t{32} << 20;
 
   void make_current() const;
+  // The host waits for the device: counted in counters_.syncs.
+  void sync_stream(cudaStream_t s);
+  void sync_event(cudaEvent_t e);
   void* grow(Scratch& s, size_t bytes);
   // Copies n int32 from the host to a device buffer valid for the ops issued next on `compute`.
   const int32_t* stage_ints(const int32_t* host, int n);
@@ -118,6 +125,9 @@ class CudaDevice final : public Device {
   std::vector<cudaEvent_t> copy_fences_;   // ring: fence f is copy_fences_[f % kCopyFences]
   int64_t copy_fence_next_ = 0;
   cudaEvent_t compute_done_ = nullptr;     // copies_after_compute
+  DeviceCounters counters_;                // launches: cuBLAS calls only (kernels: launches_issued)
+  uint64_t launches_base_ = 0;             // cuda::launches_issued() when this device was made
 };
 
+}  // namespace HG_CUDA_BACKEND
 }  // namespace hg

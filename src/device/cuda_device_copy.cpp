@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_check.h"
 
 namespace hg {
+inline namespace HG_CUDA_BACKEND {
 
 void CudaDevice::copy_on_device(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
@@ -20,6 +21,11 @@ void CudaDevice::copy_to_device_async(void* dst, const void* src_host, size_t by
   if (bytes == 0) return;
   make_current();
   HG_CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, copy_));
+  counters_.h2d_bytes += bytes;
+  // From pageable memory the runtime synchronizes the copy stream before it stages the source.
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, src_host) != cudaSuccess || attr.type != cudaMemoryTypeHost) ++counters_.syncs;
+  cudaGetLastError();
 }
 
 int64_t CudaDevice::copy_fence() {
@@ -27,7 +33,6 @@ int64_t CudaDevice::copy_fence() {
   if (copy_fences_.empty()) {
     copy_fences_.resize(kCopyFences);
     for (auto& e : copy_fences_) HG_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    HG_CUDA_CHECK(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming));
   }
   const int64_t f = copy_fence_next_++;
   HG_CUDA_CHECK(cudaEventRecord(copy_fences_[static_cast<size_t>(f % kCopyFences)], copy_));
@@ -48,4 +53,5 @@ void CudaDevice::copies_after_compute() {
   HG_CUDA_CHECK(cudaStreamWaitEvent(copy_, compute_done_, 0));
 }
 
+}  // namespace HG_CUDA_BACKEND
 }  // namespace hg

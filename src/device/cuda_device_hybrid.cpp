@@ -10,6 +10,7 @@
 #include "kernels/cuda/kernels.h"
 
 namespace hg {
+inline namespace HG_CUDA_BACKEND {
 
 namespace {
 
@@ -64,4 +65,5 @@ void CudaDevice::hybrid_attention(const HybridAttentionArgs& a) {
   cuda::hybrid_attention(a, splits, ws, compute_);
 }
 
+}  // namespace HG_CUDA_BACKEND
 }  // namespace hg

@@ -14,6 +14,7 @@
 #include "kernels/cuda/kernels.h"
 
 namespace hg {
+inline namespace HG_CUDA_BACKEND {
 
 namespace {
 
@@ -88,6 +89,7 @@ void CudaDevice::matmul_group(const float* x, int n, const MatmulOut* outs, int 
                                  &one, w.data, type, static_cast<int>(w.cols), input, type, static_cast<int>(w.cols),
                                  &beta, outs[i].y, CUDA_R_32F, static_cast<int>(w.rows), CUBLAS_COMPUTE_32F,
                                  CUBLAS_GEMM_DEFAULT));
+    ++counters_.launches;
     if (outs[i].bias && outs[i].bias->present()) add_bias(outs[i].y, *outs[i].bias, n, static_cast<int>(w.rows));
   }
 }
@@ -169,4 +171,5 @@ void CudaDevice::attention(const float* q, int n, int n_heads, const KvView& kv,
   cuda::attention_decode(a, splits, ws, compute_);
 }
 
+}  // namespace HG_CUDA_BACKEND
 }  // namespace hg

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -77,6 +78,18 @@ struct DeviceMemory {
   bool host = false;   // the device's memory is host memory (CpuDevice): weights stay mapped in place
 };
 
+// What a GPU device was asked to do since it was made, counted by the CUDA device's own code, so
+// a GPU and the emulated device report the same figures: kernel launches outside CUDA graphs
+// (a cuBLAS call counts one), graph launches, host-device synchronizations (stream, event and
+// device syncs, and copies that block the host) and bytes copied each way. The CPU device has none.
+struct DeviceCounters {
+  uint64_t launches = 0;
+  uint64_t graph_launches = 0;
+  uint64_t syncs = 0;
+  uint64_t h2d_bytes = 0;
+  uint64_t d2h_bytes = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -90,6 +103,13 @@ class Device {
 
   // ---- memory ----
   virtual DeviceMemory memory() const { return {}; }
+  // Counters of GPU work (DeviceCounters); nullopt on a device that has none to count.
+  virtual std::optional<DeviceCounters> counters() const { return std::nullopt; }
+  // Bytes the uploaded weights take in the device's memory (0 where weights stay in host memory).
+  virtual uint64_t weight_bytes() const { return 0; }
+  // Bytes upload_weight(t) would take in the device's memory, for the memory plan (0 where
+  // weights stay in host memory).
+  virtual uint64_t stored_bytes(const TensorView& /*t*/) const { return 0; }
   virtual void* alloc(size_t bytes) = 0;
   virtual void free(void* ptr) = 0;
   virtual void copy_to_device(void* dst, const void* src_host, size_t bytes) = 0;
@@ -195,5 +215,9 @@ size_t cpu_packed_matrices();
 std::unique_ptr<Device> make_cuda_device(int gpu);
 // Number of usable CUDA GPUs (0 when the build has no CUDA backend or the driver finds none).
 int cuda_device_count();
+// The emulated CUDA device (`--device cuda-emu`, kernels/cuda/emu/cuda_emu.h): the CUDA device's
+// own code and kernels run on the CPU, in every build. A test instrument: its timings mean
+// nothing about a GPU. One GPU, index 0.
+std::unique_ptr<Device> make_cuda_emu_device(int gpu);
 
 }  // namespace hg

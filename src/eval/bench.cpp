@@ -50,6 +50,18 @@ double process_cpu_seconds() {
 struct DecodeStats {
   double dev = 0, host = 0, tx = 0, wait = 0, selected = 0, bytes_h2d = 0;
   int layers = 0;
+  // What the device was asked to do (a GPU or the emulated one; none on the CPU device).
+  bool counted = false;
+  DeviceCounters device;
+  void add(const std::optional<DeviceCounters>& before, const std::optional<DeviceCounters>& after) {
+    if (!before || !after) return;
+    counted = true;
+    device.launches += after->launches - before->launches;
+    device.graph_launches += after->graph_launches - before->graph_launches;
+    device.syncs += after->syncs - before->syncs;
+    device.h2d_bytes += after->h2d_bytes - before->h2d_bytes;
+    device.d2h_bytes += after->d2h_bytes - before->d2h_bytes;
+  }
   void add(const std::vector<LayerStats>& before, const std::vector<LayerStats>& after) {
     layers = static_cast<int>(after.size());
     for (size_t l = 0; l < after.size() && l < before.size(); ++l) {
@@ -63,7 +75,15 @@ struct DecodeStats {
   }
   // Per decode step, summed over layers; bytes per generated token.
   void write(nlohmann::json& j, double steps, int batch) const {
-    j["h2d_bytes_per_token"] = bytes_h2d / (steps * batch);
+    const double tokens = steps * batch;
+    j["h2d_bytes_per_token"] = bytes_h2d / tokens;  // what the attention stage shipped
+    if (counted) {                                  // what crossed to the device, counted by the device
+      j["launches_per_token"] = static_cast<double>(device.launches) / tokens;
+      j["graph_launches_per_token"] = static_cast<double>(device.graph_launches) / tokens;
+      j["syncs_per_token"] = static_cast<double>(device.syncs) / tokens;
+      j["h2d_bytes_per_token"] = static_cast<double>(device.h2d_bytes) / tokens;
+      j["d2h_bytes_per_token"] = static_cast<double>(device.d2h_bytes) / tokens;
+    }
     if (layers == 0) return;
     j["t_dev_ms"] = dev / steps * 1e3;
     j["t_host_ms"] = host / steps * 1e3;
@@ -209,6 +229,7 @@ std::vector<nlohmann::json> run_bench(const Model& model, const BenchConfig& c, 
                   fill_depth(engine, i, depth);
               }
               const auto before = engine.layer_stats();
+              const auto counters_before = engine.device().counters();
               const double c0 = process_cpu_seconds();
               const auto t0 = std::chrono::steady_clock::now();
               for (int step = 0; step < n; ++step) {
@@ -220,6 +241,7 @@ std::vector<nlohmann::json> run_bench(const Model& model, const BenchConfig& c, 
                 tps.push_back(static_cast<double>(n) * b / s);
                 cpu += process_cpu_seconds() - c0;
                 stats.add(before, engine.layer_stats());
+                stats.add(counters_before, engine.device().counters());
               }
               ran(policy, "tg" + std::to_string(n) + (depth > 0 ? "@d" + std::to_string(depth) : ""), t, b);
             }

@@ -31,6 +31,14 @@ DeviceMemoryPlan plan_device_memory(const Model& model, const Policy& policy, DT
   return p;
 }
 
+DeviceMemoryPlan plan_device_memory(const Model& model, const Policy& policy, DType kv_dtype, int64_t ctx, int n_seqs,
+                                    const Device& device) {
+  const DeviceMemory memory = device.memory();
+  DeviceMemoryPlan p = plan_device_memory(model, policy, kv_dtype, ctx, n_seqs, device.name(), memory);
+  if (!memory.host) p.weight_bytes = model.weight_bytes([&](const TensorView& t) { return device.stored_bytes(t); });
+  return p;
+}
+
 std::string DeviceMemoryPlan::problem() const {
   if (fits()) return "";
   return "memory plan does not fit: device " + device + " needs " + mem::format_bytes(needed()) + " (KV cache " +

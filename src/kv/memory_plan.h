@@ -41,6 +41,10 @@ struct DeviceMemoryPlan {
 int64_t device_kv_tokens(const Policy& policy, int64_t ctx);
 DeviceMemoryPlan plan_device_memory(const Model& model, const Policy& policy, DType kv_dtype, int64_t ctx, int n_seqs,
                                     const std::string& device_name, const DeviceMemory& memory);
+// The same for `device`, with the weights counted as it stores them (Device::stored_bytes: a
+// CUDA device holds GGUF block types as bf16).
+DeviceMemoryPlan plan_device_memory(const Model& model, const Policy& policy, DType kv_dtype, int64_t ctx, int n_seqs,
+                                    const Device& device);
 // Host K and V stores of a hybrid policy (tokens past the sinks, for every sequence) per NUMA node.
 mem::PlacementPlan plan_host_kv(const ModelSpec& spec, const Policy& policy, DType kv_dtype, int64_t ctx, int n_seqs,
                                 const mem::Topology& topology, const mem::Placement& placement);

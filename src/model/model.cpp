@@ -119,6 +119,12 @@ size_t Model::weight_bytes() const {
   return n;
 }
 
+size_t Model::weight_bytes(const std::function<size_t(const TensorView&)>& bytes_of) const {
+  size_t n = 0;
+  for_each_distinct(weights, [&](const TensorView& t) { n += bytes_of(t); });
+  return n;
+}
+
 fs::path resolve_model_path(const std::string& name_or_path) {
   std::string lower = name_or_path;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/cpu_isa.h"
 #include "test_util.h"
+#include "unit/test_cuda_common.h"
 
 namespace hg::test {
 namespace {
@@ -106,6 +107,25 @@ TEST(ReferenceBf16, EveryArchitectureThroughEveryBf16PrefillGemm) {
       EXPECT_LE(max_diff(expect, bf16), 0.05 * max_abs(expect)) << "max |logit| " << max_abs(expect);
       EXPECT_GT(max_diff(sgemm, bf16), 0.0) << "the bf16 GEMM did not run";
     }
+  }
+}
+
+// The CUDA device (the GPU, or the emulated device where there is none: tests/unit/
+// test_cuda_common.h) against the numpy reference, through the CLI: fp32 checkpoints run fp32
+// GEMMs and fp32 attention on the device, so they hold the CPU device's bound; a bf16 checkpoint
+// takes activations rounded to bf16 into its GEMMs, held to the bf16 GEMMs' bound above.
+TEST(ReferenceCuda, TinyModelsOnTheCudaDeviceMatchNumpyReference) {
+  const std::string device = cuda_test_device();
+  const std::vector<int32_t> ids = random_ids(70, 9);
+  for (const std::string variant : {"llama-gqa", "llama3-rope", "qwen2", "opt-proj", "opt-postln", "llama-gqa-bf16"}) {
+    SCOPED_TRACE(variant + " on " + device);
+    const fs::path model = tiny_model(variant);
+    const fs::path dir = temp_dir("ref-cuda");
+    write_ids(dir / "ids.json", ids);
+    const Logits expect = reference_logits(model, dir / "ids.json", dir / "ref.npy");
+    const Logits got = our_logits(model, dir / "ids.json", ids.size(), dir / "cuda.npy", "--device " + device);
+    const double bound = variant.find("bf16") != std::string::npos ? 0.05 * max_abs(expect) : 1e-3;
+    EXPECT_LE(max_diff(expect, got), bound) << "max |logit| " << max_abs(expect);
   }
 }
 

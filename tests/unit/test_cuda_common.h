@@ -1,29 +1,39 @@
-// Shared by the CUDA tests: the skip rule and device-buffer helpers. The tests reach the GPU only
-// through the Device interface (make_cuda_device), so they compile in every build; where the
-// build has no CUDA backend or the machine has no GPU they are skipped with the reason. A skip
-// never hides a build break: these files are compiled and linked by every build.
+// Shared by the CUDA tests: the device under test and device-buffer helpers. The tests reach the
+// CUDA device only through the Device interface, so they compile in every build and run
+// everywhere: on the GPU where the build has the CUDA backend and the machine a GPU, otherwise on
+// the emulated device (`cuda-emu`, kernels/cuda/emu/cuda_emu.h), which runs the same CUDA device
+// code and kernel sources on the CPU. HG_TEST_CUDA=emu forces the emulated device on a GPU
+// machine, HG_TEST_CUDA=gpu makes a missing GPU a failure (tools/gpu_check.sh sets both).
 #pragma once
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "device/device.h"
 
 namespace hg::test {
 
-#ifdef HG_HAVE_CUDA
-inline constexpr const char* kNoGpuMessage = "no CUDA GPU found: CUDA test built, not run";
-#else
-inline constexpr const char* kNoGpuMessage = "this build has no CUDA backend: CUDA test not run";
-#endif
+// "cuda" or "cuda-emu": the --device the CUDA tests run on (see above).
+inline std::string cuda_test_device() {
+  const char* want = std::getenv("HG_TEST_CUDA");
+  const std::string w = want ? want : "";
+  if (w == "emu") return "cuda-emu";
+  if (w == "gpu") {
+    if (cuda_device_count() == 0) throw std::runtime_error("HG_TEST_CUDA=gpu but no CUDA GPU is found");
+    return "cuda";
+  }
+  return cuda_device_count() > 0 ? "cuda" : "cuda-emu";
+}
 
-#define HG_REQUIRE_CUDA_GPU()                                       \
-  do {                                                              \
-    if (::hg::cuda_device_count() == 0) GTEST_SKIP() << ::hg::test::kNoGpuMessage; \
-  } while (0)
+inline std::unique_ptr<Device> make_cuda_test_device() {
+  return cuda_test_device() == "cuda" ? make_cuda_device(0) : make_cuda_emu_device(0);
+}
 
 // A device allocation freed by the destructor.
 class DeviceBuffer {

@@ -10,8 +10,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "attention/layer_attention.h"
 #include "hybridgen/engine.h"
+#include "hybridgen/error.h"
 #include "hybridgen/model.h"
+#include "hybridgen/policy.h"
 #include "test_cuda_common.h"
 #include "test_util.h"
 
@@ -64,20 +67,24 @@ EngineOptions options(const std::string& device, DType kv, int ctx) {
 class CudaTinyModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaTinyModel, LogitsMatchCpuDevice) {
-  HG_REQUIRE_CUDA_GPU();
   auto model = load_model(tiny_model(GetParam()).string());
   const bool fp32_weights = GetParam().find("bf16") == std::string::npos && GetParam().find("f16") == std::string::npos;
   for (DType kv : {DType::F32, DType::BF16}) {
     SCOPED_TRACE(std::string("kv ") + std::string(dtype_name(kv)));
     const auto ids = random_ids(80, 11);
-    const auto gpu = run_logits(*model, options("cuda", kv, 96), ids, 70);
+    const auto gpu = run_logits(*model, options(cuda_test_device(), kv, 96), ids, 70);
     const auto cpu = run_logits(*model, options("cpu", kv, 96), ids, 70);
     const Comparison c = compare(gpu, cpu, static_cast<size_t>(model->spec.vocab_size));
     if (fp32_weights) {
       EXPECT_LE(c.max_diff, 1e-3 * std::max(1.0, c.max_abs));
       EXPECT_EQ(c.top1, 1.0);
     } else {
-      EXPECT_LE(c.max_diff, 3e-2 * std::max(1.0, c.max_abs));
+      // 16-bit weights: the CUDA device rounds activations to the weights' type before the GEMM
+      // (cuBLAS takes no mixed types), the CPU device here runs fp32 GEMMs (tests: sgemm). On
+      // llama-gqa-bf16 the rounded path is 0.12 (f32 KV) and 0.18 (bf16 KV) of a max |logit| of 7.0
+      // from the float64 reference, the same as the CPU device's own bf16 GEMMs; the bound is the
+      // one tests/e2e/test_e2e_reference.cpp holds that arithmetic to.
+      EXPECT_LE(c.max_diff, 5e-2 * std::max(1.0, c.max_abs));
       EXPECT_GE(c.top1, 0.9);
     }
   }
@@ -94,10 +101,9 @@ INSTANTIATE_TEST_SUITE_P(Tiny, CudaTinyModel,
                          });
 
 TEST(CudaEngine, LongPromptThenSplitDecode) {
-  HG_REQUIRE_CUDA_GPU();
   auto model = load_model(tiny_model("llama-gqa").string());
   const auto ids = random_ids(1110, 12);
-  EngineOptions o = options("cuda", DType::F32, 1120);
+  EngineOptions o = options(cuda_test_device(), DType::F32, 1120);
   o.ubatch = 256;
   const auto gpu = run_logits(*model, o, ids, 1100);
   o.device = "cpu";
@@ -106,23 +112,27 @@ TEST(CudaEngine, LongPromptThenSplitDecode) {
   EXPECT_LE(c.max_diff, 1e-3 * std::max(1.0, c.max_abs));
 }
 
-TEST(CudaEngine, AutoPicksTheGpu) {
-  HG_REQUIRE_CUDA_GPU();
+// `auto` takes the GPU where there is one and the CPU otherwise: never the emulated device,
+// which only an explicit --device cuda-emu chooses.
+TEST(CudaEngine, AutoPicksTheGpuWhereThereIsOne) {
   auto model = load_model(tiny_model("llama-gqa").string());
   EngineOptions o;
   o.device = "auto";
   o.ctx = 16;
   Engine engine(*model, o);
-  EXPECT_EQ(engine.device().name().rfind("cuda:", 0), 0u) << engine.device().name();
+  const std::string want = cuda_device_count() > 0 ? "cuda:" : "cpu";
+  EXPECT_EQ(engine.device().name().rfind(want, 0), 0u) << engine.device().name();
+  o.device = "cuda-emu";
+  Engine emulated(*model, o);
+  EXPECT_EQ(emulated.device().name().rfind("cuda-emu:0", 0), 0u) << emulated.device().name();
 }
 
 class CudaSyntheticModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaSyntheticModel, Bf16LogitsTrackCpuDevice) {
-  HG_REQUIRE_CUDA_GPU();
   auto model = make_synthetic_model(source_dir() / "configs/models" / (GetParam() + ".yaml"), DType::BF16, 7);
   const auto ids = random_ids(40, 13, model->spec.vocab_size);
-  EngineOptions o = options("cuda", DType::BF16, 48);
+  EngineOptions o = options(cuda_test_device(), DType::BF16, 48);
   o.threads = 0;
   const auto gpu = run_logits(*model, o, ids, 32);
   o.device = "cpu";
@@ -132,6 +142,134 @@ TEST_P(CudaSyntheticModel, Bf16LogitsTrackCpuDevice) {
   RecordProperty("top1", std::to_string(c.top1));
   EXPECT_LE(c.max_diff, 5e-2 * std::max(1.0, c.max_abs));
   EXPECT_GE(c.top1, 0.8);
+}
+
+// Every policy the CUDA device runs, against the same policy on the CPU device: prompts several
+// times the window, then decode steps, a batch of three different lengths. The exact settings
+// (every host token attended) make both devices compute the same function, so they agree to
+// fp32 rounding; each splitting policy must hold host tokens by the end (it did not fall back to
+// `full`). Between them they ship every host part kind: logits and V rows (hybrid, hgca with
+// --merge logits), a partial result and its log-sum-exp (cpu-attn, hybrid with --merge lse),
+// fetched K and V rows (infinigen, quest), and the whole context streamed (offload).
+struct PolicyCase {
+  std::string preset;
+  MergeMode merge;
+};
+void PrintTo(const PolicyCase& c, std::ostream* os) {
+  *os << c.preset << (c.merge == MergeMode::Lse ? " (merge lse)" : " (merge logits)");
+}
+
+Policy exact_split_policy(const PolicyCase& c, int ctx) {
+  Policy p = policy_preset(c.preset);
+  if (c.preset == "offload") return p;
+  if (c.preset != "cpu-attn") {
+    p.window = 16;
+    p.n_sinks = 2;
+    p.evict_block = 4;
+  }
+  p.host_threads = 2;
+  if (c.preset == "infinigen") {
+    p.max_kv = ctx;
+    p.alpha = 1e9f;
+  } else if (c.preset == "quest") {
+    p.K = ctx;
+  } else if (c.preset != "streaming") {
+    p.K = -1;
+    p.select = Selection::All;
+    p.query = QuerySource::Exact;
+    p.merge = c.merge;
+  }
+  return p;
+}
+
+std::vector<float> run_policy(const Model& model, const std::string& device, const Policy& policy, int ctx,
+                              int64_t* host_tokens) {
+  EngineOptions o = options(device, DType::F32, ctx);
+  o.threads = 2;
+  o.ubatch = 24;
+  o.policy = policy;
+  const std::vector<int> lengths = {70, 5, 53};
+  const int steps = 24;
+  o.batch = static_cast<int>(lengths.size());
+  Engine engine(model, o);
+  const size_t vocab = static_cast<size_t>(engine.vocab_size());
+  std::vector<std::vector<int32_t>> seqs;
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    seqs.push_back(random_ids(lengths[s] + steps, 300u + static_cast<uint32_t>(s)));
+    engine.prefill(static_cast<int>(s), std::span(seqs[s].data(), static_cast<size_t>(lengths[s])), nullptr);
+  }
+  const std::vector<int> ids = {0, 1, 2};
+  std::vector<float> out, step(lengths.size() * vocab);
+  for (int t = 0; t < steps; ++t) {
+    std::vector<int32_t> toks;
+    for (size_t s = 0; s < lengths.size(); ++s) toks.push_back(seqs[s][static_cast<size_t>(lengths[s] + t)]);
+    engine.decode(ids, toks, step.data());
+    out.insert(out.end(), step.begin(), step.end());
+  }
+  *host_tokens = engine.attention().host_tokens(0);
+  return out;
+}
+
+class CudaPolicy : public ::testing::TestWithParam<PolicyCase> {};
+
+TEST_P(CudaPolicy, LogitsMatchTheSamePolicyOnTheCpuDevice) {
+  const PolicyCase& c = GetParam();
+  auto model = load_model(tiny_model("llama-gqa").string());
+  const int ctx = 128;
+  const Policy policy = exact_split_policy(c, ctx);
+  int64_t host_gpu = 0, host_cpu = 0;
+  const auto gpu = run_policy(*model, cuda_test_device(), policy, ctx, &host_gpu);
+  const auto cpu = run_policy(*model, "cpu", policy, ctx, &host_cpu);
+  const Comparison cmp = compare(gpu, cpu, static_cast<size_t>(model->spec.vocab_size));
+  EXPECT_LE(cmp.max_diff, 1e-3 * std::max(1.0, cmp.max_abs));
+  EXPECT_EQ(cmp.top1, 1.0);
+  EXPECT_EQ(host_gpu, host_cpu);
+  if (policy.splits_kv() && c.preset != "offload" && c.preset != "streaming") {  // streaming drops what it evicts
+    EXPECT_GT(host_gpu, 0) << "the policy ran as `full`";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, CudaPolicy,
+    ::testing::Values(PolicyCase{"offload", MergeMode::Logits}, PolicyCase{"cpu-attn", MergeMode::Lse},
+                      PolicyCase{"cpu-attn", MergeMode::Logits}, PolicyCase{"hybrid", MergeMode::Logits},
+                      PolicyCase{"hybrid", MergeMode::Lse}, PolicyCase{"hgca", MergeMode::Lse},
+                      PolicyCase{"infinigen", MergeMode::Logits}, PolicyCase{"quest", MergeMode::Logits},
+                      PolicyCase{"streaming", MergeMode::Logits}),
+    [](const auto& info) {
+      std::string n = info.param.preset + (info.param.merge == MergeMode::Lse ? "_lse" : "_logits");
+      for (auto& ch : n)
+        if (ch == '-') ch = '_';
+      return n;
+    });
+
+// The policies that record the device tokens' attention probabilities (h2o, keyformer) are not
+// implemented on the CUDA device: they refuse with one error line, not a crash or a wrong answer.
+TEST(CudaPolicyRefusal, H2oAndKeyformerSayTheyNeedTheCpuDevice) {
+  auto model = load_model(tiny_model("llama-gqa").string());
+  for (const std::string preset : {"h2o", "keyformer"}) {
+    SCOPED_TRACE(preset);
+    Policy p = policy_preset(preset);
+    p.window = 16;
+    p.heavy = 8;
+    p.host_threads = 2;
+    EngineOptions o = options(cuda_test_device(), DType::F32, 128);
+    o.policy = p;
+    try {
+      Engine engine(*model, o);
+      const auto ids = random_ids(60, 5);
+      engine.prefill(0, ids, nullptr);
+      const int seq = 0;
+      const int32_t tok = 1;
+      std::vector<float> logits(static_cast<size_t>(engine.vocab_size()));
+      engine.decode(std::span(&seq, 1), std::span(&tok, 1), logits.data());
+      FAIL() << preset << " ran on the CUDA device";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("not implemented on the CUDA device"), std::string::npos) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(RealShapes, CudaSyntheticModel, ::testing::Values("smollm2-135m", "llama-3.2-1b"),

@@ -282,8 +282,7 @@ const DecodeSpan kDecodeSpans[] = {
 const Shape kShapes[] = {{4, 4, 16}, {9, 3, 64}, {16, 4, 128}, {12, 1, 64}, {4, 2, 256}};
 
 TEST(CudaHybridAttention, DecodeOverSpansAndHostParts) {
-  HG_REQUIRE_CUDA_GPU();
-  auto d = make_cuda_device(0);
+  auto d = make_cuda_test_device();
   uint32_t seed = 1;
   for (DType t : {DType::F32, DType::BF16})
     for (const Shape& sh : kShapes)
@@ -297,8 +296,7 @@ TEST(CudaHybridAttention, DecodeOverSpansAndHostParts) {
 }
 
 TEST(CudaHybridAttention, DecodeF16AndLongHostSelection) {
-  HG_REQUIRE_CUDA_GPU();
-  auto d = make_cuda_device(0);
+  auto d = make_cuda_test_device();
   run_case(*d, {DType::F16, {32, 8, 128}, span(4, 4, 2048, 700, 2048, 6000), 8047, 1, HostPart::Kind::Logits, 300}, 7);
   run_case(*d, {DType::F16, {32, 8, 128}, span(4, 4, 2048, 700, 2048, 6000), 8047, 1, HostPart::Kind::Partial, 0}, 8);
   run_case(*d, {DType::BF16, {8, 2, 64}, span(4, 4, 64, 3, 64, 5000), 5063, 1, HostPart::Kind::Logits, 3000}, 9);
@@ -308,8 +306,7 @@ TEST(CudaHybridAttention, DecodeF16AndLongHostSelection) {
 
 // Prefill: 33 rows, row i at pos0 + i sees the ring prefix up to its position (and sinks <= it).
 TEST(CudaHybridAttention, PrefillRowsPartial) {
-  HG_REQUIRE_CUDA_GPU();
-  auto d = make_cuda_device(0);
+  auto d = make_cuda_test_device();
   const DecodeSpan spans[] = {
       {span(4, 4, 64, 0, 60, 4), 31},             // rows see 28..60 ring tokens
       {span(4, 4, 0, 0, 0, 4), 0},                // rows 0..3 see 1..4 sinks, then only the host
@@ -329,8 +326,7 @@ TEST(CudaHybridAttention, PrefillRowsPartial) {
 
 // Per-kv-head tables of scattered slots (what a pruning policy keeps), decode and prefill rows.
 TEST(CudaHybridAttention, ScatteredPerKvHeadTables) {
-  HG_REQUIRE_CUDA_GPU();
-  auto d = make_cuda_device(0);
+  auto d = make_cuda_test_device();
   uint32_t seed = 9000;
   for (DType t : {DType::F32, DType::BF16})
     for (const Shape& sh : kShapes) {
@@ -346,8 +342,7 @@ TEST(CudaHybridAttention, ScatteredPerKvHeadTables) {
 }
 
 TEST(CudaHybridAttention, RejectsTablesOutsideTheCache) {
-  HG_REQUIRE_CUDA_GPU();
-  auto d = make_cuda_device(0);
+  auto d = make_cuda_test_device();
   DeviceBuffer k(*d, 4 * 2 * 8 * 16), v(*d, 4 * 2 * 8 * 16), q(*d, 4 * 4 * 16), out(*d, 4 * 4 * 16);
   DeviceBuffer slots(*d, 4 * 16), pos(*d, 4 * 16);
   HybridAttentionArgs a;

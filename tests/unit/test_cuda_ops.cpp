@@ -23,7 +23,7 @@ namespace {
 using cpu::fp32_to_bf16;
 using cpu::fp32_to_f16;
 
-std::unique_ptr<Device> gpu() { return make_cuda_device(0); }
+std::unique_ptr<Device> gpu() { return make_cuda_test_device(); }
 
 // A TensorView over host bytes (what a loader would hand upload_weight).
 TensorView view(DType t, std::vector<int64_t> shape, const std::vector<uint8_t>& bytes) {
@@ -60,6 +60,12 @@ float round_like(DType held, float x) {
 }
 
 TEST(CudaDevice, ClearErrorsForMissingOrWrongGpu) {
+  try {
+    make_cuda_emu_device(1);
+    FAIL() << "the emulated device accepted GPU 1";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no such GPU; the emulated device has one: 0"), std::string::npos) << e.what();
+  }
   const int count = cuda_device_count();
   if (count == 0) {
     try {
@@ -85,7 +91,6 @@ TEST(CudaDevice, ClearErrorsForMissingOrWrongGpu) {
 }
 
 TEST(CudaDevice, CopiesRoundTripAndTimingMarks) {
-  HG_REQUIRE_CUDA_GPU();
   auto d = gpu();
   std::mt19937 rng(1);
   for (size_t n : {size_t{1}, size_t{7}, size_t{33}, size_t{1000003}}) {
@@ -104,7 +109,6 @@ TEST(CudaDevice, CopiesRoundTripAndTimingMarks) {
 }
 
 TEST(CudaOps, Elementwise) {
-  HG_REQUIRE_CUDA_GPU();
   auto d = gpu();
   std::mt19937 rng(2);
   for (int64_t count : {int64_t{1}, int64_t{7}, int64_t{33}, int64_t{100003}}) {
@@ -145,7 +149,6 @@ TEST(CudaOps, Elementwise) {
 }
 
 TEST(CudaOps, RmsNormAndLayerNorm) {
-  HG_REQUIRE_CUDA_GPU();
   auto d = gpu();
   std::mt19937 rng(3);
   for (int dim : {1, 7, 33, 64, 576, 4097}) {
@@ -182,7 +185,6 @@ TEST(CudaOps, RmsNormAndLayerNorm) {
 }
 
 TEST(CudaOps, RopeBothLayoutsLlama3ScalingAndFreqFactors) {
-  HG_REQUIRE_CUDA_GPU();
   auto d = gpu();
   std::mt19937 rng(4);
   std::uniform_int_distribution<int32_t> position(0, 131071);
@@ -227,7 +229,6 @@ TEST(CudaOps, RopeBothLayoutsLlama3ScalingAndFreqFactors) {
 }
 
 TEST(CudaOps, EmbedEveryTableDtype) {
-  HG_REQUIRE_CUDA_GPU();
   auto d = gpu();
   std::mt19937 rng(5);
   const auto& types = cpu::kAllTypes;
@@ -259,7 +260,6 @@ TEST(CudaOps, EmbedEveryTableDtype) {
 }
 
 TEST(CudaOps, MatmulEveryWeightDtype) {
-  HG_REQUIRE_CUDA_GPU();
   auto d = gpu();
   std::mt19937 rng(6);
   const auto& types = cpu::kAllTypes;
@@ -302,7 +302,6 @@ TEST(CudaOps, MatmulEveryWeightDtype) {
 }
 
 TEST(CudaOps, KvStoreMatchesTwinBitForBit) {
-  HG_REQUIRE_CUDA_GPU();
   auto d = gpu();
   std::mt19937 rng(7);
   for (DType t : {DType::F32, DType::F16, DType::BF16}) {

@@ -68,8 +68,7 @@ void run_case(Device& d, const Case& c, uint32_t seed) {
 }
 
 TEST(CudaAttention, DecodeRowsOverContexts) {
-  HG_REQUIRE_CUDA_GPU();
-  auto d = make_cuda_device(0);
+  auto d = make_cuda_test_device();
   uint32_t seed = 1;
   for (DType t : {DType::F32, DType::F16, DType::BF16})
     for (int past : {0, 1, 6, 31, 32, 100, 511, 512, 1000, 1500, 4099})
@@ -77,8 +76,7 @@ TEST(CudaAttention, DecodeRowsOverContexts) {
 }
 
 TEST(CudaAttention, DecodeHeadShapes) {
-  HG_REQUIRE_CUDA_GPU();
-  auto d = make_cuda_device(0);
+  auto d = make_cuda_test_device();
   // (n_heads, n_kv_heads, head_dim): MHA, GQA 3/4/7, a 12-wide group (two decode subgroups),
   // MQA, head_dim 16 (tiny models), 96 (not a power of two) and 256.
   const int shapes[][3] = {{4, 4, 16}, {9, 3, 64}, {32, 8, 128}, {28, 4, 128}, {12, 1, 64},
@@ -90,8 +88,7 @@ TEST(CudaAttention, DecodeHeadShapes) {
 }
 
 TEST(CudaAttention, PrefillTilesCausally) {
-  HG_REQUIRE_CUDA_GPU();
-  auto d = make_cuda_device(0);
+  auto d = make_cuda_test_device();
   const int shapes[][3] = {{4, 2, 16}, {9, 3, 64}, {8, 8, 128}, {12, 1, 64}, {6, 2, 96}, {4, 2, 256}};
   uint32_t seed = 1000;
   for (DType t : {DType::F32, DType::F16, DType::BF16})
@@ -101,11 +98,18 @@ TEST(CudaAttention, PrefillTilesCausally) {
 }
 
 TEST(CudaAttention, LongPrefillThenDecode) {
-  HG_REQUIRE_CUDA_GPU();
-  auto d = make_cuda_device(0);
+  auto d = make_cuda_test_device();
   run_case(*d, {DType::BF16, 32, 8, 128, 0, 1100}, 7);
   run_case(*d, {DType::BF16, 32, 8, 128, 1100, 1}, 8);
   run_case(*d, {DType::F16, 32, 8, 128, 16000, 1}, 9);
+}
+
+// Decode at 32K positions, as a long-context user runs it: Qwen2.5-0.5B's shape (14 heads over
+// 2 kv heads, head_dim 64) and a Llama-8B head group (32/8, 128), 64 splits of 512 keys.
+TEST(CudaAttention, DecodeAt32kPositions) {
+  auto d = make_cuda_test_device();
+  run_case(*d, {DType::BF16, 14, 2, 64, 32767, 1}, 11);
+  run_case(*d, {DType::BF16, 32, 8, 128, 32768, 2}, 12);
 }
 
 // The CPU device on 3 threads: an odd pool, so the item runs are uneven.

@@ -74,8 +74,7 @@ TEST(DeviceCopies, CpuDevice) {
 }
 
 TEST(DeviceCopies, CudaDevice) {
-  HG_REQUIRE_CUDA_GPU();
-  auto d = make_cuda_device(0);
+  auto d = make_cuda_test_device();
   check_copies(*d);
 }
 

@@ -166,9 +166,9 @@ TEST(ShapeConfigs, PublishedParameterCounts) {
   struct Known {
     const char* name;
     double billions;
-  } known[] = {{"opt-1.3b", 1.316}, {"opt-2.7b", 2.652},  {"opt-6.7b", 6.658},      {"opt-13b", 12.853},
-               {"llama-3.2-1b", 1.236}, {"llama-3.2-3b", 3.213}, {"llama-3.1-8b", 8.030},
-               {"qwen2.5-1.5b", 1.544}, {"qwen2.5-3b", 3.086}, {"qwen2.5-7b", 7.616}, {"qwen2.5-14b", 14.770},
+  } known[] = {{"opt-1.3b", 1.316},     {"opt-2.7b", 2.652},     {"opt-6.7b", 6.658},     {"opt-13b", 12.853},
+               {"llama-3.2-1b", 1.236}, {"llama-3.2-3b", 3.213}, {"llama-3.1-8b", 8.030}, {"qwen2.5-0.5b", 0.494},
+               {"qwen2.5-1.5b", 1.544}, {"qwen2.5-3b", 3.086},   {"qwen2.5-7b", 7.616},   {"qwen2.5-14b", 14.770},
                {"smollm2-135m", 0.1345}};
   for (const Known& k : known) {
     ModelSpec s = load_shape_config(config(k.name));

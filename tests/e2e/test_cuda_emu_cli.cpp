@@ -1,0 +1,101 @@
+// The emulated CUDA device through the CLI, as a user reaches it: `--device cuda-emu` on every
+// command that takes a device, `bench`'s counters of what one decode token asks of the device,
+// `info`'s memory plan with the weights as the CUDA device stores them, and the note that its
+// timings are not GPU figures.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace hg::test {
+namespace {
+
+nlohmann::json json_of(const RunResult& r) {
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+}
+
+// Per decode token of `full` on a 2-layer model: one embed id and a position per layer staged,
+// the sampled logits copied back; launches are every kernel and GEMM of a step.
+TEST(CudaEmuCli, BenchCountsWhatADecodeTokenAsksOfTheDevice) {
+  const std::string model = tiny_model("llama-gqa").string();
+  const nlohmann::json rows = json_of(
+      run_hybridgen("bench -m '" + model + "' -p 0 -n 4 -d 16 -r 1 --device cuda-emu --policy full,offload -o json"));
+  ASSERT_EQ(rows.size(), 2u);
+  const nlohmann::json info = json_of(run_hybridgen("info -m '" + model + "' --json"));
+  const double vocab = info["vocab_size"].get<double>(), layers = info["n_layers"].get<double>();
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r["policy"].get<std::string>());
+    EXPECT_EQ(r["backend"].get<std::string>().rfind("cuda-emu:0", 0), 0u) << r["backend"];
+    // Kernels: embed, then per layer two norms, rope, kv store, attention, two adds, silu and the
+    // GEMMs (14 launches a layer on this model); then the final norm and the head.
+    EXPECT_GE(r["launches_per_token"].get<double>(), 1 + layers * 10 + 2);
+    EXPECT_LE(r["launches_per_token"].get<double>(), 1 + layers * 20 + 2);
+    EXPECT_EQ(r["graph_launches_per_token"].get<double>(), 0.0) << "no CUDA graphs yet";
+    EXPECT_GE(r["syncs_per_token"].get<double>(), 1.0) << "the logits' copy waits for the device";
+    EXPECT_GE(r["d2h_bytes_per_token"].get<double>(), 4 * vocab);
+    EXPECT_GT(r["h2d_bytes_per_token"].get<double>(), 0.0);
+  }
+  // offload streams every past token's K and V each step: more bytes in than full.
+  EXPECT_GT(rows[1]["h2d_bytes_per_token"].get<double>(), rows[0]["h2d_bytes_per_token"].get<double>() + 1000);
+
+  const RunResult md = run_hybridgen("bench -m '" + model + "' -p 0 -n 2 -r 1 --device cuda-emu -o md");
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_NE(md.out.find("| launches/tok | graphs/tok | syncs/tok | d2h B/tok |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("are not GPU figures"), std::string::npos) << md.out;
+  const RunResult cpu = run_hybridgen("bench -m '" + model + "' -p 0 -n 2 -r 1 --device cpu -o json");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  EXPECT_FALSE(nlohmann::json::parse(cpu.out)[0].contains("launches_per_token")) << "the CPU device counts none";
+}
+
+// The CUDA device holds fp32 checkpoints as they are (4 bytes a parameter), bf16 matrices as bf16
+// with fp32 vectors, GGUF block types expanded to bf16; the CPU device keeps them mapped (0).
+TEST(CudaEmuCli, InfoPlansTheWeightsAsTheDeviceStoresThem) {
+  const nlohmann::json f32 =
+      json_of(run_hybridgen("info -m '" + tiny_model("llama-gqa").string() + "' --device cuda-emu --json"));
+  EXPECT_EQ(f32["device_plan"]["weight_bytes"].get<double>(), 4 * f32["n_params"].get<double>());
+  EXPECT_EQ(f32["device_plan"]["device"].get<std::string>().rfind("cuda-emu:0", 0), 0u);
+  const nlohmann::json bf16 =
+      json_of(run_hybridgen("info -m '" + tiny_model("llama-gqa-bf16").string() + "' --device cuda-emu --json"));
+  const double params = bf16["n_params"].get<double>();
+  EXPECT_GT(bf16["device_plan"]["weight_bytes"].get<double>(), 2 * params);
+  EXPECT_LT(bf16["device_plan"]["weight_bytes"].get<double>(), 2.1 * params) << "vectors only are fp32";
+  const nlohmann::json cpu =
+      json_of(run_hybridgen("info -m '" + tiny_model("llama-gqa").string() + "' --device cpu --json"));
+  EXPECT_EQ(cpu["device_plan"]["weight_bytes"].get<double>(), 0.0);
+  const RunResult bad = run_hybridgen("info -m '" + tiny_model("llama-gqa").string() + "' --device tpu");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("is not one of auto, cpu, cuda, cuda-emu"), std::string::npos) << bad.err;
+}
+
+// A quantized GGUF model on the CUDA device: 3.2x its file's bytes in device memory (Q4_1 expanded
+// to bf16), which the plan says before anything is allocated.
+TEST(CudaEmuCli, InfoOnAGgufModelCountsTheBf16Expansion) {
+  const std::string smollm2 = smollm2_path();
+  if (smollm2.empty()) GTEST_SKIP() << kNoSmolLM2Message;
+  const nlohmann::json j = json_of(run_hybridgen("info -m '" + smollm2 + "' --device cuda-emu --json"));
+  const double file_bytes = j["weight_bytes"].get<double>(),
+               device_bytes = j["device_plan"]["weight_bytes"].get<double>();
+  EXPECT_GT(device_bytes, 2.5 * file_bytes);
+  EXPECT_GE(device_bytes, 2 * j["n_params"].get<double>());
+}
+
+// Every command that runs the engine takes the emulated device.
+TEST(CudaEmuCli, GenerateAndPerplexityRunOnTheEmulatedDevice) {
+  const std::string model = tiny_model("qwen2").string();
+  const RunResult gen = run_hybridgen("generate -m '" + model + "' --ids '[1, 2, 3]' -n 6 --temp 0 --device cuda-emu");
+  EXPECT_EQ(gen.exit_code, 0) << gen.err;
+  const RunResult gen_cpu = run_hybridgen("generate -m '" + model + "' --ids '[1, 2, 3]' -n 6 --temp 0 --device cpu");
+  EXPECT_EQ(gen.out, gen_cpu.out) << "greedy tokens of an fp32 model agree across devices";
+  const std::filesystem::path ids = temp_dir("cuda-emu-cli") / "ids.json";
+  write_ids(ids, random_ids(40, 3));
+  const std::string ppl_args =
+      "perplexity -m '" + model + "' --ids-file '" + ids.string() + "' --ctx 20 --json --device ";
+  const nlohmann::json ppl = json_of(run_hybridgen(ppl_args + "cuda-emu"));
+  const nlohmann::json ppl_cpu = json_of(run_hybridgen(ppl_args + "cpu"));
+  EXPECT_NEAR(ppl["ppl"].get<double>(), ppl_cpu["ppl"].get<double>(), 1e-4 * ppl_cpu["ppl"].get<double>());
+}
+
+}  // namespace
+}  // namespace hg::test
