@@ -91,12 +91,8 @@ void run_info(const InfoOptions& o) {
               {"features", cpu.features}};
   // Whether `full` attention at this context fits the device (`auto`: the GPU if there is one),
   // with the weights counted as that device stores them.
-  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda" && o.device != "cuda-emu")
-    throw Error("--device: '" + o.device + "' is not one of auto, cpu, cuda, cuda-emu");
-  const bool cuda = o.device == "cuda" || (o.device == "auto" && cuda_device_count() > 0);
-  const std::unique_ptr<Device> device = cuda                     ? make_cuda_device(0)
-                                         : o.device == "cuda-emu" ? make_cuda_emu_device(0)
-                                                                  : make_cpu_device(1);
+  std::unique_ptr<Device> device = make_named_cuda_device(o.device, 0);
+  if (!device) device = make_cpu_device(1);
   const DeviceMemoryPlan plan = plan_device_memory(*model, Policy{}, kv_dtype, ctx, o.batch, *device);
   j["device_plan"] = plan.to_json();
   j["fits"] = plan.fits();

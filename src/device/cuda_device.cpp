@@ -104,6 +104,13 @@ std::string CudaDevice::name() const {
          std::to_string(prop_.major) + std::to_string(prop_.minor) + ", " + gib(prop_.totalGlobalMem) + ")";
 }
 
+bool CudaDevice::pinned(const void* host) {
+  cudaPointerAttributes attr{};
+  const bool is = cudaPointerGetAttributes(&attr, host) == cudaSuccess && attr.type == cudaMemoryTypeHost;
+  cudaGetLastError();  // older drivers report unregistered pointers as an error
+  return is;
+}
+
 void CudaDevice::sync_stream(cudaStream_t s) {
   ++counters_.syncs;
   HG_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -162,12 +169,10 @@ void CudaDevice::copy_to_device(void* dst, const void* src_host, size_t bytes) {
   // Either way the host waits for the device once.
   HG_CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, compute_));
   counters_.h2d_bytes += bytes;
-  cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, src_host) == cudaSuccess && attr.type == cudaMemoryTypeHost)
+  if (pinned(src_host))
     sync_stream(compute_);
   else
     ++counters_.syncs;
-  cudaGetLastError();  // older drivers report unregistered pointers as an error
 }
 
 void CudaDevice::copy_to_host(void* dst_host, const void* src, size_t bytes) {

@@ -95,6 +95,8 @@ class CudaDevice final : public Device {
   static constexpr size_t kUploadChunk = size_t{32} << 20;
 
   void make_current() const;
+  // Whether host memory is pinned or registered (copies from it are asynchronous).
+  static bool pinned(const void* host);
   // The host waits for the device: counted in counters_.syncs.
   void sync_stream(cudaStream_t s);
   void sync_event(cudaEvent_t e);

@@ -23,9 +23,7 @@ void CudaDevice::copy_to_device_async(void* dst, const void* src_host, size_t by
   HG_CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, copy_));
   counters_.h2d_bytes += bytes;
   // From pageable memory the runtime synchronizes the copy stream before it stages the source.
-  cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, src_host) != cudaSuccess || attr.type != cudaMemoryTypeHost) ++counters_.syncs;
-  cudaGetLastError();
+  if (!pinned(src_host)) ++counters_.syncs;
 }
 
 int64_t CudaDevice::copy_fence() {

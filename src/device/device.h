@@ -215,6 +215,10 @@ size_t cpu_packed_matrices();
 std::unique_ptr<Device> make_cuda_device(int gpu);
 // Number of usable CUDA GPUs (0 when the build has no CUDA backend or the driver finds none).
 int cuda_device_count();
+// The device a `--device` name asks for, when it is a CUDA one: "cuda" (or "auto" where a GPU is
+// present) the GPU `gpu`, "cuda-emu" the emulated device; nullptr for "cpu" (and "auto" without a
+// GPU), which the caller makes with its own thread plan. Throws hg::Error for any other name.
+std::unique_ptr<Device> make_named_cuda_device(const std::string& name, int gpu);
 // The emulated CUDA device (`--device cuda-emu`, kernels/cuda/emu/cuda_emu.h): the CUDA device's
 // own code and kernels run on the CPU, in every build. A test instrument: its timings mean
 // nothing about a GPU. One GPU, index 0.

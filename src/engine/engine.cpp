@@ -88,12 +88,8 @@ namespace {
 // host_share: the share of the device's cores the host workers take while they compute (the
 // feedback scheduler's FeedbackParams::host_share); 0 on a CUDA device.
 std::unique_ptr<Device> make_device(const EngineOptions& o, double& host_share) {
-  if (o.device != "cpu" && o.device != "cuda" && o.device != "cuda-emu" && o.device != "auto")
-    throw Error("--device: '" + o.device + "' is not one of auto, cpu, cuda, cuda-emu");
-  const bool cuda = o.device == "cuda" || (o.device == "auto" && cuda_device_count() > 0);
   host_share = 0;
-  if (cuda) return make_cuda_device(o.gpu);
-  if (o.device == "cuda-emu") return make_cuda_emu_device(o.gpu);  // a test instrument (device.h)
+  if (std::unique_ptr<Device> cuda = make_named_cuda_device(o.device, o.gpu)) return cuda;
   // The CPU device and the host workers share the cores: -t is their total (src/sched/cores.h).
   const CorePlan cores = plan_cores(o.threads, available_cpus(), o.policy.host_workers(), true);
   if (o.policy.host_workers() > 0) spdlog::info("cores: {}", cores.describe());
