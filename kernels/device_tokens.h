@@ -40,12 +40,12 @@ struct HostPart {
   const float* lse = nullptr;     // Partial: [n_rows][n_heads]
 };
 
-// n query rows at positions pos0 .. pos0+n-1 attend over their visible device tokens merged with
-// the host's part: Logits and KeyValue as one softmax over the union (lead tokens, host tokens, the
-// rest), Partial by log-sum-exp. q, out: [n][n_heads][head_dim]; k_cache, v_cache:
-// [n_kv_heads][capacity][head_dim] in kv_dtype. GQA: query head h reads kv-head h / (n_heads /
-// n_kv_heads). The same struct drives cpu::hybrid_attention_items and cuda::hybrid_attention.
-struct HybridAttentionArgs {
+// What every attention kernel of the device reads: n query rows of n_heads heads, q and out
+// [n][n_heads][head_dim], over the caches k_cache, v_cache [n_kv_heads][capacity][head_dim] in
+// kv_dtype; GQA: query head h reads kv-head h / (n_heads / n_kv_heads); scores scaled by `scale`.
+// cuda::AttentionArgs (kernels/cuda/kernels.h) and HybridAttentionArgs below add where the rows
+// are and which tokens they see.
+struct AttentionRows {
   const float* q = nullptr;
   float* out = nullptr;
   const void* k_cache = nullptr;
@@ -56,10 +56,18 @@ struct HybridAttentionArgs {
   int n_heads = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
+  float scale = 1.0f;
+};
+
+// n query rows at positions pos0 .. pos0+n-1 attend over their visible device tokens merged with
+// the host's part: Logits and KeyValue as one softmax over the union (lead tokens, host tokens, the
+// rest), Partial by log-sum-exp. q, out: [n][n_heads][head_dim]; k_cache, v_cache:
+// [n_kv_heads][capacity][head_dim] in kv_dtype. GQA: query head h reads kv-head h / (n_heads /
+// n_kv_heads). The same struct drives cpu::hybrid_attention_items and cuda::hybrid_attention.
+struct HybridAttentionArgs : AttentionRows {
   int64_t pos0 = 0;
   DeviceTokens tokens;
   HostPart host;
-  float scale = 1.0f;
   // Optional, [n][n_heads][tokens.count]: the softmax probability of each device token (table
   // order; 0 for tokens the row does not see), for the score-based pruning policies (h2o,
   // keyformer). With a Partial host part it is the device part's own softmax.

@@ -8,8 +8,12 @@ the comments of code, build and config files. A word that starts with one of the
 top-level folders (`src/attention/host_stage.h`, `tools/plot_sweep.py`, `docs/cli.md`) must name
 a file or folder that exists; a path with a placeholder or a pattern (`configs/models/X.yaml`,
 `src/device/cuda_*.cpp`, `chapter_{1,2,3}.txt`, `docs/figures/<name>/`) must have its fixed
-part exist. Nothing may point outside the repository (`../shared/...`). Prints one line per
-problem, `FILE:LINE: ...`, and exits 1 when there is any.
+part exist. A file name written bare, without a folder (`knobs.h`, `README.md`, `plot_sweep.py`),
+that looks like a document or a source of this repository (.md, .h, .hpp, .c, .cc, .cpp, .cu,
+.cuh, .py, .sh, .yaml, .yml) must be the name of some file in it; names of other projects' files
+are listed in EXTERNAL_NAMES, and an upper-case stem other than a document's (`FILE.yaml`,
+`X.h`) is a placeholder. Nothing may point outside the repository (`../shared/...`). Prints one
+line per problem, `FILE:LINE: ...`, and exits 1 when there is any.
 """
 import os
 import re
@@ -22,6 +26,33 @@ PATH_RE = re.compile(r"(?<![\w./-])(?:\./)?((?:%s)/[\w./*?{},<>$-]*)" % "|".join
 OUTSIDE_RE = re.compile(r"\.\./shared\b|\.\./\.\./")
 # A component that stands for a name: X, N, NAME, YEAR_NAME_PARTY, a glob, a brace list, <name>, $VAR.
 PLACEHOLDER_RE = re.compile(r"[*?{<$]|(?:^|[_.-])[A-Z]{1,}(?:[_.-]|$)")
+
+# A file name without a folder: not inside a path (`a/b.h`), a glob (`cmd_*.cpp`) or `<sys.h>`.
+BARE_EXTS = ("md", "h", "hpp", "c", "cc", "cpp", "cu", "cuh", "py", "sh", "yaml", "yml")
+BARE_RE = re.compile(r"(?<![\w./*?{}<>$~\\-])([A-Za-z_][\w+-]*(?:\.[\w+-]+)*\.(?:%s))(?![\w/*{}-])"
+                     % "|".join(BARE_EXTS))
+# A stem that stands for a name: FILE, X, NAME_OF_RUN, test_X (but a document's upper-case stem,
+# as in README.md, is a real name).
+BARE_PLACEHOLDER_RE = re.compile(r"(?:^|[_.-])[A-Z][A-Z0-9]*(?:[_.-]|$)")
+# Files of other projects that comments and documents name bare, and that are not in this
+# repository. Keep this list short: each entry says whose file it is.
+EXTERNAL_NAMES = {
+    # Headers of the toolchains and libraries the build uses, and system headers.
+    "cuda_runtime.h", "cuda.h", "cuda_bf16.h", "cuda_fp16.h", "cublas_v2.h", "immintrin.h",
+    "httplib.h", "numa.h", "numaif.h", "dnnl.hpp",
+    # llama.cpp, the peer the benchmarks compare with, and its CUDA backend.
+    "llama.cpp", "ggml-cuda.cu",
+    # The llama.cpp peer's comparison and build scripts, kept outside the repository
+    # (docs/performance.md, "Against llama.cpp").
+    "compare-llamacpp.sh", "peer-llamacpp.sh",
+    # NVIDIA/RULER's generators and task list, which src/eval/ruler.h follows.
+    "niah.py", "variable_tracking.py", "common_words_extraction.py", "freq_words_extraction.py",
+    "synthetic.yaml",
+    # snu-comparch/InfiniGen's controller, which src/attention/selectors/infinigen_skew.h follows.
+    "partial_weight_generation_controller.py",
+    # An example of a user's --policy-file in an error message (src/policy/knobs.h).
+    "policy.yaml",
+}
 
 HASH_COMMENT = {".py", ".sh", ".cmake", ".yaml", ".yml", ".txt", ".toml", ".cfg"}
 SLASH_COMMENT = {".cpp", ".h", ".hpp", ".cu", ".cuh", ".c"}
@@ -77,9 +108,18 @@ def exists(repo, path):
     return os.path.exists(full) or any(os.path.exists(full + ext) for ext in (".h", ".cpp", ".py", ".cu"))
 
 
+def is_placeholder_name(name):
+    stem, ext = os.path.splitext(name)
+    if ext == ".md" and len(stem) > 1:
+        return False  # README.md: an upper-case name is how a document is named
+    return bool(BARE_PLACEHOLDER_RE.search(stem))
+
+
 def check(repo):
     problems = []
-    for rel in tracked_files(repo):
+    files = tracked_files(repo)
+    basenames = {os.path.basename(f) for f in files}
+    for rel in files:
         try:
             with open(os.path.join(repo, rel), encoding="utf-8") as f:
                 text = f.read()
@@ -100,6 +140,11 @@ def check(repo):
                 if not exists(repo, fixed):
                     what = f"{fixed} (the fixed part of {path})" if cut else path
                     problems.append(f"{rel}:{n}: no such path: {what}")
+            for m in BARE_RE.finditer(line):
+                name = m.group(1)
+                if name in basenames or name in EXTERNAL_NAMES or is_placeholder_name(name):
+                    continue
+                problems.append(f"{rel}:{n}: no file of that name in the repository: {name}")
     return problems
 
 

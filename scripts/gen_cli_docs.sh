@@ -2,7 +2,9 @@
 # Writes docs/cli.md, the CLI reference, from the binary's own help: `hybridgen --help` and
 # `hybridgen SUBCOMMAND --help` for every subcommand it lists, so the reference cannot drift from
 # the options. With --check it writes nothing and fails (naming the first differing line) when
-# docs/cli.md differs from what the binary prints; ctest runs that check.
+# docs/cli.md differs from what the binary prints; ctest runs that check. The file's last part,
+# from the line HAND_MARKER to the end, is written by hand (what one help line cannot hold): it is
+# copied from docs/cli.md as it is, so regenerating keeps it and --check compares the rest.
 #
 #   scripts/gen_cli_docs.sh [--check] [BINARY]     (default binary: build/bin/hybridgen)
 set -euo pipefail
@@ -15,6 +17,11 @@ if [[ "${1:-}" == "--check" ]]; then
 fi
 bin=${1:-build/bin/hybridgen}
 doc=docs/cli.md
+HAND_MARKER='<!-- Written by hand from here to the end; scripts/gen_cli_docs.sh keeps it as it is. -->'
+hand_written=""
+if [[ -f "$doc" ]]; then
+  hand_written=$(awk -v m="$HAND_MARKER" '$0 == m {on = 1} on' "$doc")
+fi
 [[ -x "$bin" ]] || { echo "gen_cli_docs: $bin is not an executable (build it first: cmake --build build --target hybridgen)" >&2; exit 2; }
 
 render() {
@@ -24,7 +31,8 @@ render() {
   echo
   echo "Generated from the binary's own \`--help\` by \`scripts/gen_cli_docs.sh\`; a test fails when"
   echo "this file and the binary differ. Regenerate it after changing an option:"
-  echo "\`scripts/gen_cli_docs.sh build/bin/hybridgen\`."
+  echo "\`scripts/gen_cli_docs.sh build/bin/hybridgen\`. The [details of the options](#details-of-the-options)"
+  echo "after the generated part are written by hand, and the script keeps them."
   echo
   # The subcommands, in the order the top-level help lists them (the lines after SUBCOMMANDS:).
   local subs
@@ -59,6 +67,10 @@ render() {
       done
     fi
   done
+  if [[ -n "$hand_written" ]]; then
+    echo
+    echo "$hand_written"
+  fi
 }
 
 if ((check)); then

@@ -11,9 +11,10 @@ BUILD_PACKAGES=(
   nlohmann-json3-dev libboost-context-dev libpcre2-dev libutf8proc-dev libeigen3-dev libgtest-dev libbenchmark-dev
 )
 # The tests' references (numpy), sweep plots (matplotlib), the sanitizer and fuzz builds (clang),
-# and the one-node Slurm cluster of the cluster test.
+# the one-node Slurm cluster of the cluster test, and the function-length check's parser
+# (scripts/check_function_length.py runs universal-ctags).
 TEST_PACKAGES=(
-  libgmock-dev python3-numpy python3-matplotlib clang libclang-rt-14-dev slurm-wlm munge
+  libgmock-dev python3-numpy python3-matplotlib clang libclang-rt-14-dev slurm-wlm munge universal-ctags
 )
 case "${1:-}" in
   --build-only) APT_PACKAGES=("${BUILD_PACKAGES[@]}") ;;

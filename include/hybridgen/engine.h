@@ -27,9 +27,21 @@ class BatchScheduler;
 inline constexpr int kExactPrefillUbatch = 1024;
 inline constexpr int kPruningPrefillUbatch = 256;
 
+// The arithmetic of a run on the CPU device (--precision): f32 (fp32 GEMMs and attention
+// products) or bf16 (bf16 GEMMs, and bf16 attention products over a bf16 cache, where the CPU has
+// AMX or AVX512_BF16; elsewhere f32 all the same). Auto follows the weights: f32 for a checkpoint
+// whose matrices are f32 or f16, bf16 for bf16 and quantized ones (bf16 is their speed and loses
+// nothing they hold; an f32 checkpoint asked for f32).
+enum class Precision { Auto, F32, Bf16 };
+Precision parse_precision(const std::string& name);  // "auto" | "f32" | "bf16"; hg::Error otherwise
+const char* precision_name(Precision p);              // "auto" | "f32" | "bf16"
+// What `asked` is for `model`: asked itself, or for auto what the weights give.
+Precision resolve_precision(Precision asked, const Model& model);
+
 struct EngineOptions {
   int threads = 0;               // CPU threads of the device (0: all cores)
   DType kv_dtype = DType::BF16;  // f32, f16 or bf16
+  Precision precision = Precision::Auto;
   int ctx = 0;                   // tokens per sequence the KV cache holds (0: the model's max)
   int batch = 1;                 // sequences decoded together
   // Prefill processes prompts in chunks of this many tokens (0: kExactPrefillUbatch when the
@@ -71,7 +83,7 @@ class Engine {
   // logits_all: [tokens.size(), vocab] for every token (may be null). record (may be null): a state
   // of this sequence's tokens so far (PrefillState::for_model when it is empty) that the prefill's
   // K/V rows, first queries, last logits and the prompt scores it names (with the policy's own)
-  // are appended to; hg::Error when the policy's prefill is not exact attention (shares_prefill()).
+  // are appended to; hg::Error when the policy's prefill is not exact attention (exact_prefill()).
   // A dropping policy's prompt (streaming, h2o, keyformer; from position 0) is prefilled exactly
   // on a full-attention stage made for it, then placed as load_state places a state.
   // chunk_done (may be empty): called after each chunk of ubatch rows with the tokens done so far
@@ -85,12 +97,12 @@ class Engine {
   // of them would leave it (K/V where the policy puts them, the predictors fed the prompt's
   // queries), without running the model. logits_last [vocab] (may be null): the state's, when
   // n_tokens is all of it. hg::Error when the state is another model's, does not fit the context,
-  // or the policy prefills otherwise (!shares_prefill()).
+  // or the policy prefills otherwise (!exact_prefill()).
   void load_state(int seq, const PrefillState& state, float* logits_last, int n_tokens = -1);
   // True when the policy's prefill is exact attention over the whole prompt, the same for every
   // such policy: it can record a state and start from one (every preset; not the dropping ones,
   // streaming, h2o and keyformer, with --exact-prefill false).
-  bool shares_prefill() const;
+  bool exact_prefill() const;
   // The prompt scores (attention/prompt_scores.h names) the policy keeps tokens by after its
   // prefill (h2o, keyformer): a state it starts from must hold them, a prefill it records adds them.
   std::vector<std::string> prompt_scores() const;

@@ -1,4 +1,4 @@
-// A policy is a set of attention knobs (DESIGN.md, "Policies"): where tokens live, which host
+// A policy is a set of attention knobs (docs/architecture.md, "How a policy plugs in"): where tokens live, which host
 // tokens take part, how host and device results merge, and where the query comes from. Presets
 // name the paper's systems; every knob can be overridden on the command line or in YAML.
 #pragma once
@@ -19,15 +19,10 @@ enum class KvHome {
   Host,    // every token on the host, each layer's rows streamed to the device (FlexGen's offload)
   Split,   // sinks + a recent window on the device, the older tokens on the host (or dropped)
 };
-// Which tokens beyond the window a dropping policy keeps on the device (--prune).
-enum class Pruner {
-  None,       // none: the window and the sinks (StreamingLLM)
-  H2O,        // the heavy hitters of accumulated attention
-  Keyformer,  // the heavy hitters of accumulated Gumbel-softmax scores
-};
 // The names of these enums, as the knobs and the reports spell them, are in one table:
 // src/policy/enum_names.h. Pre-QKᵀ predictors are named by their row in the predictor table
-// (src/attention/selectors/predictors.cpp): "recent", "h2o", "partial", "infinigen", ...
+// (src/attention/selectors/predictors.cpp): "recent", "h2o", "partial", "infinigen", ...; the
+// dropping policies' pruners by theirs (src/attention/selectors/pruners.cpp): "none", "h2o", ...
 
 struct Policy {
   std::string name = "full";
@@ -59,30 +54,37 @@ struct Policy {
   // and the tokens are evicted once after it, as streaming's, H2O's and Keyformer's code does;
   // false: they are evicted as the prefill goes, chunk by chunk (memory never exceeds the budget).
   bool exact_prefill = true;
-  // Knobs of other modules go below, one field a line, each registered in the knob registry
-  // (src/policy/knobs.h) with the presets it applies to.
-  // h2o / keyformer: heavy hitters per kv-head kept on the device beside the window
-  Pruner prune = Pruner::None;
-  int heavy = 260;
-  float tau_init = 1.0f;  // keyformer: Gumbel-softmax temperature at the first generated token
-  float tau_end = 2.0f;   // keyformer: ... and at the last position of the context
+  // The dropping policies' pruner: which device tokens stay beyond the window (a row of the pruner
+  // table, src/attention/selectors/pruners.cpp).
+  std::string prune = "none";
   uint64_t seed = 0;  // keyformer: seed of the Gumbel noise (--seed of every command; generate's is also the sampler's)
-  // infinigen
-  float partial_ratio = 0.2f;  // share of each head's skewed channels used for speculation
-  float alpha = 4.0f;          // fetch the tokens whose partial score is within alpha of the max
-  int max_kv = 400;            // ... but at most this many per kv-head
-  // Feedback scheduler (src/sched/feedback.h; knobs in src/sched/sched_knobs.cpp)
-  SchedMode sched = SchedMode::Fixed;  // the hybrid preset: Adaptive
-  int k_min = -1;                      // accuracy floor of K (-1: auto, the model's K_min profile, else 64)
-  int k_max = 1024;
-  float sched_alpha = 0.25f;       // EWMA weight of the newest step's timings
-  float sched_margin = 0.1f;       // K grows while T_host + T_tx <= (1 - margin) T_dev
-  float sched_grow = 0.5f;         // the most K grows in one step (0.5: by half)
-  int sched_pre_after = 3;         // host-bound steps at k_min before Pre-QKᵀ
-  int sched_hysteresis = 8;        // fitting steps before back to Post-QKᵀ
-  float sched_post_margin = 0.2f;  // ... fitting within (1 - post_margin) T_dev
-  int sched_probe = 32;            // Pre steps between Post probes of the key scan (0: none)
-  float sched_shared_loss = 0.1f;  // CPU device: the most of its time the host workers may cost it
+  // The feedback scheduler's mode (src/sched/feedback.h); the hybrid preset: Adaptive.
+  SchedMode sched = SchedMode::Fixed;
+
+  // The parts' own knobs, one group each, each knob registered in the knob registry by its part
+  // (src/policy/knobs.h) with the policies it applies to.
+  struct HeavyHitters {  // h2o / keyformer (src/attention/selectors/pruners.cpp)
+    int heavy = 260;        // heavy hitters per kv-head kept on the device beside the window
+    float tau_init = 1.0f;  // keyformer: Gumbel-softmax temperature at the first generated token
+    float tau_end = 2.0f;   // keyformer: ... and at the last position of the context
+  } heavy_hitters;
+  struct Infinigen {  // src/attention/selectors/infinigen.cpp
+    float partial_ratio = 0.2f;  // share of each head's skewed channels used for speculation
+    float alpha = 4.0f;          // fetch the tokens whose partial score is within alpha of the max
+    int max_kv = 400;            // ... but at most this many per kv-head
+  } infinigen;
+  struct Feedback {  // the feedback scheduler's rules (src/sched/feedback.h, src/sched/sched_knobs.cpp)
+    int k_min = -1;  // accuracy floor of K (-1: auto, the model's K_min profile, else 64)
+    int k_max = 1024;
+    float alpha = 0.25f;        // EWMA weight of the newest step's timings
+    float margin = 0.1f;        // K grows while T_host + T_tx <= (1 - margin) T_dev
+    float grow = 0.5f;          // the most K grows in one step (0.5: by half)
+    int pre_after = 3;          // host-bound steps at k_min before Pre-QKᵀ
+    int hysteresis = 8;         // fitting steps before back to Post-QKᵀ
+    float post_margin = 0.2f;   // ... fitting within (1 - post_margin) T_dev
+    int probe = 32;             // Pre steps between Post probes of the key scan (0: none)
+    float shared_loss = 0.1f;   // CPU device: the most of its time the host workers may cost it
+  } feedback;
 
   // Sinks + window on the device, the rest on the host or dropped: the attention stage of
   // src/attention/hybrid_attention.h and the feedback scheduler.
@@ -125,7 +127,7 @@ void apply_policy_yaml(Policy& p, const std::string& yaml_path);
 // Checks the knobs against each other and a context length; hg::Error on contradictions.
 void validate_policy(const Policy& p, int ctx);
 // A hybrid policy whose device window and sinks hold `ctx` tokens never moves a token to the host:
-// it is full attention (DESIGN.md: not an error; the engine runs it as `full` and says so once).
+// it is full attention (not an error: the engine runs it as `full` and says so once).
 bool window_covers_context(const Policy& p, int ctx);
 // "NAME (SYSTEM): knob value, knob value, ..." for every knob that applies to the preset; each
 // value text is what the knob's parser accepts.

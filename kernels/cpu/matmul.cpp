@@ -205,7 +205,7 @@ void matmul_group_isa(CpuIsa isa, ThreadPool& pool, MatmulWorkspace& ws, const M
     auto& tiles = ws.impl().tiles;
     if (tiles.size() < static_cast<size_t>(pool.size())) tiles.resize(static_cast<size_t>(pool.size()));
     const DequantFn dequant = dequant_fn(isa);
-    const PrefillGemm gemm = prefill_gemm_for(isa);
+    const PrefillGemm gemm = ws.bf16 ? prefill_gemm_for(isa) : PrefillGemm::Sgemm;
     if (gemm != PrefillGemm::Sgemm && cols % kBf16Cols == 0) {
       uint16_t* x = ws.impl().x_bf16.get(static_cast<size_t>(bf16_padded_tokens(n_tokens) * cols));
       bf16_pack_x(X, n_tokens, cols, x);

@@ -37,6 +37,10 @@ class MatmulWorkspace {
   struct Impl;
   Impl& impl() { return *impl_; }
 
+  // Whether the prefill GEMM may run in bf16 where the CPU has it (cpu_isa.h: prefill_gemm_for);
+  // false: the fp32 sgemm, whatever the CPU (the run's precision, f32 for f32 checkpoints).
+  bool bf16 = true;
+
  private:
   std::unique_ptr<Impl> impl_;
 };

@@ -52,6 +52,9 @@ struct PrefillAttentionArgs {
   std::span<const MassSoftmax> mass_softmax;
   float* const* mass = nullptr;
   int64_t ld_mass = 0;
+  // Whether products over a bf16 cache may run in bf16 where the CPU runs the prefill GEMM in bf16
+  // (prefill_attention_bf16.h); false: fp32 products (the run's precision).
+  bool bf16 = true;
 };
 
 // The arguments for dense rows: q and out [n_rows][n_heads * head_dim], lse [n_rows][n_heads].
@@ -108,6 +111,7 @@ struct AttentionMassArgs {
   DType k_dtype = DType::F32;
   const int64_t* n_visible = nullptr;  // [n_rows]: row i attends keys [0, n_visible[i])
   std::span<const MassSoftmax> softmax;  // at least one
+  bool bf16 = true;  // as PrefillAttentionArgs::bf16, and must be the same for the same bits
 };
 
 // Per-thread workspace: the item's pre-scaled query tile, its scores over every visible key, and

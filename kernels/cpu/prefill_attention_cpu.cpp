@@ -67,7 +67,7 @@ void prefill_attention_isa(CpuIsa isa, const PrefillAttentionArgs& a, int64_t it
   switch (isa) {
     case CpuIsa::Avx512Bf16:
     case CpuIsa::Avx512:
-      return prefill_attention_avx512(a, item_begin, item_end, scratch, bf16_attention_on(isa));
+      return prefill_attention_avx512(a, item_begin, item_end, scratch, a.bf16 && bf16_attention_on(isa));
     case CpuIsa::Avx2:
       return prefill_attention_avx2(a, item_begin, item_end, scratch);
     case CpuIsa::Scalar:
@@ -140,7 +140,7 @@ void attention_mass_isa(CpuIsa isa, const AttentionMassArgs& a, int64_t item, fl
   switch (isa) {
     case CpuIsa::Avx512Bf16:
     case CpuIsa::Avx512:
-      return attention_mass_avx512(a, item, mass, scratch, bf16_attention_on(isa));
+      return attention_mass_avx512(a, item, mass, scratch, a.bf16 && bf16_attention_on(isa));
     case CpuIsa::Avx2:
       return attention_mass_avx2(a, item, mass, scratch);
     case CpuIsa::Scalar:

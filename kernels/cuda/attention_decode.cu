@@ -33,11 +33,10 @@ struct DecodeGeometry {
 };
 
 DecodeGeometry geometry(const AttentionArgs& a, int splits) {
-  const int group = a.n_heads / a.n_kv_heads;
   const int64_t max_ctx = a.past + a.n;
   int64_t chunk = (max_ctx + splits - 1) / splits;
   chunk = (chunk + 31) / 32 * 32;
-  return {(group + kMaxGroup - 1) / kMaxGroup, static_cast<int>(chunk)};
+  return {head_subgroups(a), static_cast<int>(chunk)};
 }
 
 template <typename T>
@@ -172,30 +171,19 @@ __global__ void __launch_bounds__(kThreads)
   });
 }
 
-void check_shape(const AttentionArgs& a) {
-  if (a.head_dim <= 0 || a.head_dim > kMaxHeadDim || a.head_dim % 2 != 0)
-    throw Error("cuda attention: head_dim " + std::to_string(a.head_dim) + " is not supported (even, <= 256)");
-  if (a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0)
-    throw Error("cuda attention: n_heads " + std::to_string(a.n_heads) + " is not a multiple of n_kv_heads " +
-                std::to_string(a.n_kv_heads));
-}
+void check_shape(const AttentionArgs& a) { check_heads(a, "cuda attention"); }
 
 }  // namespace
 
 int attention_decode_splits(const AttentionArgs& a, int n_sms) {
   check_shape(a);
-  const int group = a.n_heads / a.n_kv_heads;
   const int64_t max_ctx = a.past + a.n;
-  const int64_t blocks_per_split = static_cast<int64_t>(a.n) * a.n_kv_heads * ((group + kMaxGroup - 1) / kMaxGroup);
-  int64_t splits = (2 * static_cast<int64_t>(std::max(n_sms, 1)) + blocks_per_split - 1) / blocks_per_split;
-  splits = std::min(splits, (max_ctx + kMinChunk - 1) / kMinChunk);
-  splits = std::max(splits, (max_ctx + kMaxChunk - 1) / kMaxChunk);
+  const int64_t splits = std::max(wave_splits(a, n_sms, max_ctx, kMinChunk), (max_ctx + kMaxChunk - 1) / kMaxChunk);
   return static_cast<int>(std::max<int64_t>(splits, 1));
 }
 
 size_t attention_decode_workspace_floats(const AttentionArgs& a, int splits) {
-  if (splits <= 1) return 0;
-  return static_cast<size_t>(a.n) * a.n_heads * splits * (a.head_dim + 2);
+  return split_workspace_floats(a, splits);
 }
 
 void attention_decode(const AttentionArgs& a, int splits, float* workspace, cudaStream_t stream) {

@@ -257,11 +257,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 void check_args(const HybridAttentionArgs& a) {
-  if (a.head_dim <= 0 || a.head_dim > kMaxHeadDim || a.head_dim % 2 != 0)
-    throw Error("cuda hybrid_attention: head_dim " + std::to_string(a.head_dim) + " is not supported (even, <= 256)");
-  if (a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0)
-    throw Error("cuda hybrid_attention: n_heads " + std::to_string(a.n_heads) + " is not a multiple of n_kv_heads " +
-                std::to_string(a.n_kv_heads));
+  check_heads(a, "cuda hybrid_attention");
   if (a.n > 65535) throw Error("cuda hybrid_attention: " + std::to_string(a.n) + " rows > 65535");
 }
 
@@ -276,17 +272,11 @@ int64_t max_union(const HybridAttentionArgs& a) {
 
 int hybrid_attention_splits(const HybridAttentionArgs& a, int n_sms) {
   check_args(a);
-  const int group = a.n_heads / a.n_kv_heads;
-  const int64_t blocks_per_split =
-      std::max<int64_t>(1, static_cast<int64_t>(a.n) * a.n_kv_heads * ((group + kMaxGroup - 1) / kMaxGroup));
-  int64_t splits = (2 * static_cast<int64_t>(std::max(n_sms, 1)) + blocks_per_split - 1) / blocks_per_split;
-  splits = std::min(splits, (max_union(a) + kMinChunk - 1) / kMinChunk);
-  return static_cast<int>(std::clamp<int64_t>(splits, 1, 65535));
+  return static_cast<int>(std::clamp<int64_t>(wave_splits(a, n_sms, max_union(a), kMinChunk), 1, 65535));
 }
 
 size_t hybrid_attention_workspace_floats(const HybridAttentionArgs& a, int splits) {
-  if (splits <= 1) return 0;
-  return static_cast<size_t>(a.n) * a.n_heads * splits * (a.head_dim + 2);
+  return split_workspace_floats(a, splits);
 }
 
 void hybrid_attention(const HybridAttentionArgs& a, int splits, float* workspace, cudaStream_t stream) {
@@ -294,8 +284,7 @@ void hybrid_attention(const HybridAttentionArgs& a, int splits, float* workspace
   if (a.n <= 0) return;
   splits = std::max(splits, 1);
   if (splits > 1 && !workspace) throw Error("cuda hybrid_attention: several splits need a workspace");
-  const int group = a.n_heads / a.n_kv_heads;
-  const int n_sub = (group + kMaxGroup - 1) / kMaxGroup;
+  const int n_sub = head_subgroups(a);
   int64_t chunk = (max_union(a) + splits - 1) / splits;
   chunk = std::max<int64_t>(kTile, (chunk + kTile - 1) / kTile * kTile);
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.n_kv_heads * n_sub),

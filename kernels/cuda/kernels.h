@@ -42,19 +42,8 @@ void kv_store(DType kv_dtype, void* k_cache, void* v_cache, int64_t capacity, in
 // attention_decode.cu / attention_prefill.cu — twin: cpu::attention_items.
 // Causal attention of n query rows at positions past .. past+n-1 over a cache
 // [n_kv_heads][capacity][head_dim]; q, out: [n, n_heads, head_dim]. head_dim even, <= 256.
-struct AttentionArgs {
-  const float* q = nullptr;
-  float* out = nullptr;
-  const void* k_cache = nullptr;
-  const void* v_cache = nullptr;
-  DType kv_dtype = DType::F32;
-  int64_t capacity = 0;
-  int n = 0;
-  int n_heads = 0;
-  int n_kv_heads = 0;
-  int head_dim = 0;
+struct AttentionArgs : AttentionRows {  // kernels/device_tokens.h
   int64_t past = 0;
-  float scale = 1.0f;
 };
 
 // Split-K ("flash-decoding") decode attention: one block per (row, kv head, query-head group,

@@ -7,9 +7,13 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 
+#include "hybridgen/error.h"
 #include "kernels/cuda/backend.h"
+#include "kernels/device_tokens.h"
 
 namespace hg::cuda {
 inline namespace HG_CUDA_BACKEND {
@@ -22,6 +26,38 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kMaxGroup = 8;
 constexpr int kMaxPairs = 4;
 constexpr int kMaxHeadDim = 2 * kMaxPairs * 32;
+
+// ---- host side: the setup both kernels share ----
+
+// hg::Error unless the block shape serves a's heads: head_dim even and <= kMaxHeadDim, n_heads a
+// multiple of n_kv_heads. `what` names the kernel in the message.
+inline void check_heads(const AttentionRows& a, const char* what) {
+  if (a.head_dim <= 0 || a.head_dim > kMaxHeadDim || a.head_dim % 2 != 0)
+    throw Error(std::string(what) + ": head_dim " + std::to_string(a.head_dim) + " is not supported (even, <= 256)");
+  if (a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0)
+    throw Error(std::string(what) + ": n_heads " + std::to_string(a.n_heads) + " is not a multiple of n_kv_heads " +
+                std::to_string(a.n_kv_heads));
+}
+
+// Query-head subgroups of kMaxGroup heads per kv head.
+inline int head_subgroups(const AttentionRows& a) {
+  const int group = a.n_heads / a.n_kv_heads;
+  return (group + kMaxGroup - 1) / kMaxGroup;
+}
+
+// Splits of a row's `keys` that give about two waves of blocks (one per row, kv head, query-head
+// subgroup and split) over n_sms SMs, no split shorter than min_chunk keys (at least one).
+inline int64_t wave_splits(const AttentionRows& a, int n_sms, int64_t keys, int64_t min_chunk) {
+  const int64_t blocks_per_split = std::max<int64_t>(1, static_cast<int64_t>(a.n) * a.n_kv_heads * head_subgroups(a));
+  const int64_t splits = (2 * static_cast<int64_t>(std::max(n_sms, 1)) + blocks_per_split - 1) / blocks_per_split;
+  return std::max<int64_t>(1, std::min(splits, (keys + min_chunk - 1) / min_chunk));
+}
+
+// Floats of the (acc[head_dim], max, sum) partials of every row head and split (0 for one split).
+inline size_t split_workspace_floats(const AttentionRows& a, int splits) {
+  if (splits <= 1) return 0;
+  return static_cast<size_t>(a.n) * a.n_heads * splits * (a.head_dim + 2);
+}
 
 template <class Finish>
 __device__ __forceinline__ void store_split_result(const float* s_red, int lanes_r, int gh, int D, const float* s_m,

@@ -2,15 +2,17 @@
 // layer; the device's fused causal attention over it.
 #include <cmath>
 
-#include "attention/layer_attention.h"
 #include "attention/kv_fill.h"
+#include "attention/layer_attention.h"
+#include "attention/prompt_state.h"
+#include "device/cpu_attention.h"
 #include "kv/kv_cache.h"
 
 namespace hg {
 
 namespace {
 
-class FullAttention final : public LayerAttention {
+class FullAttention final : public LayerAttention, public PromptState {
  public:
   explicit FullAttention(const AttentionContext& c)
       : device_(c.device), spec_(c.model.spec), kv_(c.device, c.model.spec, c.kv_dtype, c.ctx, c.n_seqs) {}
@@ -24,11 +26,14 @@ class FullAttention final : public LayerAttention {
               float* out) override {
     attend_runs(layer, q, k, v, rows, out, nullptr);
   }
-  // A recorded prefill's rows are one sequence: the device's attention keeps its scores for the sink.
+  // A recorded prefill's rows are one sequence. On the CPU device (its caches are host memory) the
+  // rows the device would give the tiled kernel run it here, on the device's pool, keeping the
+  // scores' sums from its own score tiles: the same bits as the device's attention.
   bool attend_scored(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
                      float* out, const PromptMassSink& sink) override {
     return attend_runs(layer, q, k, v, rows, out, &sink);
   }
+  PromptState* prompt_state() override { return this; }
 
   void end_step(const std::vector<TokenRow>& rows) override {
     for (size_t i = 0; i < rows.size(); ++i)
@@ -49,7 +54,7 @@ class FullAttention final : public LayerAttention {
 
  private:
   // Each run of one sequence's rows: its K and V into the cache, then the device's attention. With
-  // a sink and one run, the device may keep the prompt scores too: true when it did.
+  // a sink and one run on the CPU device, the prompt scores too: true when it kept them.
   bool attend_runs(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
                    float* out, const PromptMassSink* sink) {
     const int n = static_cast<int>(rows.size());
@@ -64,10 +69,14 @@ class FullAttention final : public LayerAttention {
                        v + static_cast<int64_t>(begin) * spec_.kv_dim(), end - begin, first.pos);
       const float* q_run = q + static_cast<int64_t>(begin) * spec_.q_dim();
       float* out_run = out + static_cast<int64_t>(begin) * spec_.q_dim();
-      if (sink && begin == 0 && end == n)
-        scored = device_.attention_scored(q_run, n, spec_.n_heads, view, first.pos, scale, out_run, *sink);
-      else
+      ThreadPool* pool = device_.cpu_pool();
+      if (sink && pool && begin == 0 && end == n && n > kCpuSplitMaxRows) {
+        tiled_.causal(*pool, q_run, n, spec_.n_heads, view, first.pos, scale, out_run, device_.bf16_compute(),
+                      sink->softmax, sink->mass, sink->ld_mass);
+        scored = true;
+      } else {
         device_.attention(q_run, end - begin, spec_.n_heads, view, first.pos, scale, out_run);
+      }
       begin = end;
     }
     return scored;
@@ -76,6 +85,7 @@ class FullAttention final : public LayerAttention {
   Device& device_;
   const ModelSpec& spec_;
   KvCache kv_;
+  CpuTiledAttention tiled_;  // a recorded prefill's scored attention on the CPU device
 };
 
 }  // namespace

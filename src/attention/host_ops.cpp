@@ -100,13 +100,11 @@ void prefix_attention(const KvLayout& k, const KvLayout& v, const float* q, int 
 
 void HostPrefillAttention::run(ThreadPool& pool, const KvLayout& k, const KvLayout& v, const float* q,
                                int64_t n_rows, int n_heads, float scale, const int64_t* visible, float* out,
-                               float* lse) {
-  const cpu::PrefillAttentionArgs a = cpu::dense_prefill_args(q, n_rows, n_heads, k.n_kv_heads, k.head_dim, scale,
-                                                               k, v, visible, out, lse);
-  if (scratch_.size() < static_cast<size_t>(pool.size())) scratch_.resize(static_cast<size_t>(pool.size()));
-  pool.parallel_for(cpu::prefill_attention_items(a), [&](int64_t b, int64_t e, int t) {
-    cpu::prefill_attention(a, b, e, scratch_[static_cast<size_t>(t)]);
-  });
+                               float* lse, bool bf16) {
+  cpu::PrefillAttentionArgs a = cpu::dense_prefill_args(q, n_rows, n_heads, k.n_kv_heads, k.head_dim, scale, k, v,
+                                                        visible, out, lse);
+  a.bf16 = bf16;
+  tiled_.run(pool, a);
 }
 
 }  // namespace hg

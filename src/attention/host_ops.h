@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "device/cpu_attention.h"
 #include "kernels/cpu/prefill_attention.h"
 #include "kv/host_store.h"
 #include "util/thread_pool.h"
@@ -43,11 +44,12 @@ void prefix_attention(const KvLayout& k, const KvLayout& v, const float* q, int 
 // over the pool by (query tile, kv-head).
 class HostPrefillAttention {
  public:
+  // bf16: products over a bf16 store may run in bf16 (Device::bf16_compute).
   void run(ThreadPool& pool, const KvLayout& k, const KvLayout& v, const float* q, int64_t n_rows, int n_heads,
-           float scale, const int64_t* visible, float* out, float* lse);
+           float scale, const int64_t* visible, float* out, float* lse, bool bf16);
 
  private:
-  std::vector<cpu::PrefillAttentionScratch> scratch_;  // per pool thread
+  CpuTiledAttention tiled_;  // the CPU device's tiled prefill attention driver (device/cpu_attention.h)
 };
 
 }  // namespace hg

@@ -13,14 +13,6 @@ namespace hg {
 
 namespace {
 
-// The policy with --host-threads 0 resolved to every core of the run: the CPU device's pool (the
-// engine resolves it from -t before it gets here; this covers stages built without an engine).
-Policy with_host_threads(Policy p, Device& device) {
-  const ThreadPool* pool = device.cpu_pool();
-  p.host_threads = resolve_host_threads(p.host_threads, pool ? pool->size() : 0);
-  return p;
-}
-
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -42,8 +34,10 @@ void for_each_sequence(const std::vector<TokenRow>& rows, F&& f) {
 HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy,
                                  const mem::PlacementOptions& placement)
     : device_(c.device),
+      model_(c.model),
       spec_(c.model.spec),
-      policy_((validate_policy(policy, c.ctx), with_host_threads(policy, c.device))),
+      kv_dtype_(c.kv_dtype),
+      policy_((validate_policy(policy, c.ctx), policy)),
       topology_(mem::Topology::discover()),
       placement_(mem::resolve_placement(topology_, placement)),
       scale_(1.0f / std::sqrt(static_cast<float>(c.model.spec.head_dim))),
@@ -53,15 +47,18 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
       selection_(SelectorContext{spec_, policy_, c.ctx, c.n_seqs}, policy_.host_threads),
       shipment_(c.device, spec_, c.n_seqs),
       clock_(c.device, spec_.n_layers) {
+  // --host-threads 0 (every core of the run) is resolved once, by the engine (sched/cores.h), from -t
+  if (policy_.host_threads < 1)
+    throw Error("attention stage: --host-threads " + std::to_string(policy_.host_threads) + " was not resolved");
   if (query_.source() != QuerySource::Exact && policy_.window < 1)
     throw Error(
         "--query speculative|refine needs --window >= 1 (the current token must be on the device); "
         "give --query exact");
   // The host K+V per NUMA node must fit: said before any allocation.
   plan_host_kv(spec_, policy_, c.kv_dtype, c.ctx, c.n_seqs, topology_, placement_).require_fits();
-  pruner_ = make_heavy_hitter_pruner(SelectorContext{spec_, policy_, c.ctx, c.n_seqs});
+  pruner_ = make_pruner(SelectorContext{spec_, policy_, c.ctx, c.n_seqs});
   const HybridKvLayout layout{policy_.window, policy_.n_sinks, policy_.keep_evicted, policy_.evict_block,
-                              pruner_ ? policy_.heavy : 0};
+                              pruner_ ? policy_.heavy_hitters.heavy : 0};
   kv_ = std::make_unique<HybridKv>(device_, spec_, layout, c.kv_dtype, c.ctx, c.n_seqs, topology_, placement_);
   if (pruner_) {
     observer_ = std::make_unique<DeviceObserver>(device_, spec_, *pruner_);
@@ -220,7 +217,7 @@ void HybridAttention::prefill_host_part(int layer, const std::vector<TokenRow>& 
                              : 0;
   auto job = [&](ThreadPool& pool) {
     prefill_attention_.run(pool, kl, vl, q_host_.data(), n, spec_.n_heads, scale_, prefill_visible_.data(),
-                           r.out.data(), r.lse.data());
+                           r.out.data(), r.lse.data(), device_.bf16_compute());
   };
   // Nothing overlaps it (the device waits for the result): on a CPU device it runs on the
   // device's pool, every core, rather than on the host workers' share.

@@ -28,7 +28,8 @@
 #include "attention/host_selection.h"
 #include "attention/host_stage.h"
 #include "attention/layer_attention.h"
-#include "attention/selectors/h2o_prune.h"
+#include "attention/prompt_state.h"
+#include "attention/selectors/pruners.h"
 #include "attention/shipment.h"
 #include "attention/step_timer.h"
 #include "kv/hybrid_kv.h"
@@ -37,7 +38,7 @@
 
 namespace hg {
 
-class HybridAttention final : public LayerAttention {
+class HybridAttention final : public LayerAttention, public PromptState {
  public:
   HybridAttention(const AttentionContext& c, const Policy& policy, const mem::PlacementOptions& placement);
   ~HybridAttention() override;
@@ -52,11 +53,16 @@ class HybridAttention final : public LayerAttention {
   void end_step(const std::vector<TokenRow>& rows) override;
   // hybrid_fill.cpp
   void fill(int seq, int n_tokens, const KvRowSource& source) override;
-  void learn_prompt_queries(int seq, int layer, const float* q, int n_rows) override;
   bool exact_prefill() const override;
+  PromptState* prompt_state() override { return this; }
+  // PromptState (hybrid_fill.cpp)
+  bool attend_scored(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
+                     float* out, const PromptMassSink& sink) override;
   bool places_prefill() const override;
+  std::unique_ptr<LayerAttention> exact_stage(int n_tokens) override;
   std::vector<std::string> prompt_scores() const override;
   void learn_prompt_scores(int seq, int layer, size_t i, const float* scores, int n_tokens) override;
+  void learn_prompt_queries(int seq, int layer, const float* q, int n_rows) override;
   std::vector<LayerStats>* layer_stats() override { return clock_.all_stats(); }
   const StepTiming* last_step_timing() const override { return clock_.last(); }
   std::string describe() const override;
@@ -80,7 +86,9 @@ class HybridAttention final : public LayerAttention {
   void ship_and_attend(int layer, const float* q, const std::vector<TokenRow>& rows, float* out);
 
   Device& device_;
+  const Model& model_;
   const ModelSpec& spec_;
+  DType kv_dtype_;
   Policy policy_;
   mem::Topology topology_;
   mem::Placement placement_;
@@ -94,7 +102,7 @@ class HybridAttention final : public LayerAttention {
   HostQuery query_;
   HostSelection selection_;
   HostShipment shipment_;
-  std::unique_ptr<HeavyHitterPruner> pruner_;  // h2o / keyformer: which device tokens stay
+  std::unique_ptr<TokenPruner> pruner_;        // h2o / keyformer: which device tokens stay
   std::unique_ptr<DeviceObserver> observer_;     // ... and what it learns from
   HostPrefillAttention prefill_attention_;       // tiled host part of prefill
 

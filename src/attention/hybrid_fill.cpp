@@ -34,6 +34,21 @@ bool HybridAttention::exact_prefill() const {
 
 bool HybridAttention::places_prefill() const { return !policy_.keep_evicted && policy_.exact_prefill; }
 
+// The prompt's exact attention holds only this prompt (one sequence), and only while it runs (H2O's
+// code, too, holds the whole prompt on the GPU while it prefills).
+std::unique_ptr<LayerAttention> HybridAttention::exact_stage(int n_tokens) {
+  if (!places_prefill()) return nullptr;
+  return make_full_attention(AttentionContext{device_, model_, kv_dtype_, n_tokens, 1, {}});
+}
+
+// A stage that records a prefill runs exact attention (a hybrid prefill's host part merged by LSE):
+// the recorder computes the scores itself.
+bool HybridAttention::attend_scored(int layer, const float* q, const float* k, const float* v,
+                                    const std::vector<TokenRow>& rows, float* out, const PromptMassSink& /*sink*/) {
+  attend(layer, q, k, v, rows, out);
+  return false;
+}
+
 std::vector<std::string> HybridAttention::prompt_scores() const {
   if (!pruner_ || !places_prefill()) return {};
   return {pruner_->prompt_score_spec().name()};

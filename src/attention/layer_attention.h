@@ -45,6 +45,7 @@ struct LayerStats {
 };
 
 class HybridKv;
+class PromptState;
 
 // K/V rows of `layer` at positions [pos0, pos0 + n): k, v [n][kv_dim] fp32 (a fill's source).
 using KvRowSource = std::function<void(int layer, int64_t pos0, int64_t n, float* k, float* v)>;
@@ -69,36 +70,18 @@ class LayerAttention {
   // q: [n, q_dim] after RoPE; k, v: [n, kv_dim]. Stores k and v, writes out [n, q_dim].
   virtual void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
                       float* out) = 0;
-  // attend(), in a prefill that records the rows' prompt scores (engine/prefill_recorder.h): true
-  // when the stage's attention also wrote them into `sink` from its own Q·Kᵀ (Device::
-  // attention_scored), false when the recorder computes them itself (the default).
-  virtual bool attend_scored(int layer, const float* q, const float* k, const float* v,
-                             const std::vector<TokenRow>& rows, float* out, const PromptMassSink& /*sink*/) {
-    attend(layer, q, k, v, rows, out);
-    return false;
-  }
   virtual void end_step(const std::vector<TokenRow>& rows) = 0;
   // Makes `seq` (empty) n_tokens long with the K/V rows of `rows`, written where a prefill of that
   // length puts them; no attention runs (attention/kv_fill.h: random rows for benchmarks, a
   // recorded prefill's rows for a shared prefill).
   virtual void fill(int seq, int n_tokens, const KvRowSource& rows);
-  // After a fill: `layer`'s true queries of the prompt's first rows, for the predictors that learn
-  // from them (InfiniGen's skew), as a prefill of those rows would have fed them.
-  virtual void learn_prompt_queries(int /*seq*/, int /*layer*/, const float* /*q*/, int /*n_rows*/) {}
-  // True when the stage's prefill of a prompt is exact attention over every token of it, so that
-  // it can start from another stage's recorded prefill (false where the prefill drops or prunes).
+  // True when the stage's prefill of a prompt is exact attention over every token of it (the
+  // dropping policies': exact, then evicted once), so that it can start from a recorded prefill
+  // (hybridgen/prefill_state.h) and record one; false where it drops or prunes as it prefills.
   virtual bool exact_prefill() const { return true; }
-  // True when the stage does not prefill a prompt itself: the engine runs the prompt's exact
-  // prefill on a full-attention stage of its own and the stage places the recorded state (fill),
-  // keeping what it keeps. The dropping policies (streaming, h2o, keyformer) by default: their
-  // papers' code prefills the whole prompt with full attention and evicts once after it.
-  virtual bool places_prefill() const { return false; }
-  // The prompt scores (attention/prompt_scores.h names) the stage places a prompt by: h2o's or
-  // keyformer's; a state it starts from must hold them.
-  virtual std::vector<std::string> prompt_scores() const { return {}; }
-  // Before a fill: `layer`'s prompt scores of prompt_scores()[i], [n_tokens][n_kv_heads].
-  virtual void learn_prompt_scores(int /*seq*/, int /*layer*/, size_t /*i*/, const float* /*scores*/,
-                                   int /*n_tokens*/) {}
+  // The stage's part that records or places a prefill (attention/prompt_state.h); null for a
+  // stage that needs neither.
+  virtual PromptState* prompt_state() { return nullptr; }
 
   virtual std::vector<LayerStats>* layer_stats() { return nullptr; }
   // The latest decode step's per-layer T_dev / T_host / T_tx (null when the stage keeps none).
@@ -123,7 +106,7 @@ struct AttentionContext {
 // The attention stage of a policy, the one way the engine builds one: where the policy keeps K
 // and V picks it (KvHome: full, offload, or the split stage of every other preset). A split
 // policy whose window and sinks cover the context never moves a token to the host: it runs as
-// full attention, and `note` says so (DESIGN.md: not an error).
+// full attention, and `note` says so (not an error: the policy's result is full attention's).
 struct AttentionStage {
   std::unique_ptr<LayerAttention> attention;
   std::string note;  // empty, or why the stage is not the policy's own

@@ -42,7 +42,7 @@ void PromptScorer::add_chunk(ThreadPool& pool, std::span<const PromptScoreSpec> 
 }
 
 PromptMassSink PromptScorer::begin_chunk(std::span<const PromptScoreSpec> specs, const ModelSpec& m, int layer,
-                                         int n_rows, int64_t pos0, DType k_dtype) {
+                                         int n_rows, int64_t pos0, DType k_dtype, bool bf16) {
   const int64_t n_keys = pos0 + n_rows;
   visible_.resize(static_cast<size_t>(n_rows));
   for (int i = 0; i < n_rows; ++i) visible_[static_cast<size_t>(i)] = pos0 + i + 1;
@@ -75,6 +75,7 @@ PromptMassSink PromptScorer::begin_chunk(std::span<const PromptScoreSpec> specs,
   a.scale = 1.0f / std::sqrt(static_cast<float>(m.head_dim));
   a.ld_k = m.kv_dim();
   a.k_dtype = k_dtype;
+  a.bf16 = bf16;
   a.n_visible = visible_.data();
   a.softmax = softmax_;
   n_items_ = cpu::attention_mass_items(a);

@@ -4,7 +4,7 @@
 // d-matrix-ai/keyformer-llm) prefills the whole prompt with full attention, sums each key's scores
 // over the prompt's query rows, and then evicts once: the recent window and the top-scored tokens
 // before it stay. Here the scores are computed beside any exact prefill, from its queries and its
-// keys as the cache holds them (PrefillRecorder, engine/prefill_recorder.h; on the CPU device from
+// keys as the cache holds them (RecordingAttention, engine/prefill_recorder.h; on the CPU device from
 // the prefill attention's own score tiles), and kept in the prefill state under their name, so
 // that one prefill serves h2o, keyformer and every exact policy together.
 #pragma once
@@ -19,6 +19,14 @@
 #include "util/thread_pool.h"
 
 namespace hg {
+
+// Where a recorded prefill wants its rows' prompt scores from an attention's own scores:
+// cpu::PrefillAttentionArgs's mass fields (softmax s's sums of work item i at mass[s] + i * ld_mass).
+struct PromptMassSink {
+  std::span<const cpu::MassSoftmax> softmax;
+  float* const* mass = nullptr;
+  int64_t ld_mass = 0;
+};
 
 struct PromptScoreSpec {
   enum class Kind { Attention, Gumbel };  // h2o, keyformer
@@ -48,11 +56,12 @@ class PromptScorer {
                  std::span<std::vector<float>> scores);
 
   // add_chunk in three steps, for a prefill whose attention computes the sums from its own Q·Kᵀ
-  // (Device::attention_scored): begin_chunk sizes the work items' buffers and returns where they
+  // (PromptState::attend_scored, attention/prompt_state.h): begin_chunk sizes the work items' buffers and returns where they
   // are; the attention fills them, or compute_chunk does (add_chunk's q and k); end_chunk adds them
   // onto the scores in item order.
+  // bf16: as the attention's (Device::bf16_compute), for the same bits.
   PromptMassSink begin_chunk(std::span<const PromptScoreSpec> specs, const ModelSpec& m, int layer, int n_rows,
-                             int64_t pos0, DType k_dtype);
+                             int64_t pos0, DType k_dtype, bool bf16 = true);
   void compute_chunk(ThreadPool& pool, const float* q, const float* k);
   void end_chunk(ThreadPool& pool, std::span<std::vector<float>> scores);
 

@@ -15,7 +15,7 @@
 #include "cli/eval_tasks.h"
 #include "eval/bench.h"
 #include "hybridgen/error.h"
-#include "util/cpu_info.h"
+#include "device/cpu_info.h"
 #include "util/thread_pool.h"
 
 namespace hg::cli {

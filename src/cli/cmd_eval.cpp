@@ -5,7 +5,9 @@
 
 #include "cli/commands.h"
 #include "cli/eval_tasks.h"
+#include "device/device.h"
 #include "hybridgen/error.h"
+#include "util/strings.h"
 
 namespace hg::cli {
 
@@ -49,6 +51,27 @@ std::optional<eval::PrefillCache> open_prefill_cache(const std::string& dir) {
   return eval::PrefillCache(dir);
 }
 
+nlohmann::json run_under_policies(const TaskContext& ctx, const Model& model, const RuntimeOptions& runtime,
+                                  const PolicyOptions& policy, const PolicyRun& run, const AnswerPrompts& answer) {
+  RuntimeOptions rt = runtime;
+  rt.ctx = run.ctx;
+  std::vector<std::unique_ptr<Engine>> owned;
+  std::vector<eval::PolicyEngine> engines;
+  for (const PolicyEntry& e : run.entries) {
+    EngineOptions eo = engine_options(rt, model.spec, rt.ctx, 1);
+    PolicyOptions po = entry_options(policy, e);
+    po.seed = run.seed;
+    apply_policy_options(po, e.preset, eo, run.compared);
+    owned.push_back(std::make_unique<Engine>(model, eo));
+    engines.push_back({e.label, owned.back().get()});
+  }
+  Progress bar(run.task, run.total, run.units, task_progress(ctx, runtime));
+  nlohmann::json j = answer(engines, [&](int done, int) { bar.update(done); });
+  bar.finish();
+  j["device"] = owned.front()->device().name();
+  return j;
+}
+
 const std::vector<EvalTask>& eval_tasks() {
   static const std::vector<EvalTask> tasks = {
       {"ppl", "perplexity of a text (-f) over windows of --ctx tokens, as `hybridgen perplexity`", bind_ppl_task},
@@ -67,9 +90,7 @@ const std::vector<EvalTask>& eval_tasks() {
 }
 
 std::string eval_task_names() {
-  std::string names;
-  for (const auto& t : eval_tasks()) names += (names.empty() ? "" : ", ") + t.name;
-  return names;
+  return join(eval_tasks(), ", ", &EvalTask::name);
 }
 
 const EvalTask& find_eval_task(const std::string& name) {

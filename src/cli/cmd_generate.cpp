@@ -113,7 +113,7 @@ void run_generate(const GenerateOptions& o) {
   }
   std::optional<PrefillState> record;
   if (!o.save_state.empty()) {
-    if (!engine.shares_prefill())
+    if (!engine.exact_prefill())
       throw Error("--save-state: the policy '" + engine.describe_attention() +
                   "' drops or prunes tokens during its prefill; save the state under a policy that does not");
     record = loaded ? loaded->prefix(reused) : PrefillState::for_model(*model);

@@ -12,7 +12,7 @@
 #include "kv/memory_plan.h"
 #include "mem/placement.h"
 #include "mem/report.h"
-#include "util/cpu_info.h"
+#include "device/cpu_info.h"
 
 namespace hg::cli {
 
@@ -23,6 +23,7 @@ struct InfoOptions {
   int ctx = 0;
   int batch = 1;
   std::string kv_dtype = "bf16";
+  std::string precision = "auto";
   std::string device = "auto";
   bool json = false;
   bool numa = false;
@@ -57,6 +58,7 @@ void run_info(const InfoOptions& o) {
   const size_t kv_per_token = KvCache::bytes_per_token(s, kv_dtype);
   const double kv_total = static_cast<double>(kv_per_token) * ctx * o.batch;
   const double weights = static_cast<double>(model->weight_bytes());
+  const Precision precision = resolve_precision(parse_precision(o.precision), *model);
 
   std::map<std::string, int64_t> dtype_params;
   auto count = [&](const TensorView& t) {
@@ -78,7 +80,8 @@ void run_info(const InfoOptions& o) {
       {"vocab_size", s.vocab_size}, {"max_ctx", s.max_ctx}, {"rope_theta", s.rope_theta},
       {"tied_embeddings", s.tied_embeddings}, {"n_params", model->n_params()}, {"weight_bytes", weights},
       {"params_by_dtype", dtype_params}, {"kv_dtype", o.kv_dtype}, {"kv_bytes_per_token", kv_per_token},
-      {"ctx", ctx}, {"batch", o.batch}, {"kv_bytes", kv_total}, {"total_bytes", weights + kv_total}};
+      {"ctx", ctx}, {"batch", o.batch}, {"kv_bytes", kv_total}, {"total_bytes", weights + kv_total},
+      {"precision", precision_name(precision)}, {"precision_asked", o.precision}};
   const CpuInfo& cpu = cpu_info();
   j["cpu"] = {{"model", cpu.model},
               {"vendor", cpu.vendor},
@@ -113,6 +116,9 @@ void run_info(const InfoOptions& o) {
   std::printf("parameters:   %.1f M (%s of weights)\n", static_cast<double>(model->n_params()) / 1e6,
               format_bytes(weights).c_str());
   for (const auto& [dt, n] : dtype_params) std::printf("  %-6s %12lld params\n", dt.c_str(), static_cast<long long>(n));
+  std::printf("precision:    %s (%s)\n", precision_name(precision),
+              o.precision == "auto" ? "auto: follows the weights, f32 for f32/f16 checkpoints, bf16 otherwise"
+                                    : "--precision");
   std::printf("KV cache:     %s per token (%s)\n", format_bytes(static_cast<double>(kv_per_token)).c_str(), o.kv_dtype.c_str());
   std::printf("memory plan:  ctx %d x batch %d: KV %s + weights %s = %s\n", ctx, o.batch, format_bytes(kv_total).c_str(),
               format_bytes(weights).c_str(), format_bytes(weights + kv_total).c_str());
@@ -137,6 +143,8 @@ void add_info_command(CLI::App& app) {
   cmd->add_option("-c,--ctx", o->ctx, "context length for the memory plan (0: the model's max)");
   cmd->add_option("-b,--batch", o->batch, "sequences for the memory plan")->capture_default_str();
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: bf16|f16|f32")->capture_default_str();
+  cmd->add_option("--precision", o->precision, "CPU device arithmetic: auto (follows the weights)|f32|bf16")
+      ->capture_default_str();
   cmd->add_option("--device", o->device, "device of the memory plan: auto|cpu|cuda|cuda-emu")->capture_default_str();
   cmd->add_flag("--json", o->json, "print as JSON");
   cmd->add_flag("--numa", o->numa, "NUMA nodes and the host KV placement plan (bytes of K and V per node) for --ctx");

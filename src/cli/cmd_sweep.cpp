@@ -22,6 +22,7 @@
 #include "sweep/shard.h"
 #include "sweep/slurm.h"
 #include "sweep/sweep_file.h"
+#include "util/strings.h"
 
 namespace hg::cli {
 
@@ -127,9 +128,9 @@ void merge_results(const sweep::SweepFile& f, const std::vector<sweep::Point>& p
   if (!o.plot_dir.empty()) run_plot(o.merge, o.plot_dir);
   std::string problems;
   if (!m.missing.empty()) {
-    std::string which;
-    for (size_t i = 0; i < m.missing.size() && i < 5; ++i)
-      which += (i ? ", " : "") + std::to_string(m.missing[i] + 1) + " (" + points[m.missing[i]].describe() + ")";
+    const std::vector<size_t> first(m.missing.begin(), m.missing.begin() + std::min<size_t>(m.missing.size(), 5));
+    const std::string which =
+        join(first, ", ", [&](size_t i) { return std::to_string(i + 1) + " (" + points[i].describe() + ")"; });
     problems = std::to_string(m.missing.size()) + " of " + std::to_string(points.size()) +
                " points missing from the shards: point " + which + (m.missing.size() > 5 ? ", ..." : "") +
                "; run their shards again with --resume";
@@ -179,74 +180,107 @@ void submit_to_slurm(const sweep::SweepFile& f, const std::vector<sweep::Point>&
               sub.array_job.c_str(), job.shards, sub.merge_job.c_str());
 }
 
-void run_sweep(const SweepOptions& o) {
-  setup_logging(0);
-  check_combinations(o);
-  const sweep::SweepFile f = sweep::load_sweep_file(o.file, task_names());
-  const EvalTask& task = find_eval_task(f.task);
-  bool task_checkpoints = false;  // the task keeps its finished work in a --checkpoint file (ruler)
-  {
-    std::unique_ptr<CLI::App> probe;
-    parse_task_args(task, probe, {});
-    sweep::check_keys(
-        f, [&](const std::string& key) { return key != "help" && probe->get_option_no_throw("--" + key) != nullptr; });
-    task_checkpoints = probe->get_option_no_throw("--checkpoint") != nullptr;
-  }
-  const std::vector<sweep::Point> all = sweep::expand_points(f);
-  // -t gives the points that do not set threads themselves theirs (the file's value is part of
-  // the point's key, -t is not: a shard on a bigger node finds the same keys).
-  auto args_of = [&](const sweep::Point& p) {
-    std::vector<std::string> args = p.args();
-    const bool sets_threads =
-        std::any_of(p.params.begin(), p.params.end(), [](const sweep::Param* q) { return q->key == "threads"; });
-    if (o.threads >= 0 && !sets_threads) args.push_back("--threads=" + std::to_string(o.threads));
-    return args;
-  };
-  sweep::check_points(f, all, [&](const sweep::Point& p) {
-    std::unique_ptr<CLI::App> app;
-    parse_task_args(task, app, args_of(p))->check();
-  });
-  if (!o.merge.empty()) return merge_results(f, all, o);
-  const std::string out = o.out.empty() ? "results/" + f.name + ".jsonl" : o.out;
-  if (o.slurm) return submit_to_slurm(f, all, o, out);
+// Whether the sweep file gives the point option --key (fixed or varying).
+bool sets_key(const sweep::Point& p, const std::string& key) {
+  return std::any_of(p.params.begin(), p.params.end(), [&](const sweep::Param* q) { return q->key == key; });
+}
 
-  // One shard of the points, or all of them.
+// The point's options for the task's parser. -t gives the points that do not set threads
+// themselves theirs (the file's value is part of the point's key, -t is not: a shard on a bigger
+// node finds the same keys).
+std::vector<std::string> point_args(const sweep::Point& p, int threads) {
+  std::vector<std::string> args = p.args();
+  if (threads >= 0 && !sets_key(p, "threads")) args.push_back("--threads=" + std::to_string(threads));
+  return args;
+}
+
+// Every key of the file must be an option of the task. Returns whether the task keeps its
+// finished work in a --checkpoint file (ruler).
+bool check_task_keys(const sweep::SweepFile& f, const EvalTask& task) {
+  std::unique_ptr<CLI::App> probe;
+  parse_task_args(task, probe, {});
+  sweep::check_keys(
+      f, [&](const std::string& key) { return key != "help" && probe->get_option_no_throw("--" + key) != nullptr; });
+  return probe->get_option_no_throw("--checkpoint") != nullptr;
+}
+
+// The points this process runs: one shard of them, or all, and where their results go.
+struct LocalRun {
   std::optional<sweep::Shard> shard;
-  if (!o.shard.empty()) shard = sweep::parse_shard(o.shard);
-  const std::vector<sweep::Point> points = shard ? sweep::shard_points(all, *shard) : all;
-  const std::string results_path =
-      !shard || !o.out.empty() ? out
-                               : "results/" + f.name + ".shards/" + sweep::shard_file_name(shard->index, shard->count);
-  const std::string label = f.name + (shard ? " shard " + shard->name() : "");
+  std::vector<sweep::Point> points;
+  std::string results_path;
+  std::string label;  // "NAME" or "NAME shard I/N"
+};
 
-  if (o.dry_run) {
-    std::printf("sweep %s: task %s, %zu points -> %s\n", label.c_str(), f.task.c_str(), points.size(),
-                results_path.c_str());
-    for (const auto& p : points) {
-      std::string args;
-      for (const auto& a : args_of(p)) args += " " + a;
-      std::printf("%4zu  %s  %s\n      hybridgen eval --task %s%s\n", p.index + 1, p.key.c_str(), p.describe().c_str(),
-                  f.task.c_str(), args.c_str());
-    }
-    return;
+LocalRun local_run(const sweep::SweepFile& f, const std::vector<sweep::Point>& all, const SweepOptions& o,
+                   const std::string& out) {
+  LocalRun r;
+  if (!o.shard.empty()) r.shard = sweep::parse_shard(o.shard);
+  r.points = r.shard ? sweep::shard_points(all, *r.shard) : all;
+  r.results_path = !r.shard || !o.out.empty()
+                       ? out
+                       : "results/" + f.name + ".shards/" + sweep::shard_file_name(r.shard->index, r.shard->count);
+  r.label = f.name + (r.shard ? " shard " + r.shard->name() : "");
+  return r;
+}
+
+void print_points(const sweep::SweepFile& f, const LocalRun& r, int threads) {
+  std::printf("sweep %s: task %s, %zu points -> %s\n", r.label.c_str(), f.task.c_str(), r.points.size(),
+              r.results_path.c_str());
+  for (const auto& p : r.points) {
+    std::string args;
+    for (const auto& a : point_args(p, threads)) args += " " + a;
+    std::printf("%4zu  %s  %s\n      hybridgen eval --task %s%s\n", p.index + 1, p.key.c_str(), p.describe().c_str(),
+                f.task.c_str(), args.c_str());
   }
+}
 
-  sweep::ResultsFile results(results_path, o.resume, shard ? sweep::shard_line(f, all, *shard) : nlohmann::json());
+// A point of a task that checkpoints gets a file of its own, RESULTS.partial/KEY.jsonl, so that
+// a point stopped part way (a 32K RULER point is an hour) resumes with --resume from its last
+// finished sample; the file goes once the point's line is written. Without --resume a stale one
+// is removed first. None where the file names the point's checkpoint itself.
+fs::path point_checkpoint(const sweep::Point& p, const LocalRun& r, bool task_checkpoints) {
+  return task_checkpoints && !sets_key(p, "checkpoint")
+             ? fs::path(r.results_path).replace_extension(".partial") / (p.key + ".jsonl")
+             : fs::path();
+}
+
+// A bar with ETA on a terminal; elsewhere one plain line per point (numbered in the whole file).
+// A point's checkpoint file goes when it succeeds.
+sweep::RunnerHooks report_points(Progress& bar, bool lines, const LocalRun& r, size_t n_all,
+                                 const std::function<fs::path(const sweep::Point&)>& checkpoint_of) {
+  sweep::RunnerHooks hooks;
+  hooks.started = [&bar, lines, &r, n_all](const sweep::Point& p, size_t done, size_t) {
+    bar.update(static_cast<int64_t>(done), p.describe());
+    if (lines)
+      std::fprintf(stderr, "sweep %s: point %zu/%zu %s ...\n", r.label.c_str(), p.index + 1, n_all,
+                   p.describe().c_str());
+  };
+  hooks.finished = [lines, &r, n_all, checkpoint_of](const sweep::Point& p, double seconds, const std::string& error) {
+    if (const fs::path checkpoint = checkpoint_of(p); error.empty() && !checkpoint.empty()) {
+      std::error_code ec;
+      fs::remove(checkpoint, ec);
+      fs::remove(checkpoint.parent_path(), ec);  // only when empty
+    }
+    if (lines)
+      std::fprintf(stderr, "sweep %s: point %zu/%zu %s: %s (%.1f s)\n", r.label.c_str(), p.index + 1, n_all,
+                   p.describe().c_str(), error.empty() ? "ok" : ("error: " + error).c_str(), seconds);
+    else if (!error.empty())
+      std::fprintf(stderr, "\npoint %zu (%s): error: %s\n", p.index + 1, p.describe().c_str(), error.c_str());
+  };
+  return hooks;
+}
+
+// Runs the points here, one after the other, each parsed by the task's own options.
+void run_local(const sweep::SweepFile& f, const EvalTask& task, const std::vector<sweep::Point>& all, const LocalRun& r,
+               const SweepOptions& o, bool task_checkpoints) {
+  sweep::ResultsFile results(r.results_path, o.resume,
+                             r.shard ? sweep::shard_line(f, all, *r.shard) : nlohmann::json());
   ModelCache models;
   TaskContext ctx{models, false};
-  // A point of a task that checkpoints gets a file of its own, RESULTS.partial/KEY.jsonl, so that
-  // a point stopped part way (a 32K RULER point is an hour) resumes with --resume from its last
-  // finished sample; the file goes once the point's line is written. Without --resume a stale one
-  // is removed first. None where the file names the point's checkpoint itself.
-  auto checkpoint_of = [&](const sweep::Point& p) {
-    const bool sets_checkpoint =
-        std::any_of(p.params.begin(), p.params.end(), [](const sweep::Param* q) { return q->key == "checkpoint"; });
-    return task_checkpoints && !sets_checkpoint
-               ? fs::path(results_path).replace_extension(".partial") / (p.key + ".jsonl")
-               : fs::path();
-  };
+  auto checkpoint_of = [&](const sweep::Point& p) { return point_checkpoint(p, r, task_checkpoints); };
   auto task_run = [&](const sweep::Point& p) {
-    std::vector<std::string> args = args_of(p);
+    std::vector<std::string> args = point_args(p, o.threads);
     if (const fs::path checkpoint = checkpoint_of(p); !checkpoint.empty()) {
       if (!o.resume) fs::remove(checkpoint);
       args.push_back("--checkpoint=" + checkpoint.string());
@@ -258,44 +292,44 @@ void run_sweep(const SweepOptions& o) {
   ro.fail_fast = o.fail_fast;
   ro.commit = build_commit();
 
-  // A bar with ETA on a terminal; elsewhere one plain line per point (numbered in the whole file).
   ProgressOptions po;
   if (o.no_progress) po.mode = ProgressMode::Off;
   po.mode = resolve_progress_mode(po.mode, po.out);
   const bool lines = po.mode == ProgressMode::Lines;
   po.delay_s = 0.0;
-  Progress bar("sweep " + label, static_cast<int64_t>(points.size()), "points",
+  Progress bar("sweep " + r.label, static_cast<int64_t>(r.points.size()), "points",
                lines ? ProgressOptions{ProgressMode::Off} : po);
-  sweep::RunnerHooks hooks;
-  hooks.started = [&](const sweep::Point& p, size_t done, size_t) {
-    bar.update(static_cast<int64_t>(done), p.describe());
-    if (lines)
-      std::fprintf(stderr, "sweep %s: point %zu/%zu %s ...\n", label.c_str(), p.index + 1, all.size(),
-                   p.describe().c_str());
-  };
-  hooks.finished = [&](const sweep::Point& p, double seconds, const std::string& error) {
-    if (const fs::path checkpoint = checkpoint_of(p); error.empty() && !checkpoint.empty()) {
-      std::error_code ec;
-      fs::remove(checkpoint, ec);
-      fs::remove(checkpoint.parent_path(), ec);  // only when empty
-    }
-    if (lines)
-      std::fprintf(stderr, "sweep %s: point %zu/%zu %s: %s (%.1f s)\n", label.c_str(), p.index + 1, all.size(),
-                   p.describe().c_str(), error.empty() ? "ok" : ("error: " + error).c_str(), seconds);
-    else if (!error.empty())
-      std::fprintf(stderr, "\npoint %zu (%s): error: %s\n", p.index + 1, p.describe().c_str(), error.c_str());
-  };
-  const sweep::SweepSummary s = sweep::run_points(f, points, results, task_run, ro, hooks);
+  const sweep::RunnerHooks hooks = report_points(bar, lines, r, all.size(), checkpoint_of);
+  const sweep::SweepSummary s = sweep::run_points(f, r.points, results, task_run, ro, hooks);
   bar.update(static_cast<int64_t>(s.skipped + s.ok + s.failed));
   bar.finish();
-  std::fprintf(stderr, "sweep %s: %zu points: %zu ok, %zu failed, %zu already done -> %s\n", label.c_str(), s.total,
-               s.ok, s.failed, s.skipped, results_path.c_str());
-  if (!o.plot_dir.empty()) run_plot(results_path, o.plot_dir);
+  std::fprintf(stderr, "sweep %s: %zu points: %zu ok, %zu failed, %zu already done -> %s\n", r.label.c_str(), s.total,
+               s.ok, s.failed, s.skipped, r.results_path.c_str());
+  if (!o.plot_dir.empty()) run_plot(r.results_path, o.plot_dir);
   if (s.stopped)
-    throw Error("stopped at the first failed point (--fail-fast); " + results_path + " has its error line");
+    throw Error("stopped at the first failed point (--fail-fast); " + r.results_path + " has its error line");
   if (s.failed > 0)
     throw Error(std::to_string(s.failed) + " of " + std::to_string(s.total) +
-                " points failed: their error lines are in " + results_path);
+                " points failed: their error lines are in " + r.results_path);
+}
+
+void run_sweep(const SweepOptions& o) {
+  setup_logging(0);
+  check_combinations(o);
+  const sweep::SweepFile f = sweep::load_sweep_file(o.file, task_names());
+  const EvalTask& task = find_eval_task(f.task);
+  const bool task_checkpoints = check_task_keys(f, task);
+  const std::vector<sweep::Point> all = sweep::expand_points(f);
+  sweep::check_points(f, all, [&](const sweep::Point& p) {
+    std::unique_ptr<CLI::App> app;
+    parse_task_args(task, app, point_args(p, o.threads))->check();
+  });
+  if (!o.merge.empty()) return merge_results(f, all, o);
+  const std::string out = o.out.empty() ? "results/" + f.name + ".jsonl" : o.out;
+  if (o.slurm) return submit_to_slurm(f, all, o, out);
+  const LocalRun r = local_run(f, all, o, out);
+  if (o.dry_run) return print_points(f, r, o.threads);
+  run_local(f, task, all, r, o, task_checkpoints);
 }
 
 }  // namespace

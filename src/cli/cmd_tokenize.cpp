@@ -12,6 +12,7 @@
 #include "hybridgen/error.h"
 #include "hybridgen/model.h"
 #include "hybridgen/tokenizer.h"
+#include "util/strings.h"
 #include "util/token_ids.h"
 
 namespace hg::cli {
@@ -69,12 +70,8 @@ void run_tokenize(const TokenizeOptions& o) {
   }
   std::string out;
   if (o.ids || o.pieces) {
-    out = "[";
-    for (size_t k = 0; k < ids.size(); ++k) {
-      if (k) out += ", ";
-      out += o.ids ? std::to_string(ids[k]) : json_string(tok->piece(ids[k]));
-    }
-    out += "]\n";
+    out = "[" + join(ids, ", ", [&](int32_t id) { return o.ids ? std::to_string(id) : json_string(tok->piece(id)); }) +
+          "]\n";
   } else {
     for (int32_t id : ids) out += std::to_string(id) + "\t" + json_string(tok->piece(id)) + "\n";
     out += "# " + std::to_string(ids.size()) + " tokens\n";

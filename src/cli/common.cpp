@@ -11,9 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "attention/policy_knobs.h"
 #include "hybridgen/error.h"
 #include "mem/placement.h"
-#include "policy/knobs.h"
+#include "util/strings.h"
 #include "util/thread_pool.h"
 
 namespace hg::cli {
@@ -36,6 +37,10 @@ void add_runtime_options(CLI::App& cmd, RuntimeOptions& o) {
                      " for streaming, h2o and keyformer, whose prefill evicts as it goes)")
       ->capture_default_str();
   cmd.add_option("--kv-dtype", o.kv_dtype, "KV cache dtype: bf16|f16|f32")->capture_default_str();
+  cmd.add_option("--precision", o.precision,
+                 "CPU device arithmetic: auto (follows the weights: f32 for f32/f16 checkpoints, bf16 for bf16 and "
+                 "quantized ones), f32, or bf16 (bf16 GEMMs and attention where the CPU has AMX or AVX512_BF16)")
+      ->capture_default_str();
   cmd.add_option("--device", o.device,
                  "auto|cpu|cuda|cuda-emu (cuda-emu: the CUDA code emulated on the CPU, for tests)")
       ->capture_default_str();
@@ -65,8 +70,7 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list) {
       ->capture_default_str();
   cmd.add_option("--policy-file", o.file, "YAML file of policy knobs (a `policy:` mapping or the whole file)");
   for (const Knob& k : knob_registry().knobs()) {
-    std::string applies = k.presets.empty() ? "all but full" : "";
-    for (const auto& p : k.presets) applies += (applies.empty() ? "" : ", ") + p;
+    const std::string applies = k.scope ? join(k.presets()) : "all but full";
     cmd.add_option_function<std::string>(
            k.flag(), [&o, name = k.name](const std::string& v) { o.knobs.emplace_back(name, v); },
            k.help + " (" + k.range + "; " + applies + ")")
@@ -162,6 +166,7 @@ void apply_policy_options(const PolicyOptions& o, const std::string& preset, Eng
 void check_engine_options(const RuntimeOptions& r, const PolicyOptions& o, const std::string& preset,
                           const std::vector<std::string>& compared) {
   parse_kv_dtype(r.kv_dtype);
+  parse_precision(r.precision);
   if (r.ctx < 0) throw Error("--ctx must be >= 0, got " + std::to_string(r.ctx));
   if (r.ubatch < 0) throw Error("--ubatch must be >= 0 (0: auto), got " + std::to_string(r.ubatch));
   EngineOptions e;
@@ -187,6 +192,7 @@ EngineOptions engine_options(const RuntimeOptions& r, const ModelSpec& spec, int
   EngineOptions e;
   e.threads = r.threads;
   e.kv_dtype = parse_kv_dtype(r.kv_dtype);
+  e.precision = parse_precision(r.precision);
   e.device = r.device;
   e.gpu = r.gpu;
   e.batch = batch;

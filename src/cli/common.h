@@ -46,6 +46,7 @@ struct RuntimeOptions {
   int ctx = 0;
   int ubatch = 0;  // prompt tokens per prefill chunk (0: the engine's choice for the policy)
   std::string kv_dtype = "bf16";
+  std::string precision = "auto";
   std::string device = "auto";
   int gpu = 0;
   int verbose = 0;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli/common.h"
+#include "eval/greedy.h"
 #include "eval/prefill_cache.h"
 
 namespace hg::cli {
@@ -48,6 +49,25 @@ ProgressOptions task_progress(const TaskContext& ctx, const RuntimeOptions& r);
 // its own run, prefill a prompt once. open_prefill_cache: none when `dir` is empty.
 void add_prefill_cache_option(CLI::App& app, std::string& dir);
 std::optional<eval::PrefillCache> open_prefill_cache(const std::string& dir);
+
+// How the tasks that answer prompts under policies (passkey, ruler) run them, set up alike: one
+// engine per policy entry, for `ctx` tokens of one sequence (the prompt and the answer, whatever
+// --ctx says) with the task's seed as the policies' noise; then `answer` with them, its progress
+// shown on a bar named after the task (off inside a sweep). Its result gets "device": where the
+// engines ran.
+struct PolicyRun {
+  std::string task;                   // the bar's label: "passkey"
+  std::string units;                  // what the bar counts: "trials"
+  int64_t total = 0;                  // ... in all
+  std::vector<PolicyEntry> entries;   // one engine each
+  std::vector<std::string> compared;  // as apply_policy_options' (the presets of a --policy list)
+  int ctx = 0;
+  uint64_t seed = 0;
+};
+using AnswerPrompts = std::function<nlohmann::json(const std::vector<eval::PolicyEngine>& engines,
+                                                   const std::function<void(int done, int total)>& on_done)>;
+nlohmann::json run_under_policies(const TaskContext& ctx, const Model& model, const RuntimeOptions& runtime,
+                                  const PolicyOptions& policy, const PolicyRun& run, const AnswerPrompts& answer);
 
 class TaskRun {
  public:

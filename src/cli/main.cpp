@@ -5,11 +5,28 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli/build_info.h"
 #include "cli/commands.h"
 #include "cli/interrupt.h"
 #include "hybridgen/error.h"
+
+namespace {
+
+// CLI11's "Could not convert: --ctx = 99999999999" in the project's words: the option, the value,
+// and what it must be; other parse errors keep CLI11's text.
+std::string parse_error_text(const CLI::ParseError& e) {
+  const std::string what = e.what();
+  const std::string prefix = "Could not convert: ";
+  const size_t eq = what.find(" = ");
+  if (what.rfind(prefix, 0) == 0 && eq != std::string::npos)
+    return what.substr(prefix.size(), eq - prefix.size()) + ": '" + what.substr(eq + 3) +
+           "' is not a number of the option's type, or is out of its range";
+  return what;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Named, not taken from argv[0]: help text (and docs/cli.md, made from it) reads the same from any path.
@@ -23,13 +40,14 @@ int main(int argc, char** argv) {
   hg::cli::add_tokenize_command(app);
   hg::cli::add_eval_command(app);
   hg::cli::add_sweep_command(app);
-  // Parse errors (unknown option, a value that is not a number) as one line, like every other error.
-  app.failure_message(
-      [](const CLI::App*, const CLI::Error& e) { return "error: " + std::string(e.what()) + " (see --help)\n"; });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // Parse errors (an unknown option, a value that is not a number or out of its type's range) as
+    // one line and exit status 1, like every other bad value.
+    std::fprintf(stderr, "error: %s (see --help)\n", parse_error_text(e).c_str());
+    return 1;
   } catch (const hg::cli::Interrupted&) {
     return hg::cli::kInterruptedExitStatus;  // the command has already said so and printed what it had
   } catch (const hg::Error& e) {

@@ -41,6 +41,7 @@ nlohmann::json run_stats_json(Engine& engine) {
           {"memory", engine.attention().memory_report()},
           {"layers", layers},
           {"threads", engine.device().threads()},
+          {"precision", precision_name(engine.options().precision)},
           {"prefill_tokens", s.prefill_tokens},
           {"prefill_seconds", s.prefill_seconds},
           {"prefill_tokens_per_s", s.prefill_tps()},
@@ -57,7 +58,8 @@ nlohmann::json run_stats_json(Engine& engine) {
 
 void print_run_stats(std::FILE* out, Engine& engine) {
   const nlohmann::json j = run_stats_json(engine);
-  std::fprintf(out, "\n--- stats (%s, %d threads)\n", j["device"].get<std::string>().c_str(), j["threads"].get<int>());
+  std::fprintf(out, "\n--- stats (%s, %d threads, precision %s)\n", j["device"].get<std::string>().c_str(),
+               j["threads"].get<int>(), j["precision"].get<std::string>().c_str());
   std::fprintf(out, "prefill: %6lld tokens in %8.3f s = %8.2f tokens/s\n", j["prefill_tokens"].get<long long>(),
                j["prefill_seconds"].get<double>(), j["prefill_tokens_per_s"].get<double>());
   std::fprintf(out, "decode:  %6lld tokens in %8.3f s = %8.2f tokens/s (ms/token mean %.2f, p50 %.2f, p95 %.2f)\n",

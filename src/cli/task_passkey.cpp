@@ -4,7 +4,6 @@
 #include <sstream>
 
 #include "cli/eval_tasks.h"
-#include "device/device.h"
 #include "eval/passkey.h"
 #include "hybridgen/error.h"
 
@@ -71,21 +70,20 @@ class PasskeyTask : public TaskRun {
     const Model& model = ctx.models.model(model_);
     const Tokenizer& tok = ctx.models.tokenizer(model_, "passkey");
     const std::string filler = read_text_file(file_);
-    RuntimeOptions rt = runtime_;
-    rt.ctx = c.ctx + c.n_gen;  // the prompt and the answer
-    EngineOptions eo = engine_options(rt, model.spec, rt.ctx, 1);
-    PolicyOptions po = policy_;
-    po.seed = c.seed;
-    apply_policy_options(po, po.preset, eo);
-    Engine engine(model, eo);
-    Progress bar("passkey", c.trials * static_cast<int64_t>(c.depths.size()), "trials", task_progress(ctx, runtime_));
-    const eval::PasskeyResult r = eval::run_passkey(engine, tok, filler, c, [&](int done, int) { bar.update(done); });
-    bar.finish();
-    nlohmann::json j = r.to_json(c);
-    j["ctx"] = c.ctx;
-    j["policy"] = engine.describe_attention();
-    j["device"] = engine.device().name();
-    return j;
+    PolicyRun run;
+    run.task = "passkey";
+    run.units = "trials";
+    run.total = c.trials * static_cast<int64_t>(c.depths.size());
+    run.entries = {{policy_.preset, policy_.preset, {}}};  // one policy, not a list
+    run.ctx = c.ctx + c.n_gen;                             // the prompt and the answer
+    run.seed = c.seed;
+    return run_under_policies(ctx, model, runtime_, policy_, run, [&](const auto& engines, const auto& on_done) {
+      Engine& engine = *engines.front().engine;
+      nlohmann::json j = eval::run_passkey(engine, tok, filler, c, on_done).to_json(c);
+      j["ctx"] = c.ctx;
+      j["policy"] = engine.describe_attention();
+      return j;
+    });
   }
 
   std::string summary(const nlohmann::json& j) const override {

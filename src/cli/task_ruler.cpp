@@ -7,7 +7,6 @@
 #include <sstream>
 
 #include "cli/eval_tasks.h"
-#include "device/device.h"
 #include "eval/ruler.h"
 #include "hybridgen/engine.h"
 #include "hybridgen/error.h"
@@ -112,25 +111,17 @@ class RulerTaskRun : public TaskRun {
     const Tokenizer& tok = ctx.models.tokenizer(model_, "ruler");
     const std::string essay = file_.empty() ? std::string() : read_haystack(file_);
     const eval::RulerGenerator gen(tok, essay, !no_chat_);
-    RuntimeOptions rt = runtime_;
-    rt.ctx = c.length + c.answer_tokens;  // the prompt and the reply
-    const auto entries = parse_policy_list(policy_.preset);
-    const std::vector<std::string> presets = entry_presets(entries);
-    std::vector<std::unique_ptr<Engine>> engines;
-    std::vector<eval::RulerPolicy> policies;
-    for (const PolicyEntry& e : entries) {
-      EngineOptions eo = engine_options(rt, model.spec, rt.ctx, 1);
-      PolicyOptions po = entry_options(policy_, e);
-      po.seed = c.seed;
-      apply_policy_options(po, e.preset, eo, presets);
-      engines.push_back(std::make_unique<Engine>(model, eo));
-      policies.push_back({e.label, engines.back().get()});
-    }
-    Progress bar("ruler", static_cast<int64_t>(c.selected().size()) * c.samples, "samples",
-                 task_progress(ctx, runtime_));
-    nlohmann::json j = eval::run_ruler(gen, tok, policies, c, [&](int done, int) { bar.update(done); });
-    bar.finish();
-    j["device"] = engines.front()->device().name();
+    PolicyRun run;
+    run.task = "ruler";
+    run.units = "samples";
+    run.total = static_cast<int64_t>(c.selected().size()) * c.samples;
+    run.entries = parse_policy_list(policy_.preset);
+    run.compared = entry_presets(run.entries);
+    run.ctx = c.length + c.answer_tokens;  // the prompt and the reply
+    run.seed = c.seed;
+    nlohmann::json j = run_under_policies(
+        ctx, model, runtime_, policy_, run,
+        [&](const auto& engines, const auto& on_done) { return eval::run_ruler(gen, tok, engines, c, on_done); });
     j["chat"] = !no_chat_;
     return j;
   }

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "device/cpu_attention.h"
 #include "device/device.h"
 #include "hybridgen/error.h"
 #include "kernels/cpu/attention.h"
@@ -46,7 +47,6 @@ int64_t row_grain(int64_t values_per_row) {
   return std::max<int64_t>(1, kElementGrain / std::max<int64_t>(1, values_per_row));
 }
 constexpr int kMaxGroup = 8;          // outputs of one matmul_group
-constexpr int kSplitMaxRows = 4;      // attention over at most this many query rows: split along the context
 constexpr int64_t kSplitChunk = 256;  // context slots per split item (its K and V rows stay in L2)
 
 // The packed copies of the matrices uploaded by this process's CPU devices, shared between them:
@@ -117,11 +117,13 @@ class SharedPacking {
 
 class CpuDevice final : public Device {
  public:
-  explicit CpuDevice(int n_threads)
-      : pool_(n_threads), scratch_(static_cast<size_t>(pool_.size())), copier_([this] {
+  CpuDevice(int n_threads, bool bf16)
+      : bf16_(bf16), pool_(n_threads), scratch_(static_cast<size_t>(pool_.size())), copier_([this] {
           block_interrupt_signal();
           copy_loop();
-        }) {}
+        }) {
+    workspace_.bf16 = bf16;
+  }
   ~CpuDevice() override {
     {
       std::lock_guard<std::mutex> lock(copy_mutex_);
@@ -140,7 +142,7 @@ class CpuDevice final : public Device {
   // attention") and what result rows say they ran on
   std::string name() const override {
     std::string gemm;
-    switch (cpu::prefill_gemm_for(cpu::active_cpu_isa())) {
+    switch (bf16_ ? cpu::prefill_gemm_for(cpu::active_cpu_isa()) : cpu::PrefillGemm::Sgemm) {
       case cpu::PrefillGemm::Sgemm:
         break;
       case cpu::PrefillGemm::AmxBf16:
@@ -154,6 +156,7 @@ class CpuDevice final : public Device {
   }
   int threads() const override { return pool_.size(); }
   ThreadPool* cpu_pool() override { return &pool_; }
+  bool bf16_compute() const override { return bf16_; }
   DeviceMemory memory() const override {
     const mem::SystemMemory m = mem::system_memory();
     return {m.available, m.total, /*host=*/true};
@@ -293,19 +296,8 @@ class CpuDevice final : public Device {
   // Decode rows split along the context; prefill's many rows take the tiled kernel. The cache
   // is f32, f16 or bf16 (EngineOptions::kv_dtype), which both take.
   void attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) override {
-    if (n <= kSplitMaxRows) return split_attention(q, n, n_heads, kv, past, scale, out);
-    tiled_attention(q, n, n_heads, kv, past, scale, out, nullptr);
-  }
-  // The tiled kernel keeps each item's score tiles for the prompt scores; a few rows take the
-  // split kernel, whose scores are not kept (the caller computes those rows').
-  bool attention_scored(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out,
-                        const PromptMassSink& sink) override {
-    if (n <= kSplitMaxRows) {
-      split_attention(q, n, n_heads, kv, past, scale, out);
-      return false;
-    }
-    tiled_attention(q, n, n_heads, kv, past, scale, out, &sink);
-    return true;
+    if (n <= kCpuSplitMaxRows) return split_attention(q, n, n_heads, kv, past, scale, out);
+    tiled_.causal(pool_, q, n, n_heads, kv, past, scale, out, bf16_);
   }
 
   // The copy "stream" is a thread that runs queued memcpys in order; a fence is the count of
@@ -394,38 +386,6 @@ class CpuDevice final : public Device {
     cpu::split_attention_combine(a, 0, static_cast<int64_t>(n) * n_heads);
   }
 
-  // Prefill: the tiled kernel the host path uses (flash-attention style, the GQA group sharing each
-  // key tile), over this cache as one token block. Row i sees tokens [0, past + i]. The pool
-  // splits items in contiguous runs and a later query tile sees more keys, so items go out
-  // pairing the cheapest tile left with the dearest (0, T-1, 1, T-2, ...): every run holds about
-  // the same number of score products.
-  void tiled_attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out,
-                       const PromptMassSink* sink) {
-    visible_.resize(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) visible_[static_cast<size_t>(i)] = past + i + 1;
-    lse_.resize(static_cast<size_t>(n) * static_cast<size_t>(n_heads));  // the kernel writes it; unused here
-    const KvLayout k = kv.k_layout(), v = kv.v_layout();
-    cpu::PrefillAttentionArgs a = cpu::dense_prefill_args(q, n, n_heads, kv.n_kv_heads, kv.head_dim, scale, k, v,
-                                                          visible_.data(), out, lse_.data());
-    if (sink) {
-      a.mass_softmax = sink->softmax;
-      a.mass = sink->mass;
-      a.ld_mass = sink->ld_mass;
-    }
-    if (tile_scratch_.size() < static_cast<size_t>(pool_.size()))
-      tile_scratch_.resize(static_cast<size_t>(pool_.size()));
-    const int64_t heads = kv.n_kv_heads;
-    const int64_t tiles = cpu::prefill_attention_items(a) / heads;
-    pool_.parallel_for(tiles * heads, [&](int64_t b, int64_t e, int t) {
-      for (int64_t j = b; j < e; ++j) {
-        const int64_t p = j / heads;
-        const int64_t tile = p % 2 == 0 ? p / 2 : tiles - 1 - p / 2;
-        const int64_t item = tile * heads + j % heads;
-        cpu::prefill_attention(a, item, item + 1, tile_scratch_[static_cast<size_t>(t)]);
-      }
-    });
-  }
-
   // The packed copy of a matrix uploaded from `w.data`, or null.
   const cpu::PackedWeight* packed_of(const DeviceTensor& w) {
     std::lock_guard<std::mutex> lock(owned_mutex_);
@@ -433,13 +393,12 @@ class CpuDevice final : public Device {
     return it == packed_.end() ? nullptr : it->second;
   }
 
+  bool bf16_;  // Device::bf16_compute
   ThreadPool pool_;
   cpu::MatmulWorkspace workspace_;                          // the device thread's matmul scratch
   std::vector<std::vector<float>> scratch_;                 // per-thread attention scores (split, hybrid)
   std::vector<float> split_partials_;                       // split attention: per item and head, o, m, l
-  std::vector<cpu::PrefillAttentionScratch> tile_scratch_;  // tiled prefill attention, per thread
-  std::vector<int64_t> visible_;                            // ... tokens each row sees
-  std::vector<float> lse_;                                  // ... its log-sum-exp output
+  CpuTiledAttention tiled_;                                 // prefill attention
   std::array<std::chrono::steady_clock::time_point, kTimingMarks> timing_{};
   int timing_next_ = 0;
   std::mutex copy_mutex_;
@@ -456,7 +415,7 @@ class CpuDevice final : public Device {
 
 }  // namespace
 
-std::unique_ptr<Device> make_cpu_device(int n_threads) { return std::make_unique<CpuDevice>(n_threads); }
+std::unique_ptr<Device> make_cpu_device(int n_threads, bool bf16) { return std::make_unique<CpuDevice>(n_threads, bf16); }
 
 size_t cpu_packed_matrices() { return SharedPacking::instance().size(); }
 

@@ -17,18 +17,6 @@
 namespace hg {
 
 class ThreadPool;
-namespace cpu {
-struct MassSoftmax;  // kernels/cpu/prefill_attention.h
-}
-
-// Where a recorded prefill wants its rows' prompt scores (attention/prompt_scores.h) from the
-// attention's own scores: cpu::PrefillAttentionArgs's mass fields (softmax s's sums of work item i
-// at mass[s] + i * ld_mass).
-struct PromptMassSink {
-  std::span<const cpu::MassSoftmax> softmax;
-  float* const* mass = nullptr;
-  int64_t ld_mass = 0;
-};
 
 // A weight as the device holds it. Matrices stay in their stored dtype ([rows, cols], row-major);
 // vectors (norm weights, biases) are converted to fp32 at upload.
@@ -100,6 +88,10 @@ class Device {
   // reserves its share of it while it computes, and host work the device thread only waits for
   // (prefill's host attention) runs on all of it. nullptr where the device has cores of its own.
   virtual ThreadPool* cpu_pool() { return nullptr; }
+  // Whether the device may compute in bf16 where its kernels have it (the CPU device's prefill
+  // GEMMs and attention products over a bf16 cache, on CPUs with AMX or AVX512_BF16): the run's
+  // precision (EngineOptions::precision), which follows the weights by default.
+  virtual bool bf16_compute() const { return false; }
 
   // ---- memory ----
   virtual DeviceMemory memory() const { return {}; }
@@ -157,14 +149,6 @@ class Device {
   // [0, past + i] (row i). q: [n, n_heads, head_dim]; out: [n, n_heads, head_dim].
   // GQA: query head h reads kv head h / (n_heads / n_kv_heads).
   virtual void attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) = 0;
-  // attention(), and the rows' prompt scores into `sink` from the same Q·Kᵀ where this device
-  // computes them so (returns true: the CPU device's tiled kernel); false where the caller
-  // computes them itself.
-  virtual bool attention_scored(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out,
-                                const PromptMassSink& /*sink*/) {
-    attention(q, n, n_heads, kv, past, scale, out);
-    return false;
-  }
 
   // ---- copy stream: host -> device traffic that overlaps the compute stream ----
   // Queues a host -> device copy on the copy stream (CUDA: cudaMemcpyAsync on `copy`; CPU
@@ -206,7 +190,8 @@ class Device {
   virtual void hybrid_attention(const HybridAttentionArgs& a);
 };
 
-std::unique_ptr<Device> make_cpu_device(int n_threads);
+// bf16: whether it may compute in bf16 where the CPU has it (Device::bf16_compute).
+std::unique_ptr<Device> make_cpu_device(int n_threads, bool bf16 = true);
 // Matrices whose packed decode copy the live CPU devices of this process hold: one per matrix,
 // shared by every device that uploaded it (tests, diagnostics).
 size_t cpu_packed_matrices();

@@ -11,6 +11,7 @@
 
 #include "attention/kv_fill.h"
 #include "attention/layer_attention.h"
+#include "attention/prompt_state.h"
 #include "device/device.h"
 #include "engine/forward.h"
 #include "engine/prefill_recorder.h"
@@ -28,6 +29,34 @@ DType parse_kv_dtype(const std::string& name) {
   if (name == "f16") return DType::F16;
   if (name == "bf16") return DType::BF16;
   throw Error("--kv-dtype: '" + name + "' is not one of f32, f16, bf16");
+}
+
+Precision parse_precision(const std::string& name) {
+  if (name == "auto") return Precision::Auto;
+  if (name == "f32") return Precision::F32;
+  if (name == "bf16") return Precision::Bf16;
+  throw Error("--precision: '" + name + "' is not one of auto, f32, bf16");
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::Auto:
+      return "auto";
+    case Precision::F32:
+      return "f32";
+    case Precision::Bf16:
+      return "bf16";
+  }
+  return "?";
+}
+
+Precision resolve_precision(Precision asked, const Model& model) {
+  if (asked != Precision::Auto) return asked;
+  // The layers' matrices decide (norms and biases are fp32 vectors in every format).
+  for (const LayerWeights& l : model.weights.layers)
+    for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      if (t->present() && t->dtype != DType::F32 && t->dtype != DType::F16) return Precision::Bf16;
+  return Precision::F32;
 }
 
 struct Engine::Impl {
@@ -56,7 +85,7 @@ struct Engine::Impl {
   // `chunk_done` asked to stop after a chunk.
   // plans: the stage's sequences' step plans.
   bool run_prefill(LayerAttention& stage, std::span<const StepPlan> stage_plans, int seq, int start,
-                   std::span<const int32_t> tokens, float* logits_last, float* logits_all, PrefillRecorder* record,
+                   std::span<const int32_t> tokens, float* logits_last, float* logits_all,
                    const PrefillChunkDone& chunk_done) {
     const int vocab = model.spec.vocab_size;
     std::vector<TokenRow> rows;
@@ -67,12 +96,40 @@ struct Engine::Impl {
       const bool last_chunk = end == tokens.size();
       float* out_all = logits_all ? logits_all + begin * static_cast<size_t>(vocab) : nullptr;
       stage.begin_step(rows, /*prefill=*/true, stage_plans);
-      forward(*device, model.spec, *weights, stage, *scratch, rows, out_all, last_chunk ? logits_last : nullptr,
-              record);
+      forward(*device, model.spec, *weights, stage, *scratch, rows, out_all, last_chunk ? logits_last : nullptr);
       stage.end_step(rows);
       if (chunk_done && !chunk_done(static_cast<int64_t>(end)) && !last_chunk) return false;
     }
     return true;
+  }
+
+  void check_seq(int seq) const {
+    if (seq < 0 || seq >= options.batch)
+      throw Error("sequence " + std::to_string(seq) + " is outside the batch of " + std::to_string(options.batch));
+  }
+
+  // A state to record a prefill of `seq` (at `start`) into: checked against the model and the
+  // sequence, and given the names of the prompt scores the stage keeps tokens by.
+  void begin_record(PrefillState& record, int start) {
+    PromptState* ps = attn->prompt_state();
+    if (!attn->exact_prefill() || (ps && ps->places_prefill() && start > 0))
+      throw Error("prefill state: the policy '" + attn->describe() +
+                  "' drops or prunes tokens during this prefill; its state would not serve other policies");
+    if (record.layers.empty()) {
+      std::vector<std::string> names = std::move(record.score_names);
+      record = PrefillState::for_model(model);
+      record.score_names = std::move(names);
+    }
+    check_state(record);
+    if (record.n_tokens() != start)
+      throw Error("prefill state: it holds " + std::to_string(record.n_tokens()) + " tokens, the sequence " +
+                  std::to_string(start) + "; record from the sequence's start");
+    if (ps)
+      for (const std::string& name : ps->prompt_scores())
+        if (record.score_index(name) < 0) {
+          if (start > 0) throw Error("prefill state: its prompt scores must be asked for at the sequence's start");
+          record.score_names.push_back(name);
+        }
   }
 
   // hg::Error when `state` was made by another model (the fingerprint is computed once).
@@ -94,7 +151,7 @@ std::unique_ptr<Device> make_device(const EngineOptions& o, double& host_share) 
   const CorePlan cores = plan_cores(o.threads, available_cpus(), o.policy.host_workers(), true);
   if (o.policy.host_workers() > 0) spdlog::info("cores: {}", cores.describe());
   host_share = cores.host_share();
-  return make_cpu_device(cores.device_threads);
+  return make_cpu_device(cores.device_threads, o.precision == Precision::Bf16);
 }
 }  // namespace
 
@@ -108,6 +165,7 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
   if (o.batch < 1) throw Error("--batch must be at least 1, got " + std::to_string(o.batch));
   if (o.ubatch < 0) throw Error("--ubatch must be >= 0 (0: auto), got " + std::to_string(o.ubatch));
   if (o.policy.splits_kv()) o.policy.host_threads = resolve_host_threads(o.policy.host_threads, o.threads);
+  o.precision = resolve_precision(o.precision, model);
   double host_share = 0;
   impl_->device = make_device(o, host_share);
   // Said before the weights and the KV cache are allocated (the host side: HybridAttention).
@@ -150,8 +208,7 @@ void Engine::reset(int seq) {
 }
 const BatchScheduler* Engine::scheduler() const { return impl_->sched.get(); }
 void Engine::set_step_plan(int seq, const StepPlan& plan) {
-  if (seq < 0 || seq >= impl_->options.batch)
-    throw Error("sequence " + std::to_string(seq) + " is outside the batch of " + std::to_string(impl_->options.batch));
+  impl_->check_seq(seq);
   if (plan.K < -1) throw Error("step plan: K must be >= 0 (or -1 for all host tokens), got " + std::to_string(plan.K));
   impl_->plans[static_cast<size_t>(seq)] = plan;
 }
@@ -160,8 +217,7 @@ const StepTiming* Engine::last_step_timing() const { return impl_->attn->last_st
 
 void Engine::fill_random(int seq, int n_tokens, uint64_t seed) {
   auto& im = *impl_;
-  if (seq < 0 || seq >= im.options.batch)
-    throw Error("sequence " + std::to_string(seq) + " is outside the batch of " + std::to_string(im.options.batch));
+  im.check_seq(seq);
   if (n_tokens < 0 || n_tokens > im.options.ctx)
     throw Error("--depth-fill random: " + std::to_string(n_tokens) + " tokens do not fit the context of " +
                 std::to_string(im.options.ctx) + " tokens");
@@ -169,7 +225,7 @@ void Engine::fill_random(int seq, int n_tokens, uint64_t seed) {
   im.attn->fill(seq, n_tokens, random_kv_source(seed, im.model.spec.kv_dim()));
 }
 
-bool Engine::shares_prefill() const { return impl_->attn->exact_prefill(); }
+bool Engine::exact_prefill() const { return impl_->attn->exact_prefill(); }
 
 const std::string& Engine::fingerprint() const {
   if (impl_->fingerprint.empty()) impl_->fingerprint = model_fingerprint(impl_->model);
@@ -179,8 +235,7 @@ const std::string& Engine::fingerprint() const {
 void Engine::load_state(int seq, const PrefillState& state, float* logits_last, int n_tokens) {
   auto& im = *impl_;
   if (n_tokens < 0) n_tokens = state.n_tokens();
-  if (seq < 0 || seq >= im.options.batch)
-    throw Error("sequence " + std::to_string(seq) + " is outside the batch of " + std::to_string(im.options.batch));
+  im.check_seq(seq);
   im.check_state(state);
   if (n_tokens > state.n_tokens())
     throw Error("prefill state: " + std::to_string(n_tokens) + " tokens asked of a state of " +
@@ -188,11 +243,12 @@ void Engine::load_state(int seq, const PrefillState& state, float* logits_last, 
   if (n_tokens > im.options.ctx)
     throw Error("prefill state: its " + std::to_string(n_tokens) + " tokens do not fit the context of " +
                 std::to_string(im.options.ctx) + " tokens (raise --ctx)");
-  if (!shares_prefill())
+  if (!exact_prefill())
     throw Error("prefill state: the policy '" + im.attn->describe() +
                 "' drops or prunes tokens during its prefill (--exact-prefill false), so it cannot start from a "
                 "recorded one; it prefills the prompt itself");
-  const std::vector<std::string> needs = im.attn->prompt_scores();
+  PromptState* ps = im.attn->prompt_state();
+  const std::vector<std::string> needs = ps ? ps->prompt_scores() : std::vector<std::string>{};
   std::vector<int> score_of;
   for (const std::string& name : needs) {
     const int i = state.score_index(name);
@@ -205,7 +261,7 @@ void Engine::load_state(int seq, const PrefillState& state, float* logits_last, 
   reset(seq);
   for (size_t i = 0; i < score_of.size(); ++i)
     for (int layer = 0; layer < state.n_layers; ++layer)
-      im.attn->learn_prompt_scores(seq, layer, i,
+      ps->learn_prompt_scores(seq, layer, i,
                                    state.layers[static_cast<size_t>(layer)].scores[static_cast<size_t>(score_of[i])].data(),
                                    n_tokens);
   const int kv_dim = state.kv_dim;
@@ -215,16 +271,19 @@ void Engine::load_state(int seq, const PrefillState& state, float* logits_last, 
     std::copy_n(l.v.data() + pos0 * kv_dim, n * kv_dim, v);
   });
   const int q_rows = std::min(n_tokens, state.q_rows());
-  if (q_rows > 0)
+  if (q_rows > 0 && ps)
     for (int layer = 0; layer < state.n_layers; ++layer)
-      im.attn->learn_prompt_queries(seq, layer, state.layers[static_cast<size_t>(layer)].q.data(), q_rows);
+      ps->learn_prompt_queries(seq, layer, state.layers[static_cast<size_t>(layer)].q.data(), q_rows);
   if (logits_last) {
     if (n_tokens != state.n_tokens() || state.logits.empty())
       throw Error("prefill state: the logits of a prefix of the state are not kept");
     std::copy(state.logits.begin(), state.logits.end(), logits_last);
   }
 }
-std::vector<std::string> Engine::prompt_scores() const { return impl_->attn->prompt_scores(); }
+std::vector<std::string> Engine::prompt_scores() const {
+  const PromptState* ps = impl_->attn->prompt_state();
+  return ps ? ps->prompt_scores() : std::vector<std::string>{};
+}
 LayerAttention& Engine::attention() { return *impl_->attn; }
 std::string Engine::describe_attention() const {
   return impl_->all_on_device_note.empty() ? impl_->attn->describe() : impl_->all_on_device_note;
@@ -240,32 +299,17 @@ void Engine::reset_all() {
 bool Engine::prefill(int seq, std::span<const int32_t> tokens, float* logits_last, float* logits_all,
                      PrefillState* record, const PrefillChunkDone& chunk_done) {
   auto& im = *impl_;
-  if (seq < 0 || seq >= im.options.batch)
-    throw Error("sequence " + std::to_string(seq) + " is outside the batch of " + std::to_string(im.options.batch));
+  im.check_seq(seq);
   const int start = im.attn->length(seq);
-  // A dropping policy's prompt: exact attention on a full stage of its own, then placed (evicted once)
-  const bool placed = im.attn->places_prefill() && start == 0 && !tokens.empty();
+  // A dropping policy's prompt: exact attention on the stage it gives for it, recorded, then placed
+  PromptState* ps = im.attn->prompt_state();
+  std::unique_ptr<LayerAttention> exact;
+  if (ps && ps->places_prefill() && start == 0 && !tokens.empty()) exact = ps->exact_stage(static_cast<int>(tokens.size()));
   PrefillState placed_state;
-  if (placed && !record) record = &placed_state;
+  if (exact && !record) record = &placed_state;
   std::vector<float> recorded_logits;
   if (record) {
-    if (!shares_prefill() || (im.attn->places_prefill() && start > 0))
-      throw Error("prefill state: the policy '" + im.attn->describe() +
-                  "' drops or prunes tokens during this prefill; its state would not serve other policies");
-    if (record->layers.empty()) {
-      std::vector<std::string> names = std::move(record->score_names);
-      *record = PrefillState::for_model(im.model);
-      record->score_names = std::move(names);
-    }
-    im.check_state(*record);
-    if (record->n_tokens() != start)
-      throw Error("prefill state: it holds " + std::to_string(record->n_tokens()) + " tokens, the sequence " +
-                  std::to_string(start) + "; record from the sequence's start");
-    for (const std::string& name : im.attn->prompt_scores())
-      if (record->score_index(name) < 0) {
-        if (start > 0) throw Error("prefill state: its prompt scores must be asked for at the sequence's start");
-        record->score_names.push_back(name);
-      }
+    im.begin_record(*record, start);
     if (!logits_last && !tokens.empty()) {
       recorded_logits.resize(static_cast<size_t>(im.model.spec.vocab_size));
       logits_last = recorded_logits.data();
@@ -276,28 +320,22 @@ bool Engine::prefill(int seq, std::span<const int32_t> tokens, float* logits_las
                 std::to_string(im.options.ctx) + " tokens; raise --ctx, the model was trained on " +
                 std::to_string(im.model.spec.max_ctx) + ")");
   const auto t0 = std::chrono::steady_clock::now();
-  std::optional<PrefillRecorder> recorder;
+  LayerAttention& stage = exact ? *exact : *im.attn;
+  std::optional<RecordingAttention> recording;
   if (record)
-    recorder.emplace(*record, im.model.spec, im.options.kv_dtype,
-                     record->score_names.empty() ? nullptr : &im.scores_pool());
-  PrefillRecorder* rec = recorder ? &*recorder : nullptr;
+    recording.emplace(stage, *im.device, *record, im.model.spec, im.options.kv_dtype,
+                      record->score_names.empty() ? nullptr : &im.scores_pool());
   // Stopped midway, the state holds rows of tokens it does not list (not kept as one), and a
   // placed prompt leaves the sequence empty.
-  if (placed) {
-    // The exact stage holds only this prompt (one sequence), and only while it runs (H2O's code,
-    // too, holds the whole prompt on the GPU while it prefills).
-    const AttentionContext ac{*im.device, im.model, im.options.kv_dtype, static_cast<int>(tokens.size()), 1, {}};
-    const std::unique_ptr<LayerAttention> exact = make_full_attention(ac);
-    if (!im.run_prefill(*exact, std::span(im.plans).first(1), 0, 0, tokens, logits_last, logits_all, rec, chunk_done))
-      return false;
-  } else if (!im.run_prefill(*im.attn, im.plans, seq, start, tokens, logits_last, logits_all, rec, chunk_done)) {
+  LayerAttention& run = recording ? static_cast<LayerAttention&>(*recording) : stage;
+  const std::span<const StepPlan> plans = exact ? std::span<const StepPlan>(im.plans).first(1) : im.plans;
+  if (!im.run_prefill(run, plans, exact ? 0 : seq, exact ? 0 : start, tokens, logits_last, logits_all, chunk_done))
     return false;
-  }
   if (record && !tokens.empty()) {
     record->tokens.insert(record->tokens.end(), tokens.begin(), tokens.end());
     record->logits.assign(logits_last, logits_last + im.model.spec.vocab_size);
   }
-  if (placed) load_state(seq, *record, nullptr);
+  if (exact) load_state(seq, *record, nullptr);
   im.stats.prefill_tokens += static_cast<int64_t>(tokens.size());
   im.stats.prefill_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return true;

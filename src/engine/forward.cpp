@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/prefill_recorder.h"
 #include "hybridgen/error.h"
 
 namespace hg {
@@ -53,7 +52,7 @@ RopeParams rope_params(const ModelSpec& spec) {
 }
 
 void transformer_layer(Device& d, const ModelSpec& spec, const DeviceLayer& l, LayerAttention& attn, Scratch& s,
-                       int layer, const std::vector<TokenRow>& rows, PrefillRecorder* record) {
+                       int layer, const std::vector<TokenRow>& rows) {
   const int n = static_cast<int>(rows.size());
   const bool pre_norm = spec.do_layer_norm_before || !spec.is_opt();
   attn.layer_input(layer, s.x, rows);
@@ -74,10 +73,7 @@ void transformer_layer(Device& d, const ModelSpec& spec, const DeviceLayer& l, L
     d.rope(s.k, s.pos.data(), n, spec.n_kv_heads, rp);
   }
   // attn = softmax(q·Kᵀ/√d)·V over each sequence's tokens, wherever they live  [n, q_dim]
-  if (record)
-    record->attend(d, attn, s, layer, rows);
-  else
-    attn.attend(layer, s.q, s.k, s.v, rows, s.attn);
+  attn.attend(layer, s.q, s.k, s.v, rows, s.attn);
   // x += Wo·attn + bo  (the residual add fused into the matmul)
   const Device::MatmulOut wo{&l.wo, &l.bo, s.x, true};
   d.matmul_group(s.attn, n, &wo, 1);
@@ -169,7 +165,7 @@ Scratch::~Scratch() {
 }
 
 void forward(Device& d, const ModelSpec& spec, const DeviceWeights& w, LayerAttention& attn, Scratch& s,
-             const std::vector<TokenRow>& rows, float* logits_all, float* logits_last, PrefillRecorder* record) {
+             const std::vector<TokenRow>& rows, float* logits_all, float* logits_last) {
   const int n = static_cast<int>(rows.size());
   if (n > s.max_rows) throw Error("forward: " + std::to_string(n) + " rows > scratch of " + std::to_string(s.max_rows));
   for (int i = 0; i < n; ++i) {
@@ -191,7 +187,7 @@ void forward(Device& d, const ModelSpec& spec, const DeviceWeights& w, LayerAtte
   }
 
   for (int layer = 0; layer < spec.n_layers; ++layer)
-    transformer_layer(d, spec, w.layers[static_cast<size_t>(layer)], attn, s, layer, rows, record);
+    transformer_layer(d, spec, w.layers[static_cast<size_t>(layer)], attn, s, layer, rows);
 
   if (logits_all) output_head(d, spec, w, s, 0, n, logits_all);
   if (logits_last) output_head(d, spec, w, s, n - 1, 1, logits_last);

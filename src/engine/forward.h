@@ -11,7 +11,6 @@
 
 namespace hg {
 
-class PrefillRecorder;
 
 struct DeviceLayer {
   DeviceTensor attn_norm, attn_norm_bias;  // [d_model]
@@ -62,10 +61,9 @@ struct Scratch {
 
 // Runs the rows through the model; the attention stage stores their K and V and attends (the
 // caller brackets this with begin_step / end_step). logits_all: [rows, vocab] or null;
-// logits_last: [vocab] of the last row or null. record (a prefill of one sequence, or null): each
-// layer's K, V, first queries and prompt scores of the rows go to its state.
+// logits_last: [vocab] of the last row or null. A recorded prefill passes a RecordingAttention
+// (engine/prefill_recorder.h) as the stage.
 void forward(Device& device, const ModelSpec& spec, const DeviceWeights& w, LayerAttention& attn, Scratch& s,
-             const std::vector<TokenRow>& rows, float* logits_all, float* logits_last,
-             PrefillRecorder* record = nullptr);
+             const std::vector<TokenRow>& rows, float* logits_all, float* logits_last);
 
 }  // namespace hg

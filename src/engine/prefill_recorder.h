@@ -1,9 +1,10 @@
-// What a recorded prefill appends to its state (hybridgen/prefill_state.h), layer by layer as the
-// forward pass runs: the rows' K and V, the first kQueryRows queries, and the prompt scores the
-// state names (attention/prompt_scores.h: h2o's and keyformer's, from the rows' queries and every
-// key so far, in the cache's dtype: the scores of the attention the rows ran). Where the stage's
-// attention keeps its own Q·Kᵀ for them (LayerAttention::attend_scored: the CPU device's tiled
-// prefill) the scores cost no second Q·Kᵀ; elsewhere they are computed on the host on `pool`.
+// A recorded prefill: an attention stage that runs the prompt on another stage and appends to a
+// state (hybridgen/prefill_state.h), layer by layer as the forward pass runs, the rows' K and V,
+// the first kQueryRows queries, and the prompt scores the state names (attention/prompt_scores.h:
+// h2o's and keyformer's, from the rows' queries and every key so far, in the cache's dtype: the
+// scores of the attention the rows ran). Where the inner stage's attention keeps its own Q·Kᵀ for
+// them (PromptState::attend_scored: the CPU device's tiled prefill) the scores cost no second
+// Q·Kᵀ; elsewhere they are computed on the host on `pool`. The forward pass sees only a stage.
 #pragma once
 #include <vector>
 
@@ -14,20 +15,35 @@
 
 namespace hg {
 
-struct Scratch;
-
-class PrefillRecorder {
+class RecordingAttention final : public LayerAttention {
  public:
+  // inner: the stage the prompt runs on (one sequence, positions from state.n_tokens()).
   // pool: where the scores are computed (may be null when the state names none).
   // kv_dtype: the cache's, which the keys of the scores are rounded to.
-  PrefillRecorder(PrefillState& state, const ModelSpec& spec, DType kv_dtype, ThreadPool* pool);
-  PrefillState& state() { return state_; }
-  // `layer`'s attention of the rows (one sequence, positions from state().n_tokens()) on `attn`,
-  // as LayerAttention::attend (q, k, v in the scratch, device memory; s.attn written), keeping its
-  // scores where the stage can, then what it appends to the state.
-  void attend(Device& d, LayerAttention& attn, Scratch& s, int layer, const std::vector<TokenRow>& rows);
+  RecordingAttention(LayerAttention& inner, Device& device, PrefillState& state, const ModelSpec& spec,
+                     DType kv_dtype, ThreadPool* pool);
+
+  // inner's attend(), keeping its scores where the stage can, then what it appends to the state
+  // (q, k, v: device memory).
+  void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
+              float* out) override;
+
+  int length(int seq) const override { return inner_.length(seq); }
+  int64_t host_tokens(int seq) const override { return inner_.host_tokens(seq); }
+  void reset(int seq) override { inner_.reset(seq); }
+  void begin_step(const std::vector<TokenRow>& rows, bool prefill, std::span<const StepPlan> plans) override {
+    inner_.begin_step(rows, prefill, plans);
+  }
+  void layer_input(int layer, const float* x, const std::vector<TokenRow>& rows) override {
+    inner_.layer_input(layer, x, rows);
+  }
+  void end_step(const std::vector<TokenRow>& rows) override { inner_.end_step(rows); }
+  bool exact_prefill() const override { return inner_.exact_prefill(); }
+  std::string describe() const override { return inner_.describe(); }
 
  private:
+  LayerAttention& inner_;
+  Device& device_;
   PrefillState& state_;
   const ModelSpec& spec_;
   ThreadPool* pool_;

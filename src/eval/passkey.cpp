@@ -7,7 +7,6 @@
 #include <random>
 
 #include "eval/greedy.h"
-#include "eval/shared_prefill.h"
 #include "hybridgen/engine.h"
 #include "hybridgen/error.h"
 #include "hybridgen/tokenizer.h"
@@ -128,33 +127,28 @@ PasskeyResult run_passkey(Engine& engine, const Tokenizer& tok, std::string_view
                           const std::function<void(int, int)>& on_trial) {
   c.validate();
   const std::vector<int32_t> filler = tok.encode(filler_text, /*add_special=*/false);
-  const std::vector<int32_t> stop = tok.stop_ids();
   Engine* const engines[] = {&engine};
-  std::vector<std::vector<float>> prompt_logits;  // [1][vocab]
-  SharedPrefillStats prefills;
+  GreedyReplies replies(engines, tok, c.prefill_cache);
   PasskeyResult r;
   const int total = c.trials * static_cast<int>(c.depths.size());
   const auto t0 = std::chrono::steady_clock::now();
-  const int seq = 0;
   for (int trial = 0; trial < c.trials; ++trial) {
     for (double depth : c.depths) {
       const PasskeyPrompt p = make_passkey_prompt(tok, filler, c, trial, depth);
       r.prompt_tokens = static_cast<int>(p.ids.size());
-      shared_prefill(engines, seq, p.ids, prompt_logits, prefills, nullptr, c.prefill_cache);
-      const std::vector<int32_t> answer = greedy_tokens(engine, seq, prompt_logits[0], c.n_gen, stop);
       PasskeyTrial t;
       t.trial = trial;
       t.depth = depth;
       t.key = p.key;
-      t.answer = tok.decode(answer, /*skip_special=*/true);
+      t.answer = replies.reply(p.ids, c.n_gen).front();
       t.found = t.answer.find(p.key) != std::string::npos;
       r.trials.push_back(std::move(t));
       if (on_trial) on_trial(static_cast<int>(r.trials.size()), total);
     }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.prefills = prefills.prefills;
-  r.cache_hits = prefills.cache_hits;
+  r.prefills = replies.stats().prefills;
+  r.cache_hits = replies.stats().cache_hits;
   return r;
 }
 

@@ -41,6 +41,8 @@
 #include <string_view>
 #include <vector>
 
+#include "eval/greedy.h"
+
 namespace hg {
 class Engine;
 class Tokenizer;
@@ -99,6 +101,25 @@ class RulerGenerator {
   RulerSample fit(const RulerTask& task, int length, const Build& build, int64_t first_guess) const;
   std::vector<int32_t> encode(const Parts& p) const;
 
+  // Which sample a builder makes: its length, the run's seed, the sample's own seed (every draw
+  // of a Build starts from it) and where a single needle sits.
+  struct SampleAt {
+    int length = 0;
+    uint64_t run_seed = 0, seed = 0;
+    double even_depth = 0;
+  };
+  // A task family's sample, and a first guess of the units that fill the length.
+  struct Builder {
+    Build build;
+    int64_t first_guess = 0;
+  };
+  // One builder per task family; builder() picks the task's.
+  Builder builder(const RulerTask& task, const SampleAt& at) const;
+  Builder niah(const RulerTask& task, const SampleAt& at) const;
+  Builder variable_tracking(const SampleAt& at) const;
+  Builder common_words(const SampleAt& at) const;
+  Builder frequent_words(const RulerTask& task, const SampleAt& at) const;
+
   const Tokenizer& tok_;
   std::vector<std::string> essay_words_;
   bool chat_;
@@ -130,19 +151,15 @@ struct RulerConfig {
   std::vector<const RulerTask*> selected() const;
 };
 
-struct RulerPolicy {
-  std::string label;  // as the user named it (--policy entry)
-  Engine* engine;
-};
-
-// Every sample of every task through every policy: the sample's prompt is prefilled once for the
-// policies that share their prefill (eval/shared_prefill.h), then each answers greedily. Returns
+// Every sample of every task through every policy (eval/greedy.h: each engine under its --policy
+// entry): the sample's prompt is prefilled once for the policies that share their prefill
+// (eval/shared_prefill.h), then each answers greedily. Returns
 // {"length", "samples", "seed", "tasks", "prompt_tokens": {task: mean},
 //  "policies": [{"policy", "attention", "prefill": "recorded"|"shared"|"own", "tasks": {task: score},
 //                "mean": score}], "prefill": {...}, "answers": [{task, index, depth, answers,
 //  "replies": {label: text}}], "resumed": samples taken from c.checkpoint} with scores as
 // RulerScore::to_json. on_sample(done, total): progress.
-nlohmann::json run_ruler(const RulerGenerator& gen, const Tokenizer& tok, const std::vector<RulerPolicy>& policies,
+nlohmann::json run_ruler(const RulerGenerator& gen, const Tokenizer& tok, const std::vector<PolicyEngine>& policies,
                          const RulerConfig& c, const std::function<void(int done, int total)>& on_sample = {});
 
 // The word lists compiled in from data/wordlists/wonderwords/ (cmake/embed_words.cmake).

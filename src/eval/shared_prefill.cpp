@@ -56,13 +56,13 @@ void shared_prefill(std::span<Engine* const> engines, int seq, std::span<const i
     Engine& e = *engines[i];
     logits[i].resize(static_cast<size_t>(e.vocab_size()));
     const auto t0 = std::chrono::steady_clock::now();
-    if (e.shares_prefill() && !state && cache && !from_cache) {
+    if (e.exact_prefill() && !state && cache && !from_cache) {
       from_cache = true;  // looked up once per prompt
       state = cache->find(e.fingerprint(), prefill_computed_on(e), ids);
       if (state && !state->holds_scores(scores)) state.reset();  // recorded without them: a miss
       stats.cache_hits += state ? 1 : 0;
     }
-    if (e.shares_prefill() && state) {
+    if (e.exact_prefill() && state) {
       e.load_state(seq, *state, logits[i].data());
       stats.loads += 1;
       stats.load_seconds += since(t0);
@@ -70,7 +70,7 @@ void shared_prefill(std::span<Engine* const> engines, int seq, std::span<const i
       continue;
     }
     // the first sharing engine records the state; one that does not share prefills for itself
-    PrefillState* record = e.shares_prefill() ? &state.emplace() : nullptr;
+    PrefillState* record = e.exact_prefill() ? &state.emplace() : nullptr;
     if (record) record->score_names = scores;
     if (roles && record) (*roles)[i] = PrefillRole::Recorded;
     e.reset(seq);

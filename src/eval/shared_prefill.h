@@ -1,5 +1,5 @@
 // One prompt into several engines (one per policy), prefilled once: every policy whose prefill is
-// exact attention over the prompt (Engine::shares_prefill) computes the same K/V, so the first
+// exact attention over the prompt (Engine::exact_prefill) computes the same K/V, so the first
 // such engine prefills and records the state (hybridgen/prefill_state.h) and the others place it
 // (Engine::load_state). The recorded prefill also computes the prompt scores that h2o and
 // keyformer keep tokens by (attention/prompt_scores.h), so they share it too; only a dropping

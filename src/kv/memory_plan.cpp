@@ -11,7 +11,7 @@ namespace hg {
 int64_t device_kv_tokens(const Policy& policy, int64_t ctx) {
   if (!policy.splits_kv() || window_covers_context(policy, static_cast<int>(std::min<int64_t>(ctx, INT32_MAX)))) return ctx;
   // as HybridKv sizes it
-  const int64_t heavy = !policy.keep_evicted && policy.prune != Pruner::None ? policy.heavy : 0;
+  const int64_t heavy = !policy.keep_evicted && policy.prune != "none" ? policy.heavy_hitters.heavy : 0;
   return std::min<int64_t>(policy.n_sinks, ctx) + std::min<int64_t>(policy.window, ctx) + heavy;
 }
 

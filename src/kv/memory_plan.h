@@ -1,5 +1,5 @@
-// The memory plan of an engine, computed before anything is allocated (DESIGN.md, "Errors": a
-// plan that does not fit is said before any allocation). The device side: weights copied to the
+// The memory plan of an engine, computed before anything is allocated (a plan that does
+// not fit is one error line, said before any allocation). The device side: weights copied to the
 // device and the KV the device holds (the whole cache for `full`, the window + sinks for hybrid
 // policies), against the device's free memory. The host side (hybrid policies): the host K and V
 // stores per NUMA node, against each node's free memory (mem::PlacementPlan).

@@ -1,4 +1,4 @@
-// Where the host K and V stores live (DESIGN.md, "Memory placement").
+// Where the host K and V stores live (docs/architecture.md, "Memory: the plan and the placement").
 //   semantic   K (read by the CPU on the critical path) on the K node, local DRAM by default;
 //              V (only copied to the device by DMA) on the V node, a CPU-less (CXL) node by default.
 //   interleave pages of both spread over every node with memory (the common baseline).

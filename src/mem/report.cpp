@@ -7,17 +7,18 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "util/strings.h"
+
 namespace hg::mem {
 
 namespace {
 
 std::string per_node(const std::map<int, uint64_t>& bytes) {
-  std::string out;
-  for (const auto& [node, b] : bytes) {
-    if (!out.empty()) out += ", ";
-    out += (node < 0 ? std::string("unplaced") : "node " + std::to_string(node)) + " " + format_bytes(b);
-  }
-  return out.empty() ? "nothing" : out;
+  if (bytes.empty()) return "nothing";
+  return join(bytes, ", ", [](const auto& node_bytes) {
+    const auto& [node, b] = node_bytes;
+    return (node < 0 ? std::string("unplaced") : "node " + std::to_string(node)) + " " + format_bytes(b);
+  });
 }
 
 nlohmann::json per_node_json(const std::map<int, uint64_t>& bytes) {

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "hybridgen/error.h"
+#include "util/strings.h"
 
 namespace hg::mem {
 
@@ -210,11 +211,7 @@ const NumaNode& Topology::memory_node(int id, const std::string& what) const {
     throw Error(prefix + "NUMA node " + std::to_string(id) + " does not exist (nodes: " + node_list() + ")");
   const NumaNode& n = node(id);
   if (!n.has_memory()) {
-    std::string with_memory;
-    for (int m : memory_nodes()) {
-      if (!with_memory.empty()) with_memory += ", ";
-      with_memory += std::to_string(m);
-    }
+    const std::string with_memory = join(memory_nodes(), ", ", [](int m) { return std::to_string(m); });
     throw Error(prefix + "NUMA node " + std::to_string(id) + " has no memory (nodes with memory: " + with_memory + ")");
   }
   return n;
@@ -270,12 +267,7 @@ int Topology::nearest_memory_node(int from, const std::vector<int>& candidates) 
 }
 
 std::string Topology::node_list() const {
-  std::string out;
-  for (const auto& n : nodes_) {
-    if (!out.empty()) out += ", ";
-    out += std::to_string(n.id);
-  }
-  return out;
+  return join(nodes_, ", ", [](const NumaNode& n) { return std::to_string(n.id); });
 }
 
 std::string Topology::describe() const {

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "hybridgen/model.h"
+#include "util/strings.h"
 
 namespace hg {
 
@@ -71,10 +72,10 @@ std::string describe(const Model& m) {
                                 &l.b_down})
       collect(*t, seen, hist);
   for (const TensorView* t : {&w.final_norm, &w.final_norm_bias, &w.lm_head}) collect(*t, seen, hist);
-  std::string types;
-  for (const auto& [name, h] : hist)
-    types += (types.empty() ? "" : ", ") + name + " x" + std::to_string(h.first) + " (" +
-             human_bytes(static_cast<double>(h.second)) + ")";
+  const std::string types = join(hist, ", ", [](const auto& type_hist) {
+    const auto& [name, h] = type_hist;
+    return name + " x" + std::to_string(h.first) + " (" + human_bytes(static_cast<double>(h.second)) + ")";
+  });
   add("dtypes:       %s", types.c_str());
   add("tok_embed:    %s", std::string(dtype_name(w.tok_embed.dtype)).c_str());
   return out;

@@ -35,7 +35,47 @@ size_t min_value_bytes(uint32_t type) {
   }
 }
 
-class Reader {
+const char* value_kind(const Value& v) {
+  switch (v.v.index()) {
+    case 0: return "unsigned integer";
+    case 1: return "integer";
+    case 2: return "float";
+    case 3: return "bool";
+    case 4: return "string";
+    default: return "array";
+  }
+}
+
+bool as_int(const Value& v, int64_t* out) {
+  if (auto* u = std::get_if<uint64_t>(&v.v)) {
+    if (*u > static_cast<uint64_t>(INT64_MAX)) return false;
+    *out = static_cast<int64_t>(*u);
+    return true;
+  }
+  if (auto* i = std::get_if<int64_t>(&v.v)) {
+    *out = *i;
+    return true;
+  }
+  return false;
+}
+
+bool as_float(const Value& v, double* out) {
+  if (auto* d = std::get_if<double>(&v.v)) {
+    *out = *d;
+    return true;
+  }
+  int64_t i;
+  if (as_int(v, &i)) {
+    *out = static_cast<double>(i);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// Reads the file front to back; every read is checked against the bytes left.
+class File::Reader {
  public:
   Reader(const uint8_t* data, size_t size, const std::string& file) : data_(data), size_(size), file_(file) {}
 
@@ -118,45 +158,6 @@ class Reader {
   const std::string& file_;
 };
 
-const char* value_kind(const Value& v) {
-  switch (v.v.index()) {
-    case 0: return "unsigned integer";
-    case 1: return "integer";
-    case 2: return "float";
-    case 3: return "bool";
-    case 4: return "string";
-    default: return "array";
-  }
-}
-
-bool as_int(const Value& v, int64_t* out) {
-  if (auto* u = std::get_if<uint64_t>(&v.v)) {
-    if (*u > static_cast<uint64_t>(INT64_MAX)) return false;
-    *out = static_cast<int64_t>(*u);
-    return true;
-  }
-  if (auto* i = std::get_if<int64_t>(&v.v)) {
-    *out = *i;
-    return true;
-  }
-  return false;
-}
-
-bool as_float(const Value& v, double* out) {
-  if (auto* d = std::get_if<double>(&v.v)) {
-    *out = *d;
-    return true;
-  }
-  int64_t i;
-  if (as_int(v, &i)) {
-    *out = static_cast<double>(i);
-    return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 std::shared_ptr<File> File::open(const std::filesystem::path& path) {
   std::shared_ptr<File> f(new File());
   f->path_ = path;
@@ -183,7 +184,15 @@ void File::fail(const std::string& what) const { throw Error(path_.string() + ":
 void File::parse() {
   const std::string file = path_.string();
   Reader r(base_, size_, file);
+  const Counts n = read_header(r);
+  read_metadata(r, n.metadata);
+  read_alignment();
+  read_tensor_infos(r, n.tensors);
+  place_data_section(r.pos());
+  check_tensor_ranges();
+}
 
+File::Counts File::read_header(Reader& r) {
   uint32_t magic = r.read<uint32_t>("magic");
   if (magic != kMagic) fail("not a GGUF file (magic bytes are not 'GGUF')");
   version_ = r.read<uint32_t>("version");
@@ -194,22 +203,30 @@ void File::parse() {
       fail("big-endian GGUF files are not supported");
     fail("version " + std::to_string(version_) + ", expected 2 or 3");
   }
-  uint64_t n_tensors = r.read<uint64_t>("tensor count");
-  uint64_t n_kv = r.read<uint64_t>("metadata count");
+  Counts n;
+  n.tensors = r.read<uint64_t>("tensor count");
+  n.metadata = r.read<uint64_t>("metadata count");
   // A key/value takes at least 8 (key length) + 4 (type) + 1 bytes; a tensor info at least
   // 8 (name length) + 4 (n_dims) + 8 (one dim) + 4 (type) + 8 (offset).
-  if (n_kv > r.remaining() / 13)
-    fail("header metadata count " + std::to_string(n_kv) + " cannot fit in a file of " + std::to_string(size_) + " bytes");
-  if (n_tensors > r.remaining() / 32)
-    fail("header tensor count " + std::to_string(n_tensors) + " cannot fit in a file of " + std::to_string(size_) + " bytes");
+  if (n.metadata > r.remaining() / 13)
+    fail("header metadata count " + std::to_string(n.metadata) + " cannot fit in a file of " +
+         std::to_string(size_) + " bytes");
+  if (n.tensors > r.remaining() / 32)
+    fail("header tensor count " + std::to_string(n.tensors) + " cannot fit in a file of " +
+         std::to_string(size_) + " bytes");
+  return n;
+}
 
+void File::read_metadata(Reader& r, uint64_t n_kv) {
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = r.read_string("metadata key #" + std::to_string(i));
     uint32_t type = r.read<uint32_t>("metadata '" + key + "' type");
     Value v = r.read_value(type, "metadata '" + key + "'", true);
     if (!metadata_.emplace(key, std::move(v)).second) fail("metadata key '" + key + "' appears twice");
   }
+}
 
+void File::read_alignment() {
   if (auto it = metadata_.find("general.alignment"); it != metadata_.end()) {
     int64_t a = 0;
     if (!as_int(it->second, &a) || a <= 0 || a > (1 << 24) || (a & (a - 1)) != 0)
@@ -217,42 +234,51 @@ void File::parse() {
            (as_int(it->second, &a) ? " " + std::to_string(a) : std::string()));
     alignment_ = static_cast<uint32_t>(a);
   }
+}
 
+void File::read_tensor_infos(Reader& r, uint64_t n_tensors) {
   tensors_.reserve(static_cast<size_t>(n_tensors));
   for (uint64_t i = 0; i < n_tensors; ++i) {
-    TensorInfo t;
-    t.name = r.read_string("tensor #" + std::to_string(i) + " name");
-    const std::string what = "tensor '" + t.name + "'";
-    uint32_t n_dims = r.read<uint32_t>(what + " n_dims");
-    if (n_dims == 0 || n_dims > kMaxDims)
-      fail(what + ": n_dims " + std::to_string(n_dims) + ", expected 1.." + std::to_string(kMaxDims));
-    std::vector<int64_t> ne(n_dims);
-    int64_t numel = 1;
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      uint64_t n = r.read<uint64_t>(what + " ne[" + std::to_string(d) + "]");
-      if (n > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, static_cast<int64_t>(n), &numel))
-        fail(what + ": element count overflows (ne[" + std::to_string(d) + "] = " + std::to_string(n) + ")");
-      ne[d] = static_cast<int64_t>(n);
-    }
-    t.shape.assign(ne.rbegin(), ne.rend());  // GGUF stores the fastest-varying dimension first
-    t.ggml_type = r.read<uint32_t>(what + " type");
-    t.offset = r.read<uint64_t>(what + " offset");
-    int block_elems = 0, block_bytes = 0;
-    if (!ggml_type_layout(t.ggml_type, &block_elems, &block_bytes))
-      fail(what + ": unknown ggml type " + std::to_string(t.ggml_type));
-    if (ne[0] % block_elems != 0)
-      fail(what + ": row length " + std::to_string(ne[0]) + " is not a multiple of the " +
-           ggml_type_name(t.ggml_type) + " block size " + std::to_string(block_elems));
-    t.nbytes = static_cast<uint64_t>(numel / block_elems) * static_cast<uint64_t>(block_bytes);
-    if (t.offset % alignment_ != 0)
-      fail(what + ": data offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
-           std::to_string(alignment_));
-    if (!tensor_index_.emplace(t.name, tensors_.size()).second) fail(what + " appears twice");
+    TensorInfo t = read_tensor_info(r, i);
+    if (!tensor_index_.emplace(t.name, tensors_.size()).second) fail("tensor '" + t.name + "' appears twice");
     tensors_.push_back(std::move(t));
   }
+}
 
-  size_t pad = (alignment_ - r.pos() % alignment_) % alignment_;
-  data_offset_ = r.pos() + pad;
+TensorInfo File::read_tensor_info(Reader& r, uint64_t i) {
+  TensorInfo t;
+  t.name = r.read_string("tensor #" + std::to_string(i) + " name");
+  const std::string what = "tensor '" + t.name + "'";
+  uint32_t n_dims = r.read<uint32_t>(what + " n_dims");
+  if (n_dims == 0 || n_dims > kMaxDims)
+    fail(what + ": n_dims " + std::to_string(n_dims) + ", expected 1.." + std::to_string(kMaxDims));
+  std::vector<int64_t> ne(n_dims);
+  int64_t numel = 1;
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    uint64_t n = r.read<uint64_t>(what + " ne[" + std::to_string(d) + "]");
+    if (n > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, static_cast<int64_t>(n), &numel))
+      fail(what + ": element count overflows (ne[" + std::to_string(d) + "] = " + std::to_string(n) + ")");
+    ne[d] = static_cast<int64_t>(n);
+  }
+  t.shape.assign(ne.rbegin(), ne.rend());  // GGUF stores the fastest-varying dimension first
+  t.ggml_type = r.read<uint32_t>(what + " type");
+  t.offset = r.read<uint64_t>(what + " offset");
+  int block_elems = 0, block_bytes = 0;
+  if (!ggml_type_layout(t.ggml_type, &block_elems, &block_bytes))
+    fail(what + ": unknown ggml type " + std::to_string(t.ggml_type));
+  if (ne[0] % block_elems != 0)
+    fail(what + ": row length " + std::to_string(ne[0]) + " is not a multiple of the " +
+         ggml_type_name(t.ggml_type) + " block size " + std::to_string(block_elems));
+  t.nbytes = static_cast<uint64_t>(numel / block_elems) * static_cast<uint64_t>(block_bytes);
+  if (t.offset % alignment_ != 0)
+    fail(what + ": data offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
+         std::to_string(alignment_));
+  return t;
+}
+
+void File::place_data_section(size_t infos_end) {
+  size_t pad = (alignment_ - infos_end % alignment_) % alignment_;
+  data_offset_ = infos_end + pad;
   if (data_offset_ > size_) {
     // A vocabulary-only file may end right after its tensor infos, without padding.
     if (!tensors_.empty())
@@ -260,8 +286,11 @@ void File::parse() {
            std::to_string(size_) + " bytes");
     data_offset_ = size_;
   }
-  const uint64_t data_size = size_ - data_offset_;
+}
 
+// Every tensor's bytes inside the data section, none overlapping another.
+void File::check_tensor_ranges() const {
+  const uint64_t data_size = size_ - data_offset_;
   std::vector<const TensorInfo*> by_offset;
   by_offset.reserve(tensors_.size());
   for (const auto& t : tensors_) {

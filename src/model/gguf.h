@@ -78,7 +78,20 @@ class File {
 
  private:
   File() = default;
+  class Reader;  // bounds-checked reads, front to back (gguf.cpp)
+  struct Counts {
+    uint64_t tensors = 0, metadata = 0;
+  };
+  // parse() reads the file in its order: the header, metadata, tensor infos, then places the data
+  // section and checks every tensor's byte range against it.
   void parse();
+  Counts read_header(Reader& r);
+  void read_metadata(Reader& r, uint64_t n_kv);
+  void read_alignment();  // general.alignment, when the metadata has it
+  void read_tensor_infos(Reader& r, uint64_t n_tensors);
+  TensorInfo read_tensor_info(Reader& r, uint64_t i);
+  void place_data_section(size_t infos_end);
+  void check_tensor_ranges() const;
   const Value& get(const std::string& key, const char* expected) const;
   [[noreturn]] void fail(const std::string& what) const;
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "model/gguf.h"
+#include "util/strings.h"
 
 namespace hg::gguf {
 
@@ -65,9 +66,7 @@ uint32_t ggml_type_from_dtype(DType t) {
 }
 
 std::string supported_ggml_types() {
-  std::string out;
-  for (const auto& [t, g] : kDTypeGgml) out += (out.empty() ? "" : ", ") + std::string(dtype_name(t));
-  return out;
+  return join(kDTypeGgml, ", ", [](const auto& dtype_ggml) { return std::string(dtype_name(dtype_ggml.first)); });
 }
 
 }  // namespace hg::gguf

@@ -1,13 +1,12 @@
 #include "model/weight_table.h"
 
 #include "hybridgen/error.h"
+#include "util/strings.h"
 
 namespace hg {
 
 std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
+  return "[" + join(shape, ", ", [](int64_t n) { return std::to_string(n); }) + "]";
 }
 
 std::vector<WeightSlot> weight_slots(const ModelSpec& spec, Naming naming, ModelWeights& w,

@@ -52,12 +52,6 @@ inline std::span<const EnumName<KvHome>> enum_names() {
   return kNames;
 }
 
-template <>
-inline std::span<const EnumName<Pruner>> enum_names() {
-  static constexpr EnumName<Pruner> kNames[] = {{"none", Pruner::None}, {"h2o", Pruner::H2O}, {"keyformer", Pruner::Keyformer}};
-  return kNames;
-}
-
 // The name of a value ("?" for a value missing from its table).
 template <typename E>
 std::string_view enum_name(E value) {

@@ -7,9 +7,6 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "attention/selectors/h2o_prune.h"
-#include "attention/selectors/infinigen.h"
-#include "attention/selectors/predictors.h"
 #include "hybridgen/error.h"
 #include "util/strings.h"
 #include "util/thread_pool.h"
@@ -44,8 +41,20 @@ void throw_bad_knob(const std::string& flag, const std::string& value, const std
 }
 
 bool Knob::applies_to(const std::string& preset) const {
-  if (presets.empty()) return preset != "full";
-  return std::find(presets.begin(), presets.end(), preset) != presets.end();
+  for (const PresetInfo& row : preset_table()) {
+    if (row.name != preset) continue;
+    Policy p;
+    row.apply(p);
+    return scope ? scope(p) : preset != "full";
+  }
+  return false;
+}
+
+PresetList Knob::presets() const {
+  PresetList names;
+  for (const PresetInfo& row : preset_table())
+    if (applies_to(row.name)) names.push_back(row.name);
+  return names;
 }
 
 void KnobRegistry::add(Knob knob) {
@@ -66,13 +75,8 @@ void KnobRegistry::set(Policy& p, const std::string& name, const std::string& va
   if (!k) throw Error(where + ": unknown policy knob '" + name + "'");
   // On the command line the knob's own messages name it already; elsewhere say where it was set.
   const auto located = [&](const std::string& message) { return where == k->flag() ? message : where + ": " + message; };
-  if (!k->applies_to(p.name)) {
-    std::vector<std::string> takers = k->presets;
-    if (takers.empty())
-      for (const auto& preset : policy_presets())
-        if (preset != "full") takers.push_back(preset);
-    throw Error(located(k->flag() + " does not apply to --policy " + p.name + " (it applies to " + join(takers) + ")"));
-  }
+  if (!k->applies_to(p.name))
+    throw Error(located(k->flag() + " does not apply to --policy " + p.name + " (it applies to " + join(k->presets()) + ")"));
   try {
     k->parse(p, value);
   } catch (const Error& e) {
@@ -87,134 +91,100 @@ std::vector<const Knob*> KnobRegistry::for_preset(const std::string& preset) con
   return out;
 }
 
-Knob int_knob(std::string name, std::string help, int Policy::*field, int min, int max, PresetList presets,
+Knob int_knob(std::string name, std::string help, PolicyField<int> field, int min, int max, KnobScope scope,
               std::vector<std::pair<int, std::string>> special) {
   Knob k;
   k.name = std::move(name);
   k.help = std::move(help);
   k.range = int_range(min, max, special);
   k.type = "INT";
-  k.presets = std::move(presets);
+  k.scope = scope;
   k.parse = [flag = k.flag(), field, min, max, special, range = k.range](Policy& p, const std::string& s) {
     int v = 0;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (s.empty() || ec != std::errc() || end != s.data() + s.size()) throw_bad_knob(flag, s, "an integer " + range);
     const bool allowed = std::any_of(special.begin(), special.end(), [v](const auto& sp) { return sp.first == v; });
     if (!allowed && (v < min || v > max)) throw Error(flag + " must be " + range + ", got " + s);
-    p.*field = v;
+    field(p) = v;
   };
-  k.describe = [field](const Policy& p) { return std::to_string(p.*field); };
+  k.describe = [field](const Policy& p) { return std::to_string(field(p)); };
   return k;
 }
 
-Knob float_knob(std::string name, std::string help, float Policy::*field, float min, float max, PresetList presets) {
+Knob float_knob(std::string name, std::string help, PolicyField<float> field, float min, float max, KnobScope scope) {
   Knob k;
   k.name = std::move(name);
   k.help = std::move(help);
   k.range = "in [" + float_text(min) + ", " + float_text(max) + "]";
   k.type = "FLOAT";
-  k.presets = std::move(presets);
+  k.scope = scope;
   k.parse = [flag = k.flag(), field, min, max, range = k.range](Policy& p, const std::string& s) {
     char* end = nullptr;
     const float v = s.empty() ? NAN : std::strtof(s.c_str(), &end);
     if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v)) throw_bad_knob(flag, s, "a number " + range);
     if (v < min || v > max) throw Error(flag + " must be " + range + ", got " + s);
-    p.*field = v;
+    field(p) = v;
   };
-  k.describe = [field](const Policy& p) { return float_text(p.*field); };
+  k.describe = [field](const Policy& p) { return float_text(field(p)); };
   return k;
 }
 
-Knob bool_knob(std::string name, std::string help, bool Policy::*field, PresetList presets) {
+Knob bool_knob(std::string name, std::string help, PolicyField<bool> field, KnobScope scope) {
   Knob k;
   k.name = std::move(name);
   k.help = std::move(help);
   k.range = "true|false";
   k.type = "BOOL";
-  k.presets = std::move(presets);
+  k.scope = scope;
   k.parse = [flag = k.flag(), field](Policy& p, const std::string& s) {
-    if (s == "true" || s == "1" || s == "yes" || s == "on") p.*field = true;
-    else if (s == "false" || s == "0" || s == "no" || s == "off") p.*field = false;
+    if (s == "true" || s == "1" || s == "yes" || s == "on") field(p) = true;
+    else if (s == "false" || s == "0" || s == "no" || s == "off") field(p) = false;
     else throw_bad_knob(flag, s, "true|false");
   };
-  k.describe = [field](const Policy& p) { return std::string(p.*field ? "true" : "false"); };
+  k.describe = [field](const Policy& p) { return std::string(field(p) ? "true" : "false"); };
   return k;
 }
 
-Knob name_knob(std::string name, std::string help, std::string Policy::*field, std::vector<std::string> (*names)(),
-               PresetList presets) {
+Knob name_knob(std::string name, std::string help, PolicyField<std::string> field, std::vector<std::string> (*names)(),
+               KnobScope scope) {
   Knob k;
   k.name = std::move(name);
   k.help = std::move(help);
   k.range = join(names(), "|");
   k.type = "NAME";
-  k.presets = std::move(presets);
+  k.scope = scope;
   k.parse = [flag = k.flag(), field, names](Policy& p, const std::string& s) {
     const auto all = names();
     if (std::find(all.begin(), all.end(), s) == all.end()) throw_bad_knob(flag, s, join(all, "|"));
-    p.*field = s;
+    field(p) = s;
   };
-  k.describe = [field](const Policy& p) { return p.*field; };
+  k.describe = [field](const Policy& p) { return field(p); };
   return k;
 }
 
-PresetList split_kv_presets() {
-  PresetList names;
-  for (const PresetInfo& row : preset_table()) {
-    Policy p;
-    row.apply(p);
-    if (p.splits_kv()) names.push_back(row.name);
-  }
-  return names;
-}
-
-PresetList dropping_presets() {
-  PresetList names;
-  for (const PresetInfo& row : preset_table()) {
-    Policy p;
-    row.apply(p);
-    if (p.splits_kv() && !p.keep_evicted) names.push_back(row.name);
-  }
-  return names;
-}
-
-void register_policy_knobs(KnobRegistry& r) {
-  const PresetList split = split_kv_presets();
-  r.add(int_knob("window", "recent tokens kept on the device", &Policy::window, 0, INT_MAX, split));
-  r.add(int_knob("sinks", "first tokens kept on the device", &Policy::n_sinks, 0, INT_MAX, split));
+void register_policy_knobs(KnobRegistry& r, std::vector<std::string> (*predictor_names)()) {
+  r.add(int_knob("window", "recent tokens kept on the device", &Policy::window, 0, INT_MAX, splits_kv));
+  r.add(int_knob("sinks", "first tokens kept on the device", &Policy::n_sinks, 0, INT_MAX, splits_kv));
   r.add(bool_knob("keep-evicted", "keep tokens that leave the window on the host (false: drop them)",
-                  &Policy::keep_evicted, split));
+                  &Policy::keep_evicted, splits_kv));
   r.add(bool_knob("exact-prefill",
                   "tokens dropped once after an exact prefill of the whole prompt (false: as the prefill goes, "
                   "chunk by chunk)",
-                  &Policy::exact_prefill, dropping_presets()));
+                  &Policy::exact_prefill, drops_evicted));
   r.add(int_knob("evict-block", "tokens moved from the device window to the host at once", &Policy::evict_block, 1,
-                 INT_MAX, split));
-  r.add(enum_knob<Selection>("select", "host token selection", &Policy::select, split));
-  r.add(int_knob("k", "host tokens per kv-head that take part", &Policy::K, 0, INT_MAX, split, {{-1, "all host tokens"}}));
-  r.add(name_knob("predictor", "Pre-QK selection predictor", &Policy::predictor, predictor_names, split));
-  r.add(int_knob("partial-dims", "query dimensions of the partial predictor", &Policy::partial_dims, 1, INT_MAX, split));
-  r.add(enum_knob<MergeMode>("merge", "merge of host and device results", &Policy::merge, split));
-  r.add(enum_knob<QuerySource>("query", "host query source", &Policy::query, split));
+                 INT_MAX, splits_kv));
+  r.add(enum_knob<Selection>("select", "host token selection", &Policy::select, splits_kv));
+  r.add(int_knob("k", "host tokens per kv-head that take part", &Policy::K, 0, INT_MAX, splits_kv, {{-1, "all host tokens"}}));
+  r.add(name_knob("predictor", "Pre-QK selection predictor", &Policy::predictor, predictor_names, splits_kv));
+  r.add(int_knob("partial-dims", "query dimensions of the partial predictor", &Policy::partial_dims, 1, INT_MAX,
+                 splits_kv));
+  r.add(enum_knob<MergeMode>("merge", "merge of host and device results", &Policy::merge, splits_kv));
+  r.add(enum_knob<QuerySource>("query", "host query source", &Policy::query, splits_kv));
   r.add(int_knob("exact-layers", "first layers that use the exact query when speculating", &Policy::exact_layers, 0,
-                 INT_MAX, split));
+                 INT_MAX, splits_kv));
   // At most the CPUs of this machine: more workers than CPUs only contend (and 5000 threads abort).
-  r.add(int_knob("host-threads", "host attention worker threads", &Policy::host_threads, 1, hardware_threads(), split,
+  r.add(int_knob("host-threads", "host attention worker threads", &Policy::host_threads, 1, hardware_threads(), splits_kv,
                  {{0, "every core of the run, cpu-attn's default"}}));
-}
-
-const KnobRegistry& knob_registry() {
-  // Built on first use and never changed afterwards: configuration, not mutable state.
-  static const KnobRegistry registry = [] {
-    KnobRegistry r;
-    register_policy_knobs(r);
-    register_heavy_hitter_knobs(r);
-    register_infinigen_knobs(r);
-    register_sched_knobs(r);
-    // Other modules' knobs: one register_X_knobs(r) line each.
-    return r;
-  }();
-  return registry;
 }
 
 }  // namespace hg

@@ -1,4 +1,4 @@
-// The knob registry: one table of policy knobs {name, help, range, presets, parse, describe}
+// The knob registry: one table of policy knobs {name, help, range, scope, parse, describe}
 // that every front end reads, so a knob is declared once:
 //   - the CLI options (`--NAME VALUE`, add_policy_options in src/cli/common.cpp),
 //   - the YAML policy file (`NAME: VALUE`; today's underscore spellings are accepted too),
@@ -11,8 +11,10 @@
 // against the context, ...) stay in validate_policy.
 //
 // Other modules register their knobs in a function `void register_X_knobs(KnobRegistry&)`
-// listed in knob_registry() (knobs.cpp), with the presets they apply to: a knob given for a
-// preset it does not apply to is an error (`--heavy` with `--policy hybrid`).
+// listed in knob_registry() (attention/policy_knobs.cpp, the layer that sees every part), each
+// saying which policies it applies to by what the policy does (splits its KV cache, drops evicted
+// tokens, prunes with heavy hitters, selects by Post-QKᵀ top-K, ...), never by preset names: a
+// knob given for a policy it does not apply to is an error (`--heavy` with `--policy hybrid`).
 #pragma once
 #include <functional>
 #include <initializer_list>
@@ -27,16 +29,26 @@ namespace hg {
 
 using PresetList = std::vector<std::string>;
 
+// Which policies a knob applies to, by what the policy does, asked of the policy its preset
+// starts from (so that a knob's scope does not depend on the other knobs given with it).
+using KnobScope = bool (*)(const Policy&);
+// The scopes the policy's own knobs use.
+inline bool splits_kv(const Policy& p) { return p.splits_kv(); }
+inline bool drops_evicted(const Policy& p) { return p.splits_kv() && !p.keep_evicted; }
+
 struct Knob {
-  std::string name;                  // CLI long name and YAML key: "window", "partial-dims"
-  std::string help;                  // one line for --help
-  std::string range;                 // accepted values, for help and errors: ">= 1", "all|post|pre"
-  std::string type = "VALUE";        // the value's kind in --help: INT, FLOAT, BOOL, NAME
-  PresetList presets;                // presets it applies to; empty: every preset but `full`
+  std::string name;            // CLI long name and YAML key: "window", "partial-dims"
+  std::string help;            // one line for --help
+  std::string range;           // accepted values, for help and errors: ">= 1", "all|post|pre"
+  std::string type = "VALUE";  // the value's kind in --help: INT, FLOAT, BOOL, NAME
+  KnobScope scope = nullptr;   // the policies it applies to; null: every policy that is not `full`
   std::function<void(Policy&, const std::string&)> parse;  // sets the knob; hg::Error on a bad value
   std::function<std::string(const Policy&)> describe;      // the value as parse() accepts it
 
+  // Whether it applies to the preset of that name (false for a name that is not a preset).
   bool applies_to(const std::string& preset) const;
+  // The presets it applies to, in the preset table's order (--help, errors).
+  PresetList presets() const;
   std::string flag() const { return "--" + name; }
 };
 
@@ -57,34 +69,39 @@ class KnobRegistry {
   std::vector<Knob> knobs_;
 };
 
-// The registry of every module's knobs (built once, immutable afterwards).
-const KnobRegistry& knob_registry();
-
-// The policy knobs of DESIGN.md (window, sinks, k, select, ...): knobs.cpp.
-void register_policy_knobs(KnobRegistry& r);
-// The feedback scheduler's knobs (--sched, --k-min, --k-max, --sched-*): sched_knobs.cpp.
-void register_sched_knobs(KnobRegistry& r);
-// Checks between the scheduler's knobs (--k-min <= --k-max, ...); called by validate_policy.
-void validate_sched_knobs(const Policy& p);
-// The presets that split the KV cache between a device window and the host (hybrid, hgca,
-// cpu-attn, streaming, ...): the presets the window/selection knobs apply to.
-PresetList split_kv_presets();
+// The policy's own knobs (window, sinks, k, select, predictor, ...): knobs.cpp; predictor_names:
+// the predictor table's names (attention/selectors/predictors.h), read when parsing. The other
+// parts register theirs (the scheduler's in src/sched/sched_knobs.cpp, the selectors' beside
+// them), and the registry of them all is attention/policy_knobs.h's knob_registry().
+void register_policy_knobs(KnobRegistry& r, std::vector<std::string> (*predictor_names)());
 
 // ---- helpers to declare knobs of Policy fields ----
+// A field of Policy a knob sets: a member (`&Policy::window`) or a member of one of its parts'
+// groups (`{&Policy::infinigen, &Policy::Infinigen::alpha}`).
+template <typename T>
+struct PolicyField {
+  std::function<T&(Policy&)> ref;
+  PolicyField(T Policy::*f) : ref([f](Policy& p) -> T& { return p.*f; }) {}  // NOLINT: implicit
+  template <typename G>
+  PolicyField(G Policy::*group, T G::*f) : ref([group, f](Policy& p) -> T& { return (p.*group).*f; }) {}
+  T& operator()(Policy& p) const { return ref(p); }
+  T operator()(const Policy& p) const { return ref(const_cast<Policy&>(p)); }  // a read
+};
+
 // hg::Error("--flag: 'value' is not RANGE").
 [[noreturn]] void throw_bad_knob(const std::string& flag, const std::string& value, const std::string& range);
 
 // An integer in [min, max]; `special` documents values outside that range that are allowed too
 // (e.g. {-1, "all host tokens"} for --k).
-Knob int_knob(std::string name, std::string help, int Policy::*field, int min, int max, PresetList presets = {},
+Knob int_knob(std::string name, std::string help, PolicyField<int> field, int min, int max, KnobScope scope = nullptr,
               std::vector<std::pair<int, std::string>> special = {});
-Knob float_knob(std::string name, std::string help, float Policy::*field, float min, float max,
-                PresetList presets = {});
-Knob bool_knob(std::string name, std::string help, bool Policy::*field, PresetList presets = {});
+Knob float_knob(std::string name, std::string help, PolicyField<float> field, float min, float max,
+                KnobScope scope = nullptr);
+Knob bool_knob(std::string name, std::string help, PolicyField<bool> field, KnobScope scope = nullptr);
 
 // One of an enum's names (policy/enum_names.h).
 template <typename E>
-Knob enum_knob(std::string name, std::string help, E Policy::*field, PresetList presets = {}) {
+Knob enum_knob(std::string name, std::string help, E Policy::*field, KnobScope scope = nullptr) {
   std::string range;
   for (const auto& v : enum_names<E>()) range += (range.empty() ? "" : "|") + std::string(v.name);
   Knob k;
@@ -92,7 +109,7 @@ Knob enum_knob(std::string name, std::string help, E Policy::*field, PresetList 
   k.help = std::move(help);
   k.range = range;
   k.type = "NAME";
-  k.presets = std::move(presets);
+  k.scope = scope;
   k.parse = [flag = k.flag(), field, range](Policy& p, const std::string& s) {
     for (const auto& v : enum_names<E>())
       if (v.name == s) {
@@ -106,7 +123,7 @@ Knob enum_knob(std::string name, std::string help, E Policy::*field, PresetList 
 }
 
 // One of the names `names()` lists (read when parsing, so a table filled later is seen).
-Knob name_knob(std::string name, std::string help, std::string Policy::*field, std::vector<std::string> (*names)(),
-               PresetList presets = {});
+Knob name_knob(std::string name, std::string help, PolicyField<std::string> field, std::vector<std::string> (*names)(),
+               KnobScope scope = nullptr);
 
 }  // namespace hg

@@ -4,7 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "attention/selectors/infinigen.h"
 #include "hybridgen/error.h"
 #include "hybridgen/policy.h"
 
@@ -26,7 +25,7 @@ void dropping(Policy& p) {
 
 // H2O and Keyformer: the device keeps window 1024 + heavy 260 = 1284 tokens per kv-head, what
 // hybrid's defaults attend (4 sinks + 1024 + K 256); no sinks (the heavy hitters find them).
-void heavy_hitters(Policy& p, Pruner prune) {
+void heavy_hitters(Policy& p, const char* prune) {
   dropping(p);
   p.n_sinks = 0;
   p.prune = prune;
@@ -72,10 +71,10 @@ const std::vector<PresetInfo>& preset_table() {
       {"streaming", "StreamingLLM", "sinks + recent window on the device; older tokens dropped", dropping},
       {"h2o", "H2O (heavy hitters, Post-QKᵀ)",
        "per kv-head --heavy tokens of largest accumulated attention + --window recent on the device; rest dropped",
-       [](Policy& p) { heavy_hitters(p, Pruner::H2O); }},
+       [](Policy& p) { heavy_hitters(p, "h2o"); }},
       {"keyformer", "Keyformer (Post-QKᵀ)",
        "as h2o, scored by accumulated Gumbel-softmax, τ from --tau-init to --tau-end over the generated tokens",
-       [](Policy& p) { heavy_hitters(p, Pruner::Keyformer); }},
+       [](Policy& p) { heavy_hitters(p, "keyformer"); }},
       {"infinigen", "InfiniGen (Pre-QKᵀ, speculative fetch)",
        "device window; per kv-head the host tokens within --alpha of the max skewed partial score (<= --max-kv), "
        "attended with the true query",
@@ -87,9 +86,9 @@ const std::vector<PresetInfo>& preset_table() {
          split(p);
          p.select = Selection::Pre;
          p.predictor = "infinigen";
-         p.K = p.max_kv;
+         p.K = p.infinigen.max_kv;
          p.query = QuerySource::Speculative;
-         p.exact_layers = InfinigenSelector::kExactLayers;
+         p.exact_layers = 2;  // InfinigenSelector::kExactLayers: layers 0 and 1 take every host token
        }},
       {"quest", "Quest (query-aware pages, Pre-QKᵀ)",
        "device window + sinks; per kv-head the host pages of 16 tokens of largest logit bound Σ max(q·min, q·max), "
@@ -131,6 +130,10 @@ Policy policy_preset(const std::string& name) {
   std::string names;
   for (const auto& n : policy_presets()) names += (names.empty() ? "" : ", ") + n;
   throw Error("--policy: '" + name + "' is not a policy (presets: " + names + ")");
+}
+
+bool window_covers_context(const Policy& p, int ctx) {
+  return p.splits_kv() && ctx > 0 && static_cast<int64_t>(p.window) + p.n_sinks >= ctx;
 }
 
 }  // namespace hg

@@ -16,15 +16,15 @@ FeedbackParams feedback_params(const Policy& p, int k_min, double host_share) {
   FeedbackParams f;
   f.host_share = host_share;
   f.k_min = k_min;
-  f.k_max = p.k_max;
-  f.alpha = p.sched_alpha;
-  f.margin = p.sched_margin;
-  f.grow = 1.0 + p.sched_grow;
-  f.pre_after = p.sched_pre_after;
-  f.hysteresis = p.sched_hysteresis;
-  f.post_margin = p.sched_post_margin;
-  f.probe_every = p.sched_probe;
-  f.shared_loss = p.sched_shared_loss;
+  f.k_max = p.feedback.k_max;
+  f.alpha = p.feedback.alpha;
+  f.margin = p.feedback.margin;
+  f.grow = 1.0 + p.feedback.grow;
+  f.pre_after = p.feedback.pre_after;
+  f.hysteresis = p.feedback.hysteresis;
+  f.post_margin = p.feedback.post_margin;
+  f.probe_every = p.feedback.probe;
+  f.shared_loss = p.feedback.shared_loss;
   f.adapt_k = p.sched == SchedMode::Adaptive || p.sched == SchedMode::AdaptiveK;
   f.adapt_select = p.sched_switches_mode();
   if (p.sched == SchedMode::AdaptiveSelect) {
@@ -37,7 +37,7 @@ FeedbackParams feedback_params(const Policy& p, int k_min, double host_share) {
 }
 
 int resolve_k_min(const Policy& p, const Model& model) {
-  if (p.k_min >= 0) return p.k_min;
+  if (p.feedback.k_min >= 0) return p.feedback.k_min;
   const std::string fingerprint = model_fingerprint(model);
   const auto path = profile_dir() / (fingerprint + ".json");
   const auto profile = read_profile(path, fingerprint);
@@ -153,9 +153,9 @@ std::unique_ptr<BatchScheduler> make_batch_scheduler(const Policy& policy, const
                                                      double host_share) {
   if (!policy.splits_kv()) return nullptr;
   int k_min = policy.sched == SchedMode::Fixed ? 0 : resolve_k_min(policy, model);
-  if (policy.k_min < 0 && k_min > policy.k_max) {
-    spdlog::info("--k-min auto: k_min {} capped at --k-max {}", k_min, policy.k_max);
-    k_min = policy.k_max;
+  if (policy.feedback.k_min < 0 && k_min > policy.feedback.k_max) {
+    spdlog::info("--k-min auto: k_min {} capped at --k-max {}", k_min, policy.feedback.k_max);
+    k_min = policy.feedback.k_max;
   }
   return std::make_unique<BatchScheduler>(policy, k_min, batch, host_share);
 }

@@ -1,5 +1,5 @@
-// The feedback scheduler (DESIGN.md, "Feedback scheduler"; the paper's Algorithm 1, extended):
-// one object per sequence, fed every decode step's measured device stage T_dev, host stage
+// The feedback scheduler (docs/architecture.md, "The feedback scheduler"; the paper's Algorithm 1,
+// extended): one object per sequence, fed every decode step's measured device stage T_dev, host stage
 // T_host and transfer T_tx (summed over layers) and the number of host tokens, returning the next
 // step's K (host tokens per kv-head that take part) and selection mode (Post- or Pre-QKᵀ).
 //

@@ -4,16 +4,14 @@
 #include <climits>
 
 #include "hybridgen/error.h"
-#include "policy/knobs.h"
 #include "sched/batch_scheduler.h"
+#include "sched/sched_knobs.h"
 
 namespace hg {
 
 namespace {
 
-const PresetList kSchedPresets = {"hybrid", "hgca"};
-
-// --k-min N|auto: -1 stands for auto in Policy::k_min.
+// --k-min N|auto: -1 stands for auto in Policy::Feedback::k_min.
 Knob k_min_knob() {
   Knob k;
   k.name = "k-min";
@@ -21,10 +19,10 @@ Knob k_min_knob() {
            std::to_string(kDefaultKMin) + ")";
   k.range = "auto or an integer >= 0";
   k.type = "INT|auto";
-  k.presets = kSchedPresets;
+  k.scope = selects_top_k;
   k.parse = [](Policy& p, const std::string& s) {
     if (s == "auto") {
-      p.k_min = -1;
+      p.feedback.k_min = -1;
       return;
     }
     int v = 0;
@@ -32,50 +30,50 @@ Knob k_min_knob() {
     if (s.empty() || ec != std::errc() || end != s.data() + s.size())
       throw_bad_knob("--k-min", s, "auto or an integer >= 0");
     if (v < 0) throw Error("--k-min must be >= 0 (or auto), got " + s);
-    p.k_min = v;
+    p.feedback.k_min = v;
   };
-  k.describe = [](const Policy& p) { return p.k_min < 0 ? std::string("auto") : std::to_string(p.k_min); };
+  k.describe = [](const Policy& p) { return p.feedback.k_min < 0 ? std::string("auto") : std::to_string(p.feedback.k_min); };
   return k;
 }
 
 }  // namespace
 
 void register_sched_knobs(KnobRegistry& r) {
-  const PresetList& ps = kSchedPresets;
+  const KnobScope ps = selects_top_k;
   r.add(enum_knob<SchedMode>("sched",
                              "feedback scheduler: fixed (--k and --select as given), adaptive (K in [k-min, k-max] "
                              "and Post/Pre selection tuned every step), adaptive-k (K only, Post), adaptive-select "
                              "(Post/Pre only, at --k)",
                              &Policy::sched, ps));
   r.add(k_min_knob());
-  r.add(int_knob("k-max", "largest K of the adaptive scheduler", &Policy::k_max, 1, INT_MAX, ps));
-  r.add(float_knob("sched-alpha", "scheduler: EWMA weight of the newest step's timings", &Policy::sched_alpha, 0.01f,
+  r.add(int_knob("k-max", "largest K of the adaptive scheduler", {&Policy::feedback, &Policy::Feedback::k_max}, 1, INT_MAX, ps));
+  r.add(float_knob("sched-alpha", "scheduler: EWMA weight of the newest step's timings", {&Policy::feedback, &Policy::Feedback::alpha}, 0.01f,
                    1.0f, ps));
   r.add(float_knob("sched-margin", "scheduler: K grows while T_host + T_tx <= (1 - margin) T_dev",
-                   &Policy::sched_margin, 0.0f, 0.9f, ps));
-  r.add(float_knob("sched-grow", "scheduler: the most K grows in one step (0.5: by half)", &Policy::sched_grow, 0.01f,
+                   {&Policy::feedback, &Policy::Feedback::margin}, 0.0f, 0.9f, ps));
+  r.add(float_knob("sched-grow", "scheduler: the most K grows in one step (0.5: by half)", {&Policy::feedback, &Policy::Feedback::grow}, 0.01f,
                    15.0f, ps));
   r.add(int_knob("sched-pre-after", "scheduler: host-bound steps at k-min before switching to Pre-QK selection",
-                 &Policy::sched_pre_after, 1, INT_MAX, ps));
+                 {&Policy::feedback, &Policy::Feedback::pre_after}, 1, INT_MAX, ps));
   r.add(int_knob("sched-hysteresis", "scheduler: steps the predicted Post-QK cost must fit before switching back",
-                 &Policy::sched_hysteresis, 1, INT_MAX, ps));
+                 {&Policy::feedback, &Policy::Feedback::hysteresis}, 1, INT_MAX, ps));
   r.add(int_knob("sched-probe",
                  "scheduler: Pre-QK steps before one Post-QK step measures the key scan afresh (doubling after each, "
                  "up to 8x; 0: never)",
-                 &Policy::sched_probe, 0, INT_MAX, ps));
+                 {&Policy::feedback, &Policy::Feedback::probe}, 0, INT_MAX, ps));
   r.add(float_knob("sched-shared-loss",
                    "scheduler, CPU device: the most of the device's time the host workers may take from it on shared "
                    "cores (the host's budget is min(1, loss / host share) T_dev)",
-                   &Policy::sched_shared_loss, 0.01f, 1.0f, ps));
-  r.add(float_knob("sched-post-margin", "scheduler: ... fit within (1 - post-margin) T_dev", &Policy::sched_post_margin,
+                   {&Policy::feedback, &Policy::Feedback::shared_loss}, 0.01f, 1.0f, ps));
+  r.add(float_knob("sched-post-margin", "scheduler: ... fit within (1 - post-margin) T_dev", {&Policy::feedback, &Policy::Feedback::post_margin},
                    0.0f, 0.9f, ps));
 }
 
 void validate_sched_knobs(const Policy& p) {
   if (p.sched == SchedMode::Fixed) return;
-  if (p.k_min > p.k_max)
-    throw Error("--k-min " + std::to_string(p.k_min) + " is larger than --k-max " + std::to_string(p.k_max));
-  feedback_params(p, p.k_min < 0 ? std::min(kDefaultKMin, p.k_max) : p.k_min);  // the rules' own checks
+  if (p.feedback.k_min > p.feedback.k_max)
+    throw Error("--k-min " + std::to_string(p.feedback.k_min) + " is larger than --k-max " + std::to_string(p.feedback.k_max));
+  feedback_params(p, p.feedback.k_min < 0 ? std::min(kDefaultKMin, p.feedback.k_max) : p.feedback.k_min);  // the rules' own checks
 }
 
 }  // namespace hg

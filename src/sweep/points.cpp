@@ -5,6 +5,7 @@
 
 #include "hybridgen/error.h"
 #include "util/hash.h"
+#include "util/strings.h"
 
 namespace hg::sweep {
 
@@ -22,34 +23,13 @@ size_t option_mention(const std::string& message, const std::string& key) {
   return std::string::npos;
 }
 
-}  // namespace
+// An axis of the product: a grid axis alone, or a zip group as one axis of its length.
+struct Dim {
+  std::vector<const Axis*> axes;
+  size_t size;
+};
 
-nlohmann::json Point::params_json() const {
-  nlohmann::json j = nlohmann::json::object();
-  for (const Param* p : params) j[p->key] = p->json;
-  return j;
-}
-
-std::string Point::describe() const {
-  std::string s;
-  for (const Param* p : params)
-    if (p->varying) s += (s.empty() ? "" : " ") + p->key + "=" + p->value;
-  if (repeat > 0) s += (s.empty() ? "" : " ") + std::string("(repeat ") + std::to_string(repeat + 1) + ")";
-  return s.empty() ? "(fixed parameters only)" : s;
-}
-
-std::vector<std::string> Point::args() const {
-  std::vector<std::string> a;
-  for (const Param* p : params) a.push_back("--" + p->key + "=" + p->value);
-  return a;
-}
-
-std::vector<Point> expand_points(const SweepFile& f) {
-  // Axes of the product: every grid axis alone, every zip group as one axis of its length.
-  struct Dim {
-    std::vector<const Axis*> axes;
-    size_t size;
-  };
+std::vector<Dim> product_dims(const SweepFile& f) {
   std::vector<Dim> dims;
   for (const auto& a : f.grid) dims.push_back({{&a}, a.values.size()});
   for (const auto& g : f.zip) {
@@ -57,8 +37,14 @@ std::vector<Point> expand_points(const SweepFile& f) {
     for (const auto& a : g) d.axes.push_back(&a);
     dims.push_back(d);
   }
-  // Counted before anything is built: a typo (`repeat: 1000000000`, a few long lists) must be an
-  // error line, not an allocation that takes the machine down.
+  return dims;
+}
+
+// The combinations of the product, counted before anything is built: a typo (`repeat:
+// 1000000000`, a few long lists) must be an error line, not an allocation that takes the machine
+// down. Every point's key hashes its parameters' text: bounded too, as a file of a few KB can hold
+// long values (YAML aliases repeat one) that 10,000 points would hash for minutes.
+size_t checked_combinations(const SweepFile& f, const std::vector<Dim>& dims) {
   size_t combos = 1;
   for (const auto& d : dims) {
     if (d.size > kMaxPoints / combos)
@@ -69,9 +55,6 @@ std::vector<Point> expand_points(const SweepFile& f) {
   if (combos > kMaxPoints / static_cast<size_t>(f.repeat))
     throw Error(f.where(f.grid_line) + "the sweep has more than " + std::to_string(kMaxPoints) +
                 " points (grid x zip x repeat); split it into several files");
-
-  // Every point's key hashes its parameters' text: bounded too, as a file of a few KB can hold
-  // long values (YAML aliases repeat one) that 10,000 points would hash for minutes.
   size_t point_bytes = f.task.size();
   for (const auto& p : f.fixed) point_bytes += p.key.size() + p.value.size() + 2;
   for (const auto& d : dims)
@@ -83,27 +66,65 @@ std::vector<Point> expand_points(const SweepFile& f) {
   if (point_bytes > kMaxParameterBytes / combos)
     throw Error(f.where(f.grid_line) + "the sweep's " + std::to_string(combos) + " points hold up to " +
                 std::to_string(point_bytes) + " bytes of parameters each, more than " +
-                std::to_string(kMaxParameterBytes >> 20) + " MiB in all; shorten the values or split it into several files");
+                std::to_string(kMaxParameterBytes >> 20) +
+                " MiB in all; shorten the values or split it into several files");
+  return combos;
+}
 
-  // A point's slots in file order: a fixed parameter, or an axis (with the dimension that indexes it).
-  struct Slot {
-    const Param* fixed;
-    const Axis* axis;
-    size_t dim;
-    const std::string& key() const { return fixed ? fixed->key : axis->key; }
-  };
+// A point's slots in file order: a fixed parameter, or an axis (with the dimension that indexes it).
+struct Slot {
+  const Param* fixed;
+  const Axis* axis;
+  size_t dim;
+  const std::string& key() const { return fixed ? fixed->key : axis->key; }
+};
+
+std::vector<Slot> point_slots(const SweepFile& f, const std::vector<Dim>& dims) {
   std::vector<Slot> slots;
   for (const auto& p : f.fixed) slots.push_back({&p, nullptr, 0});
   for (size_t d = 0; d < dims.size(); ++d)
     for (const Axis* a : dims[d].axes) slots.push_back({nullptr, a, d});
-  // The key hashes "task=T", then "key=value" of every given parameter in sorted order, then
-  // "repeat=R", joined by \x1f. Keys are distinct and hold no '=' (no option does), so sorting by
-  // "key=" sorts the "key=value" strings: the order is fixed once for the file.
+  return slots;
+}
+
+// The order the key hashes the slots in: "task=T", then "key=value" of every given parameter in
+// sorted order, then "repeat=R", joined by \x1f. Keys are distinct and hold no '=' (no option
+// does), so sorting by "key=" sorts the "key=value" strings: the order is fixed once for the file.
+std::vector<size_t> key_order(const std::vector<Slot>& slots) {
   std::vector<size_t> sorted(slots.size());
   for (size_t i = 0; i < sorted.size(); ++i) sorted[i] = i;
   std::sort(sorted.begin(), sorted.end(),
             [&](size_t a, size_t b) { return slots[a].key() + '=' < slots[b].key() + '='; });
+  return sorted;
+}
 
+}  // namespace
+
+nlohmann::json Point::params_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const Param* p : params) j[p->key] = p->json;
+  return j;
+}
+
+std::string Point::describe() const {
+  std::vector<std::string> parts;
+  for (const Param* p : params)
+    if (p->varying) parts.push_back(p->key + "=" + p->value);
+  if (repeat > 0) parts.push_back("(repeat " + std::to_string(repeat + 1) + ")");
+  return parts.empty() ? "(fixed parameters only)" : join(parts, " ");
+}
+
+std::vector<std::string> Point::args() const {
+  std::vector<std::string> a;
+  for (const Param* p : params) a.push_back("--" + p->key + "=" + p->value);
+  return a;
+}
+
+std::vector<Point> expand_points(const SweepFile& f) {
+  const std::vector<Dim> dims = product_dims(f);
+  const size_t combos = checked_combinations(f, dims);
+  const std::vector<Slot> slots = point_slots(f, dims);
+  const std::vector<size_t> sorted = key_order(slots);
   std::vector<Point> points;
   points.reserve(combos * static_cast<size_t>(f.repeat));
   std::vector<size_t> at(dims.size(), 0);  // odometer, the last dimension fastest

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "hybridgen/error.h"
+#include "util/strings.h"
 
 namespace hg::sweep {
 
@@ -59,9 +60,7 @@ class Parser {
         f_.task = scalar(v, line, "task");
         f_.task_line = line;
         if (std::find(tasks_.begin(), tasks_.end(), f_.task) == tasks_.end()) {
-          std::string names;
-          for (const auto& t : tasks_) names += (names.empty() ? "" : ", ") + t;
-          fail(line, "task '" + f_.task + "' is not one of " + names);
+          fail(line, "task '" + f_.task + "' is not one of " + join(tasks_));
         }
       } else if (field == "repeat") {
         const std::string s = scalar(v, line, "repeat");

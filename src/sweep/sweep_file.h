@@ -1,4 +1,4 @@
-// A sweep file (DESIGN.md, "Command line"): which task to run over which points.
+// A sweep file (docs/architecture.md, "Evaluation and sweeps"): which task to run over which points.
 //
 //   name: k-sensitivity
 //   task: fidelity                 # an eval task: bench, ppl, fidelity, passkey, kmin

@@ -1,6 +1,6 @@
 // Pre-tokenizers: split a normalized segment into the words the model encodes one at a time
 // (HF "pre_tokenizer"). Words are byte strings; the ByteLevel pre-tokenizer does not rewrite them
-// into GPT-2's printable alphabet, the byte-level model works on raw bytes instead (see bpe_model.h).
+// into GPT-2's printable alphabet, the byte-level model works on raw bytes instead (BpeModel, src/tokenizer/model.h).
 #pragma once
 #include <memory>
 #include <string>

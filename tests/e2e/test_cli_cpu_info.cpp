@@ -7,7 +7,7 @@
 
 #include "kernels/cpu/cpu_isa.h"
 #include "test_util.h"
-#include "util/cpu_info.h"
+#include "device/cpu_info.h"
 
 namespace hg::test {
 namespace {
@@ -56,6 +56,17 @@ TEST(CpuInfo, InInfoAndEveryBenchFormat) {
   EXPECT_EQ(j["cpu"]["int8_dot"], c.int8_dot);
   EXPECT_EQ(j["cpu"]["prefill_gemm"], c.prefill_gemm);
   EXPECT_EQ(j["cpu"]["usable_cpus"], c.usable_cpus);
+  // The run's precision follows the weights: f32 for this f32 checkpoint, bf16 for a bf16 one.
+  EXPECT_EQ(j["precision"], "f32");
+  EXPECT_NE(info.out.find("precision:    f32 (auto: follows the weights"), std::string::npos) << info.out;
+  const auto precision_of = [](const std::string& args) {
+    const RunResult r = run_hybridgen("info " + args + " --json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out)["precision"].get<std::string>() : std::string();
+  };
+  EXPECT_EQ(precision_of("-m '" + tiny_model("llama-gqa-bf16").string() + "'"), "bf16");
+  EXPECT_EQ(precision_of("-m '" + model + "' --precision bf16"), "bf16");
+  EXPECT_EQ(precision_of("--synthetic '" + (source_dir() / "configs/models/smollm2-135m.yaml").string() + "' --synthetic-dtype q4_0"), "bf16");
 
   const std::string bench = "bench -m '" + model + "' -p 8 -n 2 -r 1 -t 1 ";
   RunResult md = run_hybridgen(bench + "-o md");

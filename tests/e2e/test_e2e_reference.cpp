@@ -102,12 +102,39 @@ TEST(ReferenceBf16, EveryArchitectureThroughEveryBf16PrefillGemm) {
     const Logits sgemm = our_logits(model, dir / "ids.json", ids.size(), dir / "sgemm.npy");
     for (const auto& [gemm, env] : gemms) {
       SCOPED_TRACE(cpu::prefill_gemm_label(gemm));
-      const Logits bf16 =
-          our_logits(model, dir / "ids.json", ids.size(), dir / (env + ".npy"), "", "HG_PREFILL_GEMM=" + env);
+      const Logits bf16 = our_logits(model, dir / "ids.json", ids.size(), dir / (env + ".npy"), "--precision bf16",
+                                     "HG_PREFILL_GEMM=" + env);
       EXPECT_LE(max_diff(expect, bf16), 0.05 * max_abs(expect)) << "max |logit| " << max_abs(expect);
       EXPECT_GT(max_diff(sgemm, bf16), 0.0) << "the bf16 GEMM did not run";
     }
   }
+}
+
+// Precision follows the weights (EngineOptions::precision): an f32 checkpoint computes in f32 on
+// every CPU by default, bit for bit the fp32 sgemm's logits even where the bf16 GEMMs are there
+// and asked for; `--precision bf16` takes them; a bf16 checkpoint takes them by default.
+TEST(ReferenceBf16, PrecisionFollowsTheWeights) {
+  std::string env;
+  if (cpu::prefill_gemm_supported(cpu::PrefillGemm::Avx512Bf16)) env = "HG_PREFILL_GEMM=avx512_bf16";
+  if (cpu::prefill_gemm_supported(cpu::PrefillGemm::AmxBf16)) env = "HG_PREFILL_GEMM=amx";
+  const std::vector<int32_t> ids = random_ids(70, 7);
+  const fs::path dir = temp_dir("ref-precision");
+  write_ids(dir / "ids.json", ids);
+  const fs::path f32_model = tiny_model("llama-gqa");
+  const Logits expect = reference_logits(f32_model, dir / "ids.json", dir / "ref.npy");
+  const Logits sgemm = our_logits(f32_model, dir / "ids.json", ids.size(), dir / "sgemm.npy");
+  const Logits by_default = our_logits(f32_model, dir / "ids.json", ids.size(), dir / "auto.npy", "",
+                                       env.empty() ? "HG_PREFILL_GEMM=amx" : env);
+  EXPECT_EQ(max_diff(sgemm, by_default), 0.0) << "an f32 checkpoint ran a bf16 GEMM by default";
+  EXPECT_LE(max_diff(expect, by_default), 1e-3);
+  if (env.empty()) GTEST_SKIP() << "no AVX512_BF16 on this CPU: f32 is all it computes in";
+  const Logits asked = our_logits(f32_model, dir / "ids.json", ids.size(), dir / "bf16.npy", "--precision bf16", env);
+  EXPECT_GT(max_diff(sgemm, asked), 0.0) << "--precision bf16 did not take the bf16 GEMM";
+  const fs::path bf16_model = tiny_model("llama-gqa-bf16");
+  const Logits bf16_f32 =
+      our_logits(bf16_model, dir / "ids.json", ids.size(), dir / "b-f32.npy", "--precision f32", env);
+  const Logits bf16_auto = our_logits(bf16_model, dir / "ids.json", ids.size(), dir / "b-auto.npy", "", env);
+  EXPECT_GT(max_diff(bf16_f32, bf16_auto), 0.0) << "a bf16 checkpoint did not take the bf16 GEMM by default";
 }
 
 // The CUDA device (the GPU, or the emulated device where there is none: tests/unit/

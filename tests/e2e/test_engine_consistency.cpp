@@ -138,8 +138,8 @@ TEST(Ubatch, AutoIsLargeForExactPrefillsAndKeepsThePruningPoliciesChunk) {
     o.policy = policy_preset(preset);
     o.policy.exact_prefill = !pruning;
     if (preset != "full") o.policy.window = 16;
-    o.policy.heavy = 6;
-    o.policy.k_min = 8;  // no K_min profile lookup
+    o.policy.heavy_hitters.heavy = 6;
+    o.policy.feedback.k_min = 8;  // no K_min profile lookup
     return Engine(*model, o).options().ubatch;
   };
   EXPECT_EQ(resolved("full"), kExactPrefillUbatch);

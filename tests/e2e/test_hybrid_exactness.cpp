@@ -1,7 +1,8 @@
-// The correctness anchor of DESIGN.md: with query `exact` and K = all host tokens, every policy
-// that keeps all tokens gives the logits of `full` attention, for prompts several times longer
-// than the window and many decode steps, batch 1 and a batch of different lengths. `offload`
-// (every token streamed from the host) is exact by construction. So are the pruning and fetching
+// The correctness anchor (docs/architecture.md, "The decode step of a hybrid policy"): with query
+// `exact` and K = all host tokens, every policy that keeps all tokens gives the logits of `full`
+// attention, for prompts several times longer than the window and many decode steps, batch 1 and
+// a batch of different lengths. `offload` (every token streamed from the host) is exact by
+// construction. So are the pruning and fetching
 // presets with budgets that cover the whole context (h2o and keyformer with --heavy >= context,
 // infinigen with --max-kv >= context and a huge --alpha, quest with --k >= context). The token
 // map keeps every position in exactly one place throughout; every decode step's timing record is there, offload moves
@@ -34,12 +35,12 @@ Policy exact_policy(const std::string& preset, MergeMode merge) {
   }
   p.host_threads = 2;
   if (preset == "h2o" || preset == "keyformer") {  // nothing is ever dropped
-    p.heavy = kCtx;
+    p.heavy_hitters.heavy = kCtx;
     return p;
   }
   if (preset == "infinigen") {  // every host token is fetched (selected with the speculative query)
-    p.max_kv = kCtx;
-    p.alpha = 1e9f;
+    p.infinigen.max_kv = kCtx;
+    p.infinigen.alpha = 1e9f;
     return p;
   }
   if (preset == "quest") {  // a page budget that covers every host token: all fetched

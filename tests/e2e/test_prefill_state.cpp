@@ -45,7 +45,7 @@ Policy small_policy(const std::string& preset) {
     p.n_sinks = 4;
     p.evict_block = 8;
     p.K = 24;
-    p.heavy = 16;
+    p.heavy_hitters.heavy = 16;
     p.sched = SchedMode::Fixed;  // a K the feedback scheduler would tune by timing: not reproducible
   }
   return p;
@@ -102,7 +102,7 @@ TEST(PrefillState, LoadingItsOwnStateEqualsItsOwnPrefill) {
   for (const std::string& preset : kSharing) {
     SCOPED_TRACE(preset);
     auto own = make_engine(*model, preset), loaded = make_engine(*model, preset);
-    ASSERT_TRUE(own->shares_prefill());
+    ASSERT_TRUE(own->exact_prefill());
     PrefillState state;
     std::vector<float> a(static_cast<size_t>(own->vocab_size())), b(a.size());
     own->prefill(0, prompt, a.data(), nullptr, &state);
@@ -167,7 +167,7 @@ TEST(PrefillState, PoliciesThatPruneTheirPrefillRefuseAState) {
   for (const std::string& preset : kDropping) {
     SCOPED_TRACE(preset);
     auto e = make_engine(*model, chunk_pruning(preset));
-    EXPECT_FALSE(e->shares_prefill());
+    EXPECT_FALSE(e->exact_prefill());
     expect_error([&] { e->load_state(0, state, nullptr); }, {"drops or prunes tokens during its prefill"});
     PrefillState mine;
     expect_error([&] { e->prefill(0, prompt, nullptr, nullptr, &mine); }, {"drops or prunes tokens"});
@@ -222,7 +222,7 @@ TEST(PrefillState, DroppingPresetsKeepTheWindowAndThePromptsTopScoredTokens) {
     SCOPED_TRACE(preset);
     Policy p = small_policy(preset);
     p.seed = 5;
-    p.tau_init = 0.5f;
+    p.heavy_hitters.tau_init = 0.5f;
     auto e = make_engine(*model, p);
     PrefillState st;
     e->prefill(0, prompt, nullptr, nullptr, &st);
@@ -254,7 +254,7 @@ TEST(PrefillState, DroppingPresetsKeepTheWindowAndThePromptsTopScoredTokens) {
           const float sa = got[static_cast<size_t>(a) * m.n_kv_heads + g], sb = got[static_cast<size_t>(b) * m.n_kv_heads + g];
           return sa != sb ? sa > sb : a > b;
         });
-        order.resize(static_cast<size_t>(std::min(p.heavy, window_from - p.n_sinks)));
+        order.resize(static_cast<size_t>(std::min(p.heavy_hitters.heavy, window_from - p.n_sinks)));
         std::sort(order.begin(), order.end());
         const auto kept = kv.heavy_positions(0, layer, g);
         EXPECT_EQ(std::vector<int32_t>(kept.begin(), kept.end()), order) << "layer " << layer << ", kv-head " << g;

@@ -32,23 +32,23 @@ void check_pruned(const HybridKv& kv, const ModelSpec& spec, const Policy& p, in
     heavy += kv.location(seq, pos).place == TokenPlace::Heavy;
   }
   for (int l = 0; l < spec.n_layers; ++l) {
-    EXPECT_EQ(kv.window(seq, l).capacity, p.window + p.heavy) << "the device cache never grows";
+    EXPECT_EQ(kv.window(seq, l).capacity, p.window + p.heavy_hitters.heavy) << "the device cache never grows";
     for (int g = 0; g < spec.n_kv_heads; ++g) {
       const auto kept = kv.heavy_positions(seq, l, g);
-      EXPECT_LE(static_cast<int>(kept.size()), p.heavy);
+      EXPECT_LE(static_cast<int>(kept.size()), p.heavy_hitters.heavy);
       // once more tokens left the window than there are heavy slots, every slot is in use
-      if (length > p.window + p.heavy + p.evict_block) {
-        EXPECT_EQ(static_cast<int>(kept.size()), p.heavy) << "layer " << l << ", kv-head " << g;
+      if (length > p.window + p.heavy_hitters.heavy + p.evict_block) {
+        EXPECT_EQ(static_cast<int>(kept.size()), p.heavy_hitters.heavy) << "layer " << l << ", kv-head " << g;
       }
       for (const int32_t pos : kept) EXPECT_EQ(kv.location(seq, pos).place, TokenPlace::Heavy);
     }
   }
-  if (length > p.window + p.heavy + p.evict_block) {
+  if (length > p.window + p.heavy_hitters.heavy + p.evict_block) {
     EXPECT_GT(heavy, 0);
   }
   // a position is dropped once no (layer, kv-head) keeps it: certain only when their heavy sets
   // together cannot cover every token before the window (keyformer's noisy scores spread them)
-  if (length > p.window + p.evict_block + p.heavy * spec.n_layers * spec.n_kv_heads) {
+  if (length > p.window + p.evict_block + p.heavy_hitters.heavy * spec.n_layers * spec.n_kv_heads) {
     EXPECT_GT(dropped, 0);
   }
 }
@@ -59,7 +59,7 @@ TEST_P(PruningInvariants, HoldAtEveryStep) {
   auto model = load_model(tiny_model("llama-gqa").string());
   Policy p = policy_preset(GetParam());
   p.window = 16;
-  p.heavy = 6;
+  p.heavy_hitters.heavy = 6;
   p.evict_block = 4;
   p.seed = 3;
   EngineOptions o;
@@ -152,13 +152,13 @@ std::vector<int64_t> check_fetches(Policy p, const std::vector<int>& lengths, in
 
 TEST(InfinigenFetch, ShipsTheChosenTokensKAndVRowsPerLayer) {
   Policy p = policy_preset("infinigen");
-  p.max_kv = 3;
-  p.alpha = 1e9f;  // every token is within alpha of the max: n = max_kv once the host holds more
+  p.infinigen.max_kv = 3;
+  p.infinigen.alpha = 1e9f;  // every token is within alpha of the max: n = max_kv once the host holds more
   // layers 0 and 1 fetch every host token, the others min(max_kv, host tokens) per kv-head
   const auto host = check_fetches(p, {5, 61, 30}, 20, 11, [&](int l, int64_t n) {
-    return l < InfinigenSelector::kExactLayers ? n : std::min<int64_t>(p.max_kv, n);
+    return l < InfinigenSelector::kExactLayers ? n : std::min<int64_t>(p.infinigen.max_kv, n);
   });
-  EXPECT_GT(host[1], p.max_kv);  // the budget really left host tokens behind
+  EXPECT_GT(host[1], p.infinigen.max_kv);  // the budget really left host tokens behind
 }
 
 // Quest under a budget below the host tokens: layers 0 and 1 fetch every host token, the others

@@ -55,7 +55,7 @@ TEST(Sched, AdaptiveWithKMinAboveTheHostTokensEqualsFull) {
   o.policy.n_sinks = 2;
   o.policy.evict_block = 4;
   o.policy.query = QuerySource::Exact;
-  o.policy.k_min = o.policy.k_max = 200;  // more than any sequence's host tokens
+  o.policy.feedback.k_min = o.policy.feedback.k_max = 200;  // more than any sequence's host tokens
   Engine hybrid(*model, o);
   constexpr int kSteps = 40;
   const auto a = decode_batch(full, ids, kSteps), b = decode_batch(hybrid, ids, kSteps);
@@ -97,11 +97,11 @@ TEST(Sched, DelayedHostStageSwitchesToPreAndBack) {
   o.ctx = 410;
   o.policy = policy_preset("hybrid");
   o.policy.window = 64;
-  o.policy.k_min = 32;
+  o.policy.feedback.k_min = 32;
   // The host's budget is all of T_dev, as with cores of its own: on a loaded 2-core machine the
   // default (a tenth of the device's time) puts Post at k_min on the edge of it without any
   // delay, and this test is about the delay.
-  o.policy.sched_shared_loss = 1.0f;
+  o.policy.feedback.shared_loss = 1.0f;
   // The host stage sleeps 80 ms per step (T_dev is ~20 ms) during decode steps [20, 50), spread
   // over its layer jobs: the injected hook stands for a slower host.
   const int n_layers = model->spec.n_layers;

@@ -1,5 +1,5 @@
 // A hybrid policy whose window (+ sinks) covers the whole context keeps every token on the
-// device (DESIGN.md, "Command line"): it runs, equals `full`, and says so once in the log, in the
+// device. That is not an error: it runs, equals `full`, and says so once in the log, in the
 // engine and from generate, bench and perplexity. A context explicitly smaller than the prompt
 // stays an error.
 #include <gtest/gtest.h>

@@ -169,8 +169,8 @@ Policy exact_split_policy(const PolicyCase& c, int ctx) {
   }
   p.host_threads = 2;
   if (c.preset == "infinigen") {
-    p.max_kv = ctx;
-    p.alpha = 1e9f;
+    p.infinigen.max_kv = ctx;
+    p.infinigen.alpha = 1e9f;
   } else if (c.preset == "quest") {
     p.K = ctx;
   } else if (c.preset != "streaming") {
@@ -251,7 +251,7 @@ TEST(CudaPolicyRefusal, H2oAndKeyformerSayTheyNeedTheCpuDevice) {
     SCOPED_TRACE(preset);
     Policy p = policy_preset(preset);
     p.window = 16;
-    p.heavy = 8;
+    p.heavy_hitters.heavy = 8;
     p.host_threads = 2;
     EngineOptions o = options(cuda_test_device(), DType::F32, 128);
     o.policy = p;

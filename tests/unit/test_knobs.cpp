@@ -6,9 +6,12 @@
 #include <CLI/CLI.hpp>
 #include <fstream>
 
+#include "attention/policy_knobs.h"
+#include "attention/selectors/infinigen.h"
+#include "attention/selectors/predictors.h"
+#include "attention/selectors/pruners.h"
 #include "cli/common.h"
 #include "hybridgen/error.h"
-#include "policy/knobs.h"
 #include "util/thread_pool.h"
 #include "test_util.h"
 
@@ -78,6 +81,29 @@ TEST(Knobs, EveryKnobParsesFromCliAndYamlAlikeAndRoundTrips) {
   EXPECT_GT(checked, 10);
 }
 
+// Each knob says which policies it applies to by what they do; these are the presets that gives,
+// which the preset-name lists of earlier versions named (a change here changes the CLI).
+TEST(Knobs, ScopesByWhatAPolicyDoesGiveThePresetsOfBefore) {
+  const KnobRegistry& r = knob_registry();
+  const auto presets = [&](const std::string& name) { return r.find(name)->presets(); };
+  const PresetList split = {"cpu-attn", "hybrid", "hgca", "streaming", "h2o", "keyformer", "infinigen", "quest"};
+  EXPECT_EQ(presets("window"), split);
+  EXPECT_EQ(presets("predictor"), split);
+  EXPECT_EQ(presets("exact-prefill"), (PresetList{"streaming", "h2o", "keyformer"}));
+  EXPECT_EQ(presets("prune"), (PresetList{"h2o", "keyformer"}));
+  EXPECT_EQ(presets("heavy"), (PresetList{"h2o", "keyformer"}));
+  EXPECT_EQ(presets("tau-init"), (PresetList{"keyformer"}));
+  EXPECT_EQ(presets("alpha"), (PresetList{"infinigen"}));
+  EXPECT_EQ(presets("max-kv"), (PresetList{"infinigen"}));
+  EXPECT_EQ(presets("sched"), (PresetList{"hybrid", "hgca"}));
+  EXPECT_EQ(presets("k-min"), (PresetList{"hybrid", "hgca"}));
+  EXPECT_FALSE(r.find("window")->applies_to("not-a-preset"));
+  // The infinigen preset's exact layers are the layers its selector fetches every host token for.
+  EXPECT_EQ(policy_preset("infinigen").exact_layers, InfinigenSelector::kExactLayers);
+  // Every pruner a preset names is a row of the pruner table.
+  for (const auto& preset : policy_presets()) EXPECT_NO_THROW(find_pruner(policy_preset(preset).prune)) << preset;
+}
+
 TEST(Knobs, DescribePolicyListsEveryApplicableKnobWithItsValue) {
   Policy p = policy_preset("hybrid");
   knob_registry().set(p, "k", "64", "--k");
@@ -136,10 +162,12 @@ TEST(Knobs, YamlErrorsNameTheFileAndLine) {
   }
 }
 
-TEST(Knobs, ModulesCanRegisterKnobsForSomePresets) {
+TEST(Knobs, ModulesCanRegisterKnobsForWhatAPolicyDoes) {
   KnobRegistry r;
-  register_policy_knobs(r);
-  r.add(int_knob("exact-layers-copy", "a knob of another module", &Policy::exact_layers, 0, 9, {"hgca"}));
+  register_policy_knobs(r, predictor_names);
+  // A knob of the policies that merge a Post-QKᵀ top-K's partial result by LSE: hgca alone
+  const KnobScope lse_top_k = [](const Policy& p) { return p.merge == MergeMode::Lse && p.select == Selection::Post; };
+  r.add(int_knob("exact-layers-copy", "a knob of another module", &Policy::exact_layers, 0, 9, lse_top_k));
   EXPECT_THROW(r.add(int_knob("window", "twice", &Policy::window, 0, 1)), Error);
   Policy p = policy_preset("hgca");
   r.set(p, "exact_layers_copy", "7", "--exact-layers-copy");

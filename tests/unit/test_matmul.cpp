@@ -17,7 +17,7 @@
 #include "kernels/cpu/matmul_packed.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "matmul_test_util.h"
-#include "util/cpu_info.h"
+#include "device/cpu_info.h"
 #include "util/thread_pool.h"
 
 namespace hg::cpu {
@@ -542,7 +542,7 @@ __attribute__((target("f16c"))) float hw_f16_to_fp32(uint16_t h) {
 }
 
 TEST(Half, F16MatchesF16cExhaustively) {
-  // From CPUID (util/cpu_info): clang 14's __builtin_cpu_supports does not know "f16c".
+  // From CPUID (device/cpu_info): clang 14's __builtin_cpu_supports does not know "f16c".
   const auto& features = hg::cpu_info().features;
   if (std::find(features.begin(), features.end(), "f16c") == features.end()) GTEST_SKIP() << "no F16C to compare with";
   for (uint32_t h = 0; h < 65536; ++h) {

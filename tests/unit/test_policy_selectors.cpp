@@ -78,8 +78,8 @@ TEST(HeavyHitterPruner, KeyformerAddsTheSeededGumbelSoftmax) {
   const ModelSpec spec = small_spec(2, 1, 8, 1);
   Policy p = policy_preset("full");
   p.seed = 42;
-  p.tau_init = 1.0f;
-  p.tau_end = 3.0f;
+  p.heavy_hitters.tau_init = 1.0f;
+  p.heavy_hitters.tau_end = 3.0f;
   const int ctx = 11;
   HeavyHitterPruner sel(SelectorContext{spec, p, ctx, 1}, HeavyHitterPruner::Score::Gumbel);
   const int32_t tokens[3] = {0, 2, 4};
@@ -121,9 +121,9 @@ TEST(InfinigenSelector, SkewsFromObservedQueriesAndFetchesEachKvHeadsBest) {
   const int n_heads = 4, n_kv = 2, hd = 8, n = 40, group = n_heads / n_kv;
   const ModelSpec spec = small_spec(n_heads, n_kv, hd, 4);
   Policy p = policy_preset("full");
-  p.partial_ratio = 0.5f;  // 4 channels of 8
-  p.alpha = 1.5f;
-  p.max_kv = 100;
+  p.infinigen.partial_ratio = 0.5f;  // 4 channels of 8
+  p.infinigen.alpha = 1.5f;
+  p.infinigen.max_kv = 100;
   InfinigenSelector sel(SelectorContext{spec, p, 64, 2});
   std::mt19937 rng(4);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -203,7 +203,7 @@ TEST(InfinigenSelector, SkewsFromObservedQueriesAndFetchesEachKvHeadsBest) {
 
   // max_kv caps; layers 0 and 1 take every host token; sequence 0 is untouched
   Policy capped = p;
-  capped.max_kv = 3;
+  capped.infinigen.max_kv = 3;
   InfinigenSelector sel3(SelectorContext{spec, capped, 64, 2});
   sel3.on_queries(1, 2, q_rows.data(), 30);
   EXPECT_EQ(sel3.choose_k(r, scratch), std::min(3, K));

@@ -12,8 +12,8 @@ HeavyHitterPruner::HeavyHitterPruner(const SelectorContext& c, Score score)
     : score_(score),
       n_layers_(c.spec.n_layers),
       ctx_(c.ctx),
-      tau_init_(c.policy.tau_init),
-      tau_end_(c.policy.tau_end),
+      tau_init_(c.policy.heavy_hitters.tau_init),
+      tau_end_(c.policy.heavy_hitters.tau_end),
       seed_(c.policy.seed),
       scores_(static_cast<size_t>(c.n_seqs) * c.spec.n_layers, TokenScores(c.spec.n_kv_heads, c.ctx)),
       prompt_len_(static_cast<size_t>(c.n_seqs), 0),
@@ -86,26 +86,6 @@ void HeavyHitterPruner::retain(int seq, int layer, int g, std::span<const int32_
   keep_heavy_hitters(acc.head(g), positions, keep, s.keep, s.drop, s.order);
   for (const int32_t p : s.drop) acc.forget(g, p);
   kept.insert(kept.end(), s.keep.begin(), s.keep.end());
-}
-
-std::unique_ptr<HeavyHitterPruner> make_heavy_hitter_pruner(const SelectorContext& c) {
-  if (c.policy.prune == Pruner::H2O) return std::make_unique<HeavyHitterPruner>(c, HeavyHitterPruner::Score::Attention);
-  if (c.policy.prune == Pruner::Keyformer)
-    return std::make_unique<HeavyHitterPruner>(c, HeavyHitterPruner::Score::Gumbel);
-  return nullptr;
-}
-
-void register_heavy_hitter_knobs(KnobRegistry& r) {
-  r.add(enum_knob<Pruner>("prune",
-                          "which device tokens stay beyond the window: the heavy hitters of accumulated attention "
-                          "(h2o) or Gumbel-softmax (keyformer), or none",
-                          &Policy::prune, {"h2o", "keyformer"}));
-  r.add(int_knob("heavy", "heavy hitters per kv-head kept on the device beside the window", &Policy::heavy, 0, INT_MAX,
-                 {"h2o", "keyformer"}));
-  r.add(float_knob("tau-init", "Gumbel-softmax temperature at the first generated token", &Policy::tau_init, 0.0625f,
-                   100.0f, {"keyformer"}));
-  r.add(float_knob("tau-end", "Gumbel-softmax temperature at the last position of the context", &Policy::tau_end,
-                   0.0625f, 100.0f, {"keyformer"}));
 }
 
 }  // namespace hg

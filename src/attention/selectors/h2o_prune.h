@@ -14,26 +14,26 @@
 
 #include "attention/prompt_scores.h"
 #include "attention/selectors/h2o_scores.h"
+#include "attention/selectors/pruners.h"
 #include "attention/selectors/selector.h"
-#include "policy/knobs.h"
 
 namespace hg {
 
-class HeavyHitterPruner final : public AttentionObserver, public TokenRetainer {
+class HeavyHitterPruner final : public TokenPruner {
  public:
   enum class Score { Attention, Gumbel };  // h2o, keyformer
 
   HeavyHitterPruner(const SelectorContext& c, Score score);
-  std::string name() const { return score_ == Score::Attention ? "h2o" : "keyformer"; }
+  std::string name() const override { return score_ == Score::Attention ? "h2o" : "keyformer"; }
   void observe(const ObservedAttention& o, int g_begin, int g_end) override;
   void retain(int seq, int layer, int g, std::span<const int32_t> positions, int keep,
               std::vector<int32_t>& kept) override;
-  void reset(int seq);
+  void reset(int seq) override;
   // The prompt scores this pruner keeps tokens by after an exact prefill (h2o's attention, or
   // keyformer's Gumbel-softmax with its seed and τ_init), and taking them for (seq, layer):
   // scores [n_tokens][n_kv_heads], the prompt n_tokens long.
-  PromptScoreSpec prompt_score_spec() const;
-  void learn_prompt_scores(int seq, int layer, const float* scores, int n_tokens);
+  PromptScoreSpec prompt_score_spec() const override;
+  void learn_prompt_scores(int seq, int layer, const float* scores, int n_tokens) override;
 
   const TokenScores& scores(int seq, int layer) const { return scores_[static_cast<size_t>(seq) * n_layers_ + layer]; }
 
@@ -52,11 +52,5 @@ class HeavyHitterPruner final : public AttentionObserver, public TokenRetainer {
   std::vector<int> prompt_len_;       // per sequence: prompt rows observed (Keyformer's τ)
   std::vector<HeadScratch> scratch_;  // [n_kv_heads]
 };
-
-// The policy's pruner (--prune h2o|keyformer, set by those presets): a HeavyHitterPruner, else null.
-std::unique_ptr<HeavyHitterPruner> make_heavy_hitter_pruner(const SelectorContext& c);
-
-// --prune, --heavy (h2o, keyformer), --tau-init, --tau-end (keyformer).
-void register_heavy_hitter_knobs(KnobRegistry& r);
 
 }  // namespace hg

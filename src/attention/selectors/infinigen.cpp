@@ -13,9 +13,9 @@ namespace hg {
 InfinigenSelector::InfinigenSelector(const SelectorContext& c)
     : spec_(c.spec),
       ctx_(c.ctx),
-      n_partial_(partial_channel_count(c.spec.head_dim, c.policy.partial_ratio)),
-      alpha_(c.policy.alpha),
-      max_kv_(c.policy.max_kv),
+      n_partial_(partial_channel_count(c.spec.head_dim, c.policy.infinigen.partial_ratio)),
+      alpha_(c.policy.infinigen.alpha),
+      max_kv_(c.policy.infinigen.max_kv),
       layers_(static_cast<size_t>(c.n_seqs) * c.spec.n_layers) {}
 
 void InfinigenSelector::reset(int seq) {
@@ -121,12 +121,17 @@ const std::vector<PartialProjection>* InfinigenSelector::projection(int seq, int
   return s.skewed ? &s.proj : nullptr;
 }
 
+namespace {
+// The policies whose Pre-QKᵀ predictor is InfiniGen's.
+bool predicts_with_infinigen(const Policy& p) { return p.splits_kv() && p.predictor == "infinigen"; }
+}  // namespace
+
 void register_infinigen_knobs(KnobRegistry& r) {
   r.add(float_knob("partial-ratio", "share of each head's skewed query/key channels used to speculate",
-                   &Policy::partial_ratio, 0.015625f, 1.0f, {"infinigen"}));
-  r.add(float_knob("alpha", "fetch the tokens whose partial score is within alpha of the head's max", &Policy::alpha,
-                   0.0f, 1e9f, {"infinigen"}));
-  r.add(int_knob("max-kv", "at most this many fetched tokens per kv-head", &Policy::max_kv, 0, INT_MAX, {"infinigen"}));
+                   {&Policy::infinigen, &Policy::Infinigen::partial_ratio}, 0.015625f, 1.0f, predicts_with_infinigen));
+  r.add(float_knob("alpha", "fetch the tokens whose partial score is within alpha of the head's max", {&Policy::infinigen, &Policy::Infinigen::alpha},
+                   0.0f, 1e9f, predicts_with_infinigen));
+  r.add(int_knob("max-kv", "at most this many fetched tokens per kv-head", {&Policy::infinigen, &Policy::Infinigen::max_kv}, 0, INT_MAX, predicts_with_infinigen));
 }
 
 }  // namespace hg

@@ -1,4 +1,4 @@
-#include "util/cpu_info.h"
+#include "device/cpu_info.h"
 
 #include <cpuid.h>
 #include <sched.h>

@@ -1,17 +1,34 @@
-// A policy's YAML file, its checks and its one-line description (the presets: presets.cpp; the
-// knobs: knobs.cpp and the parts that own them).
-#include "hybridgen/policy.h"
+// The registry of every part's knobs, and what reads it: a policy's YAML file, its checks and its
+// one-line description (the presets: src/policy/presets.cpp).
+#include "attention/policy_knobs.h"
 
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
 #include <sstream>
 
+#include "attention/selectors/infinigen.h"
+#include "attention/selectors/predictors.h"
+#include "attention/selectors/pruners.h"
 #include "hybridgen/error.h"
-#include "policy/knobs.h"
-#include "util/thread_pool.h"
+#include "sched/sched_knobs.h"
 
 namespace hg {
+
+const KnobRegistry& knob_registry() {
+  // Built on first use and never changed afterwards: configuration, not mutable state. The order
+  // is the order of --help and of describe_policy.
+  static const KnobRegistry registry = [] {
+    KnobRegistry r;
+    register_policy_knobs(r, predictor_names);
+    register_pruner_knobs(r);
+    register_infinigen_knobs(r);
+    register_sched_knobs(r);
+    // Other parts' knobs: one register_X_knobs(r) line each.
+    return r;
+  }();
+  return registry;
+}
 
 void apply_policy_yaml(Policy& p, const std::string& path) {
   YAML::Node root;
@@ -38,10 +55,6 @@ void apply_policy_yaml(Policy& p, const std::string& path) {
     else
       knobs.set(p, key, v.as<std::string>(), where);
   }
-}
-
-bool window_covers_context(const Policy& p, int ctx) {
-  return p.splits_kv() && ctx > 0 && static_cast<int64_t>(p.window) + p.n_sinks >= ctx;
 }
 
 void validate_policy(const Policy& p, int /*ctx*/) {
@@ -81,7 +94,7 @@ std::string describe_policy(const Policy& p) {
     o << sep << k->name << " " << k->describe(p);
     sep = ", ";
   }
-  if (p.prune == Pruner::Keyformer) o << sep << "seed " << p.seed;  // --seed: the Gumbel noise
+  if (find_pruner(p.prune).seeded) o << sep << "seed " << p.seed;  // --seed: the Gumbel noise
   return o.str();
 }
 
