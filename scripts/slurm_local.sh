@@ -9,13 +9,35 @@
 #   scripts/slurm_local.sh stop DIR               cancels every job, stops every daemon and job
 #                                                 process of the cluster; idempotent.
 #
-# Exit status 77 (with one line on stderr saying why) when no cluster can run here: not root,
-# the packages missing (scripts/setup.sh installs them), or a daemon that does not come up.
+# Exit status 77 (with one line on stderr saying why) when no cluster can run here: not root, or
+# the packages missing (scripts/setup.sh installs them); a test skips then. Anything else that
+# keeps the cluster from coming up (munge, slurmctld or slurmd failing to start, the node never
+# becoming idle) is a failure, exit status 1: a line saying what, then the last lines of the
+# daemons' logs, on stderr.
 set -euo pipefail
 
 die_skip() {
   echo "slurm_local: $*" >&2
   exit 77
+}
+
+# The last lines of each of the named logs that exist (a daemon that dies before it opens its log
+# leaves its error in DIR/log/*.out).
+log_tails() {
+  local log
+  for log in "$@"; do
+    [ -s "$log" ] || continue
+    echo "--- last lines of $log:"
+    tail -n 20 "$log"
+  done
+}
+
+# A cluster that should have come up and did not: exit 1 with the reason and the logs' last lines
+# (log_tails, taken before stopping the cluster, whose shutdown would bury them) on stderr.
+die() {
+  echo "slurm_local: $1" >&2
+  [ -z "${2:-}" ] || printf '%s\n' "$2" >&2
+  exit 1
 }
 
 pid_of() { [ -s "$1" ] && cat "$1" 2>/dev/null || true; }
@@ -75,12 +97,14 @@ start() {
   chmod 700 "$dir" "$dir/munge"
 
   # munge: its own key and socket, so it neither needs nor disturbs a system munged.
-  [ -s "$dir/munge/munge.key" ] || mungekey --create --keyfile="$dir/munge/munge.key" --bits=1024 >/dev/null 2>&1 ||
-    die_skip "mungekey could not create a key"
+  [ -s "$dir/munge/munge.key" ] ||
+    mungekey --create --keyfile="$dir/munge/munge.key" --bits=1024 >"$dir/log/mungekey.out" 2>&1 ||
+    die "mungekey could not create a key" "$(log_tails "$dir/log/mungekey.out")"
   chmod 400 "$dir/munge/munge.key"
   munged --force --socket="$dir/munge/munge.sock" --key-file="$dir/munge/munge.key" \
     --pid-file="$dir/munge/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge/munged.seed" \
-    >/dev/null 2>&1 || die_skip "munged did not start: $(tail -n1 "$dir/log/munged.log" 2>/dev/null)"
+    >>"$dir/log/munged.out" 2>&1 ||
+    die "munged did not start" "$(log_tails "$dir/log/munged.out" "$dir/log/munged.log")"
 
   local ctld_port slurmd_port cpus
   ctld_port=$(free_port)
@@ -125,10 +149,17 @@ NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
   export SLURM_CONF=$conf
-  slurmctld -f "$conf" -i >>"$dir/log/slurmctld.out" 2>&1 ||
-    { stop "$dir"; die_skip "slurmctld did not start: $(tail -n1 "$dir/log/slurmctld.log" 2>/dev/null)"; }
-  slurmd -f "$conf" -N localhost >>"$dir/log/slurmd.out" 2>&1 ||
-    { stop "$dir"; die_skip "slurmd did not start: $(tail -n1 "$dir/log/slurmd.log" 2>/dev/null)"; }
+  local logs
+  if ! slurmctld -f "$conf" -i >>"$dir/log/slurmctld.out" 2>&1; then
+    logs=$(log_tails "$dir/log/slurmctld.out" "$dir/log/slurmctld.log")
+    stop "$dir"
+    die "slurmctld did not start" "$logs"
+  fi
+  if ! slurmd -f "$conf" -N localhost >>"$dir/log/slurmd.out" 2>&1; then
+    logs=$(log_tails "$dir/log/slurmd.out" "$dir/log/slurmd.log")
+    stop "$dir"
+    die "slurmd did not start" "$logs"
+  fi
   if [ -n "$owner" ]; then
     (
       trap '' HUP
@@ -145,10 +176,9 @@ CONF
     sleep 0.2
   done
   if [ "$state" != idle ]; then
-    local why
-    why=$(grep -h -i -E "error|fatal" "$dir/log/slurmd.log" "$dir/log/slurmctld.log" 2>/dev/null | tail -n1)
+    logs=$(log_tails "$dir/log/slurmd.out" "$dir/log/slurmd.log" "$dir/log/slurmctld.out" "$dir/log/slurmctld.log")
     stop "$dir"
-    die_skip "the node did not become idle (state '${state}'): ${why:-see $dir/log}"
+    die "the node did not become idle within 30 s (state '${state}')" "$logs"
   fi
   echo "SLURM_CONF=$conf"
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 namespace hg {
@@ -50,14 +51,15 @@ Progress::Progress(std::string label, int64_t total, std::string unit, const Pro
       total_(total),
       options_(options),
       mode_(resolve_progress_mode(options.mode, options.out)),
-      start_(std::chrono::steady_clock::now()) {
+      start_(now()) {
   if (!options_.out) mode_ = ProgressMode::Off;
 }
 
 Progress::~Progress() { finish(); }
 
-double Progress::elapsed() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+double Progress::now() const {
+  if (options_.clock) return options_.clock();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void Progress::update(int64_t done, std::string_view status) {

@@ -31,6 +31,15 @@ TEST(FidelityTail, OnePrefillPerWindowForSharingPoliciesAndOneEachOtherwise) {
   EXPECT_EQ(hybrid["prefills"], 2);   // the reference's, placed into the policy's engine
   EXPECT_EQ(hybrid["prefill_loads"], 2);
   EXPECT_GT(hybrid["kl_mean"].get<double>(), 0.0);
+  // The tail path places full's prefill into the policy's engine: with every host token and the
+  // exact query, hybrid then measures as full does (what kl_mean > 0 above cannot tell: on these
+  // random tiny models attention moves the logits by ~1e-6, so any K gives a KL near 0).
+  const auto exact = eval("hybrid --window 16 --sched fixed --select all --k -1 --query exact");
+  EXPECT_EQ(exact["prefill_loads"], 2);
+  EXPECT_EQ(exact["top1_agreement"], 1.0);
+  EXPECT_NEAR(exact["kl_mean"].get<double>(), 0.0, 1e-9);
+  EXPECT_NEAR(exact["ppl"].get<double>(), exact["ref_ppl"].get<double>(), 1e-6 * exact["ppl"].get<double>());
+  EXPECT_LT(exact["kl_mean"].get<double>(), hybrid["kl_mean"].get<double>());
   const auto streaming = eval("streaming --window 16");
   EXPECT_EQ(streaming["prefills"], 2);  // streaming evicts after an exact prefill: full's serves it
   EXPECT_EQ(streaming["prefill_loads"], 2);

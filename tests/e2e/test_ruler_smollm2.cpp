@@ -2,13 +2,14 @@
 // three policies answer the same samples; full records each sample's prefill, hybrid starts from
 // it, streaming (which drops tokens in its prefill) prefills itself. Measured at 1024 tokens, seed
 // 42: full and hybrid (window 128 + K 64) find the needle of both samples of niah_single_1 and
-// niah_single_2, streaming with a 192-token window finds none; the test asserts the counts the
-// shared prefill implies, that full finds at least one needle of each task, and that hybrid
-// replies the same after full's prefill as after its own.
+// niah_single_2, h2o (heavy 64) and streaming with a 192-token window find none; the test asserts
+// the counts the shared prefill implies, each policy's scores, and that hybrid replies the same
+// after full's prefill as after its own.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -61,9 +62,19 @@ TEST(RulerSmolLM2, ThreePoliciesOnePrefillPerSample) {
         if (a["task"] == task) sum += a["scores"][p["policy"].get<std::string>()].get<double>(), ++n;
       EXPECT_NEAR(100 * sum / n, p["tasks"][task]["score"].get<double>(), 1e-9) << p["policy"] << " " << task;
     }
-  const auto& full = j["policies"][0]["tasks"];
-  EXPECT_GE(full["niah_single_1"]["score"].get<double>(), 50.0) << j.dump();
-  EXPECT_GE(full["niah_single_2"]["score"].get<double>(), 50.0) << j.dump();
+  // Every policy's score, fixed by a reference run anyone can repeat (the command of ruler() above
+  // with the four policies; 6 Dec 2026, on the default arithmetic, bf16 on a Zen 4 and fp32 with
+  // HG_CPU_ISA=avx2, the same scores): full and hybrid (window 128 + its top 64 of ~800 host
+  // tokens) find every needle; h2o's 64 heavy hitters and streaming's window of 192 lose them
+  // (the needle sits before the window and the prompt's attention does not single it out at this
+  // size). A selector that picks the wrong 64 tokens loses hybrid's needles; a host path that
+  // ships nothing makes hybrid a streaming policy.
+  const std::map<std::string, double> want = {
+      {"full", 100.0}, {hybrid, 100.0}, {h2o, 0.0}, {"streaming:window=192:exact-prefill=false", 0.0}};
+  for (const auto& p : j["policies"])
+    for (const std::string task : {"niah_single_1", "niah_single_2"})
+      EXPECT_EQ(p["tasks"][task]["score"].get<double>(), want.at(p["policy"].get<std::string>()))
+          << p["policy"] << " " << task;
   const auto& mean = j["policies"][0]["mean"];
   EXPECT_LE(mean["ci95"][0].get<double>(), mean["score"].get<double>());
   EXPECT_GE(mean["ci95"][1].get<double>(), mean["score"].get<double>());

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "attention/layer_attention.h"
 #include "hybridgen/engine.h"
 #include "hybridgen/model.h"
 #include "test_util.h"
@@ -26,6 +27,10 @@ std::vector<float> run_engine(const Model& model, const Policy& policy, const st
   o.policy = policy;
   Engine engine(model, o);
   *description = engine.describe_attention();
+  // A window that covers the context runs as `full`: no split cache, no host stage.
+  if (policy.splits_kv()) {
+    EXPECT_EQ(engine.attention().split_kv(), nullptr) << *description;
+  }
   std::vector<float> logits(static_cast<size_t>(engine.vocab_size())), out;
   engine.prefill(0, std::span(ids.data(), static_cast<size_t>(prompt)), logits.data());
   out = logits;

@@ -3,7 +3,9 @@
 // runs a sweep as a job array of 4 tasks and a dependent merge job. One task is cancelled with
 // scancel while it runs and requeued with scontrol requeue; it resumes its shard, and the merged
 // results equal the same sweep run in one process (point keys, parameters and metrics).
-// Skipped, with the reason, where no cluster can start (not root, packages missing).
+// Skipped, with the reason, where no cluster can run (not root, packages missing: the script's
+// exit status 77); a cluster that should come up and does not (a daemon that fails to start, a
+// node that never becomes idle) fails the test with the daemons' last log lines.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -35,7 +37,8 @@ class LocalSlurm {
   LocalSlurm(const LocalSlurm&) = delete;
   LocalSlurm& operator=(const LocalSlurm&) = delete;
 
-  int status() const { return status_; }  // 0: up; 77: cannot run here
+  // 0: up; 77: cannot run here (message: why); else it failed to come up (message: the logs).
+  int status() const { return status_; }
   const std::string& message() const { return message_; }
   // A command run against this cluster (SLURM_CONF names it for this command only: the test
   // process itself must not carry it, as stopping the cluster ends every process that does).
@@ -72,7 +75,7 @@ TEST(SlurmCluster, AJobArrayWithACancelledAndRequeuedTaskMergesToTheOneProcessRe
   const fs::path dir = temp_dir("slurm");
   const LocalSlurm cluster(dir / "cluster");
   if (cluster.status() == 77) GTEST_SKIP() << cluster.message();
-  ASSERT_EQ(cluster.status(), 0) << cluster.message();
+  ASSERT_EQ(cluster.status(), 0) << "scripts/slurm_local.sh start failed:\n" << cluster.message();
 
   // 12 points of one to two seconds each (4000 ids token by token, in windows of 1000), in one
   // process.

@@ -112,9 +112,12 @@ TEST(CudaAttention, DecodeAt32kPositions) {
   run_case(*d, {DType::BF16, 32, 8, 128, 32768, 2}, 12);
 }
 
-// The CPU device on 3 threads: an odd pool, so the item runs are uneven.
+// The CPU device on 3 threads: an odd pool, so the item runs are uneven. In fp32 (Device::
+// bf16_compute false, an f32 checkpoint's precision), held to the fp32 twin; the bf16 products a
+// bf16 or quantized checkpoint takes over a bf16 cache are held to their bf16-rounded twin in
+// tests/unit/test_prefill_attention.cpp.
 TEST(CpuDeviceAttention, PrefillTilesCausally) {
-  auto d = make_cpu_device(3);
+  auto d = make_cpu_device(3, /*bf16=*/false);
   const int shapes[][3] = {{4, 2, 16}, {9, 3, 64}, {8, 8, 128}, {12, 1, 64}, {6, 2, 96}};
   uint32_t seed = 2000;
   for (DType t : {DType::F32, DType::F16, DType::BF16})

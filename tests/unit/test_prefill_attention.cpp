@@ -115,7 +115,7 @@ void expect_close(const std::vector<float>& a, const std::vector<float>& b, floa
 }
 
 // The prefill GEMM (and with it the prefill attention's products: prefill_attention_bf16.h) for
-// a scope; the suite's own is fp32 (tests/test_env.cpp).
+// a scope; outside one, what the CPU has (bf16 products over a bf16 cache at the AVX512_BF16 level).
 class ScopedPrefillGemm {
  public:
   explicit ScopedPrefillGemm(PrefillGemm g) { override_prefill_gemm(g); }
@@ -134,6 +134,7 @@ std::vector<PrefillGemm> bf16_product_choices() {
 // Runs the tiled kernel with every ISA, in two item ranges with separate scratch (as two pool
 // threads would), and compares with the scalar twin.
 void check_against_twin(const Problem& p, const std::string& name) {
+  const ScopedPrefillGemm fp32(PrefillGemm::Sgemm);  // the fp32 products the scalar twin computes
   std::vector<float> ref_out, ref_lse, out, lse;
   PrefillAttentionScratch scratch, scratch2;
   const PrefillAttentionArgs ra = p.args(ref_out, ref_lse);

@@ -5,11 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 
 #include "util/progress.h"
 
@@ -97,9 +95,12 @@ TEST(Progress, LinesHaveNoBarAndNoCarriageReturn) {
 TEST(Progress, QuickWorkAndOffShowNothing) {
   MemoryStream s;
   {
+    double now = 0;
     ProgressOptions o = immediate(ProgressMode::Bar, s.get());
-    o.delay_s = 60;  // the work ends long before the delay
+    o.clock = [&now] { return now; };
+    o.delay_s = 60;
     Progress p("prefill", 10, "tokens", o);
+    now = 59.5;  // the work ends before the delay
     p.update(10);
   }
   {
@@ -111,11 +112,16 @@ TEST(Progress, QuickWorkAndOffShowNothing) {
 
 TEST(Progress, LinesAreRateLimited) {
   MemoryStream s;
+  double now = 0;
   ProgressOptions o = immediate(ProgressMode::Lines, s.get());
+  o.clock = [&now] { return now; };
   o.line_interval_s = 60;
   {
     Progress p("bench", 1000, "runs", o);
-    for (int i = 1; i <= 1000; ++i) p.update(i);
+    for (int i = 1; i <= 1000; ++i) {
+      now = 0.0599 * i;  // the last at 59.9 s
+      p.update(i);
+    }
   }
   EXPECT_TRUE(s.text().empty()) << s.text();  // under a minute: not one periodic line
 }
@@ -138,14 +144,27 @@ TEST(Progress, AutoPicksBarOnATerminalAndLinesInAPipe) {
   close(fds[0]);
 }
 
+// The clock is the test's: rate and ETA are exact, whatever the machine's speed.
 TEST(Progress, EtaFromTheRateSoFar) {
   MemoryStream s;
-  Progress p("x", 100, "tokens", immediate(ProgressMode::Lines, s.get()));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  p.update(50);  // 50 tokens in ~0.2 s: ~250 tokens/s, 50 left: ETA ~0.2 s, rounds to 0:00
-  const std::string t = s.text();
-  EXPECT_NE(t.find("ETA 0:00"), std::string::npos) << t;
+  double now = 1000;  // seconds on the reporter's clock
+  ProgressOptions o = immediate(ProgressMode::Lines, s.get());
+  o.clock = [&now] { return now; };
+  {
+    Progress p("x", 100, "tokens", o);
+    now = 1000.2;
+    p.update(50);  // 50 tokens in 0.2 s: 250 tokens/s, 50 left: ETA 0.2 s, rounded to 0:00
+    now = 1059.6;
+    p.update(50);  // 50 in 59.6 s: 50 left take 59.6 s, rounded to 1:00
+    now = 1080;
+    p.update(100);  // done in 80 s
+  }
+  EXPECT_EQ(s.text(),
+            "x 50/100 tokens 50% 250 tokens/s ETA 0:00\n"
+            "x 50/100 tokens 50% 0.84 tokens/s ETA 1:00\n"
+            "x 100/100 tokens 100% 1.25 tokens/s in 1:20\n");
   EXPECT_EQ(format_duration(75), "1:15");
+  EXPECT_EQ(format_duration(74.5), "1:15");  // halves round up
   EXPECT_EQ(format_duration(3725), "1:02:05");
   EXPECT_EQ(format_duration(-1), "?");
 }

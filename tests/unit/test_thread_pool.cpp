@@ -2,12 +2,18 @@
 // back-to-back jobs (the decode loop's pattern); built under TSan by `make test-tsan`.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <ctime>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -107,26 +113,137 @@ TEST(ThreadPool, FewerUnitsThanThreadsWakeOnlyWhatTheyNeed) {
   EXPECT_EQ(calls.load(), 2);
 }
 
+// Holds threads of this process in a signal handler until released, so that a test decides which
+// of a pool's workers have not started a job yet instead of racing them. A signal handler sees
+// only globals: the threads to hold (their ids, 0 once released) and how many are held now.
+constexpr int kMaxHeld = 8;
+std::atomic<pid_t> g_to_hold[kMaxHeld];
+std::atomic<int> g_held{0};
+
+pid_t thread_id() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+// Holds the thread until released or, so that a pool waiting for a held worker fails the test
+// rather than hanging it, for a minute at most.
+void hold_this_thread(int) {
+  const int saved_errno = errno;
+  const pid_t self = thread_id();
+  for (auto& slot : g_to_hold) {
+    if (slot.load() != self) continue;
+    g_held.fetch_add(1);
+    timespec start{}, now{};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    const timespec pause{0, 100'000};
+    do {
+      nanosleep(&pause, nullptr);  // async-signal-safe, unlike a futex wait
+      clock_gettime(CLOCK_MONOTONIC, &now);
+    } while (slot.load() == self && now.tv_sec - start.tv_sec < 60);
+    g_held.fetch_sub(1);
+  }
+  errno = saved_errno;
+}
+
+// Waits for `done` (a guard against a hang only: the checks do not depend on how long it takes).
+template <typename Fn>
+bool eventually(Fn done) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+class HeldThreads {
+ public:
+  HeldThreads() {
+    struct sigaction sa {};
+    sa.sa_handler = hold_this_thread;  // no SA_RESTART: a worker asleep in a futex wakes to take it
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, &previous_);
+  }
+  ~HeldThreads() {
+    release_all();
+    eventually([] { return g_held.load() == 0; });
+    sigaction(SIGUSR1, &previous_, nullptr);
+  }
+  HeldThreads(const HeldThreads&) = delete;
+  HeldThreads& operator=(const HeldThreads&) = delete;
+
+  // Holds these threads (at most kMaxHeld, while none is held); returns once all of them are held.
+  bool hold(const std::vector<pid_t>& ids) {
+    if (ids.size() > kMaxHeld || g_held.load() != 0) return false;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      g_to_hold[i].store(ids[i]);
+      syscall(SYS_tgkill, getpid(), ids[i], SIGUSR1);
+    }
+    return eventually([&] { return g_held.load() == static_cast<int>(ids.size()); });
+  }
+  void release(pid_t id) {
+    for (auto& slot : g_to_hold)
+      if (slot.load() == id) slot.store(0);
+  }
+  void release_all() {
+    for (auto& slot : g_to_hold) slot.store(0);
+  }
+
+ private:
+  struct sigaction previous_ {};
+};
+
+// A worker that has not started a job when the caller has run its own chunk 0 (held here in a
+// signal handler; in a run, descheduled or still waking from its futex) has its chunk run by the
+// caller, once, with the chunk's index; a worker that starts in time runs its own chunk.
 TEST(ThreadPool, CallerRunsTheChunksOfWorkersNotStartedYet) {
-  // Workers asleep (past their spin) wake through a futex, later than the caller finishes a
-  // trivial chunk 0: the caller then runs their chunks, each once, with the chunk's index.
   ThreadPool pool(3);
-  const auto caller = std::this_thread::get_id();
-  int by_caller = 0;
-  for (int job = 0; job < 20; ++job) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    std::vector<std::atomic<int>> hits(3);
-    std::atomic<int> stolen{0};
+  const pid_t caller = thread_id();
+  // Runs a job of 3 chunks; returns the thread that ran each chunk. chunk0 (may be empty): what
+  // chunk 0 does first, given the runs of each chunk so far.
+  using Hits = std::vector<std::atomic<int>>;
+  auto job = [&](const std::function<void(const Hits&)>& chunk0) {
+    Hits hits(3);
+    std::vector<std::atomic<pid_t>> runner(3);
     pool.parallel_for(3, [&](int64_t b, int64_t e, int t) {
       ASSERT_EQ(e - b, 1);
       ASSERT_EQ(b, t);  // thread_index is the chunk's, whoever runs it
+      if (t == 0 && chunk0) chunk0(hits);
+      runner[static_cast<size_t>(b)].store(thread_id());
       hits[static_cast<size_t>(b)].fetch_add(1);
-      if (t != 0 && std::this_thread::get_id() == caller) stolen.fetch_add(1);
     });
-    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
-    by_caller += stolen.load();
-  }
-  EXPECT_GT(by_caller, 0);
+    std::vector<pid_t> out;
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(hits[i].load(), 1) << "chunk " << i;
+      out.push_back(runner[i].load());
+    }
+    return out;
+  };
+
+  // While the caller's chunk 0 waits for the others, only their workers can run them: each runs
+  // its own, which also tells the workers' thread ids.
+  std::vector<pid_t> ran = job([](const Hits& hits) {
+    EXPECT_TRUE(eventually([&] { return hits[1].load() + hits[2].load() == 2; })) << "the workers never ran";
+  });
+  const pid_t worker1 = ran[1], worker2 = ran[2];
+  ASSERT_NE(worker1, caller);
+  ASSERT_NE(worker2, caller);
+  ASSERT_NE(worker1, worker2);
+
+  HeldThreads held;
+  // Neither worker has started: the caller runs all three chunks.
+  ASSERT_TRUE(held.hold({worker1, worker2})) << "the workers were not held within a minute";
+  EXPECT_EQ(job({}), std::vector<pid_t>(3, caller));
+
+  // Worker 1 starts while the caller runs chunk 0 (which waits for chunk 1 to have run): it runs
+  // its own chunk, and the caller worker 2's.
+  ran = job([&](const Hits& hits) {
+    held.release(worker1);
+    EXPECT_TRUE(eventually([&] { return hits[1].load() == 1; })) << "the released worker never ran";
+  });
+  EXPECT_EQ(ran, (std::vector<pid_t>{caller, worker1, caller}));
+
+  // Both free again: every chunk once, by whoever claims it first.
+  held.release_all();
+  ASSERT_TRUE(eventually([] { return g_held.load() == 0; }));
+  job({});
 }
 
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // sanitizers reserve terabytes of address space
