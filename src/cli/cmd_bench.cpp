@@ -148,13 +148,11 @@ void print_rows(const std::vector<Row>& rows, const std::string& format) {
   std::fflush(stdout);
 }
 
-std::vector<std::string> split_policies(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
-  if (out.empty()) throw Error("--policy: empty list");
-  return out;
+// The entry of a --policy list a bench row's label names.
+const PolicyEntry& entry_of(const std::vector<PolicyEntry>& entries, const std::string& label) {
+  for (const PolicyEntry& e : entries)
+    if (e.label == label) return e;
+  throw Error("--policy: no entry '" + label + "'");
 }
 
 void add_bench_options(CLI::App& cmd, BenchOptions& o) {
@@ -181,7 +179,14 @@ eval::BenchConfig bench_config(const BenchOptions& o, int max_ctx) {
   check_range("-r", o.reps, 1, kMaxRepetitions);
   check_real_range("--peak-gbps", o.peak_gbps, 0.0, 1e6, "GB/s");
   eval::BenchConfig c;
-  c.policies = split_policies(o.policy.preset);
+  // The list grammar of every command (eval --task ruler's too): preset[:knob=value...], each
+  // entry a row label of its own, so variants of one preset run side by side.
+  c.policies.clear();
+  for (const PolicyEntry& e : parse_policy_list(o.policy.preset)) {
+    if (std::find(c.policies.begin(), c.policies.end(), e.label) != c.policies.end())
+      throw Error("--policy: '" + e.label + "' is listed twice");
+    c.policies.push_back(e.label);
+  }
   c.batches = parse_bench_list(o.batches, "-b", 1, kMaxBatch, "sequences decoded together");
   c.threads = parse_bench_list(o.threads, "-t", 1, hardware_threads(), "the CPUs of this machine");
   const int ctx_hi = max_ctx > 0 ? std::max(max_ctx, o.runtime.ctx) : std::numeric_limits<int>::max();
@@ -199,17 +204,21 @@ eval::BenchConfig bench_config(const BenchOptions& o, int max_ctx) {
 }
 
 void check_bench_options(const BenchOptions& o) {
-  const eval::BenchConfig c = bench_config(o, 0);
-  for (const auto& policy : c.policies) check_engine_options(o.runtime, o.policy, policy, c.policies);
+  bench_config(o, 0);
+  const std::vector<PolicyEntry> entries = parse_policy_list(o.policy.preset);
+  for (const PolicyEntry& e : entries)
+    check_engine_options(o.runtime, entry_options(o.policy, e), e.preset, entry_presets(entries));
 }
 
 std::vector<nlohmann::json> measure_bench(const BenchOptions& o, const Model& model, const ProgressOptions& progress) {
   const eval::BenchConfig c = bench_config(o, model.spec.max_ctx);
-  auto options = [&](const std::string& policy, int threads, int batch, int ctx) {
+  const std::vector<PolicyEntry> entries = parse_policy_list(o.policy.preset);
+  auto options = [&](const std::string& label, int threads, int batch, int ctx) {
     RuntimeOptions rt = o.runtime;
     rt.threads = threads;
     EngineOptions eo = engine_options(rt, model.spec, ctx, batch);
-    apply_policy_options(o.policy, policy, eo, c.policies);
+    const PolicyEntry& e = entry_of(entries, label);
+    apply_policy_options(entry_options(o.policy, e), e.preset, eo, entry_presets(entries));
     return eo;
   };
   // One progress report over every timed and warm-up run of the grid.

@@ -66,7 +66,9 @@ std::string preset_help() {
 void add_policy_options(CLI::App& cmd, PolicyOptions& o, bool preset_list) {
   std::string names;
   for (const auto& n : policy_presets()) names += (names.empty() ? "" : ", ") + n;
-  cmd.add_option("--policy", o.preset, preset_list ? "comma list of policies: " + names : "attention policy: " + names)
+  cmd.add_option("--policy", o.preset,
+                 (preset_list ? "comma list of policies, each" : "attention policy,") +
+                     std::string(" PRESET[:KNOB=VALUE...] (e.g. hybrid:host-threads=0:query=exact); presets: ") + names)
       ->capture_default_str();
   cmd.add_option("--policy-file", o.file, "YAML file of policy knobs (a `policy:` mapping or the whole file)");
   for (const Knob& k : knob_registry().knobs()) {
@@ -128,6 +130,12 @@ PolicyOptions entry_options(const PolicyOptions& o, const PolicyEntry& e) {
 }
 
 Policy make_policy(const PolicyOptions& o, const std::string& preset, const std::vector<std::string>& compared) {
+  // One grammar for a policy everywhere: a command of one policy takes "hybrid:k=64" too.
+  if (preset.find(':') != std::string::npos || preset.find(',') != std::string::npos) {
+    const std::vector<PolicyEntry> entries = parse_policy_list(preset);
+    if (entries.size() != 1) throw Error("--policy " + preset + ": this command runs one policy");
+    return make_policy(entry_options(o, entries[0]), entries[0].preset, compared);
+  }
   Policy p = policy_preset(preset);
   p.seed = o.seed;
   if (!o.file.empty()) apply_policy_yaml(p, o.file);

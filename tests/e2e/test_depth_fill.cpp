@@ -11,6 +11,7 @@
 #include "hybridgen/engine.h"
 #include "hybridgen/error.h"
 #include "hybridgen/model.h"
+#include "test_expect.h"
 #include "test_util.h"
 
 namespace hg::test {
@@ -180,6 +181,30 @@ TEST(DepthFill, BenchLabelsRandomFillAndKeepsTheDecodeWork) {
   ASSERT_EQ(offload.size(), 1u);
   EXPECT_EQ(offload[0]["test"], "tg3 @ d200 (random KV)");
   EXPECT_GT(offload[0]["h2d_bytes_per_token"].get<double>(), 0.0);
+}
+
+// bench takes the --policy list grammar of every command: variants of one preset side by side,
+// each row labelled as written, the entry's knobs over the command line's.
+TEST(DepthFill, BenchRunsVariantsOfOnePresetSideBySide) {
+  const auto rows = bench_json("-o json --depth-fill random --window 32 --sinks 4 --evict-block 8 --sched fixed "
+                               "--policy full,hybrid:k=16,hybrid:k=0:host-threads=0:query=exact");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0]["policy"], "full");
+  EXPECT_EQ(rows[1]["policy"], "hybrid:k=16");
+  EXPECT_EQ(rows[2]["policy"], "hybrid:k=0:host-threads=0:query=exact");
+  EXPECT_NE(rows[1]["attention"].get<std::string>().find("k 16"), std::string::npos) << rows[1]["attention"];
+  EXPECT_NE(rows[2]["attention"].get<std::string>().find("query exact"), std::string::npos) << rows[2]["attention"];
+  EXPECT_GT(rows[1]["h2d_bytes_per_token"].get<double>(), rows[2]["h2d_bytes_per_token"].get<double>());
+  const std::string bench = "bench -m '" + tiny_model("llama-gqa").string() + "' -p 0 -n 2 -d 10 -r 1 --policy ";
+  expect_one_error_line(run_hybridgen(bench + "full,hybrid:k"), "'k' is not KNOB=VALUE");
+  expect_one_error_line(run_hybridgen(bench + "hybrid,hybrid"), "--policy: 'hybrid' is listed twice");
+  expect_one_error_line(run_hybridgen(bench + "full:window=8"), "--window does not apply to --policy full");
+  // a command of one policy takes an entry too, and refuses a list
+  const std::string gen = "generate -m '" + tiny_model("llama-gqa").string() + "' --ids '[1,2,3]' -n 2 --stats ";
+  const RunResult one = run_hybridgen(gen + "--policy hybrid:window=16:k=4 --ctx 64");
+  EXPECT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.err.find("k 4"), std::string::npos) << one.err;
+  expect_one_error_line(run_hybridgen(gen + "--policy full,hybrid"), "this command runs one policy");
 }
 
 TEST(DepthFill, UnknownFillIsOneErrorLine) {
