@@ -7,7 +7,6 @@
 #include "hybridgen/error.h"
 #include "kv/memory_plan.h"
 #include "mem/report.h"
-#include "sched/cores.h"
 
 namespace hg {
 

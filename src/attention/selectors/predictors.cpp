@@ -5,6 +5,7 @@
 #include "attention/selectors/partial.h"
 #include "attention/selectors/recent.h"
 #include "hybridgen/error.h"
+#include "util/strings.h"
 
 namespace hg {
 
@@ -42,9 +43,7 @@ std::vector<std::string> predictor_names() {
 const PredictorInfo& find_predictor(const std::string& name) {
   for (const auto& p : predictor_table())
     if (p.name == name) return p;
-  std::string names;
-  for (const auto& n : predictor_names()) names += (names.empty() ? "" : ", ") + n;
-  throw Error("--predictor: '" + name + "' is not a predictor (predictors: " + names + ")");
+  throw Error("--predictor: '" + name + "' is not a predictor (predictors: " + join(predictor_names()) + ")");
 }
 
 }  // namespace hg
