@@ -45,7 +45,8 @@ check-paths:
 	python3 scripts/check_paths.py
 
 # ThreadSanitizer build of the concurrent parts: the thread pool and the hybrid pipeline (host
-# workers running the next layer while the device runs this one) and the interrupt watcher.
+# workers running the next layer while the device runs this one), the interrupt watcher, and the
+# server under load (HTTP threads, the batcher's engine thread, clients that hang up).
 TSAN_TESTS = test_thread_pool test_host_stage test_hybrid_pipeline test_hybrid_exactness test_interrupt_scope
 test-tsan: setup
 	cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHG_TSAN=ON -DHG_CUDA=OFF
@@ -53,6 +54,9 @@ test-tsan: setup
 	set -e; for t in $(TSAN_TESTS); do \
 	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $(BUILD)-tsan/bin/$$t --gtest_filter='-*SmolLM2*:Qwen25.*'; \
 	done
+	cmake --build $(BUILD)-tsan -j $(JOBS) --target hybridgen
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" python3 tests/e2e/test_serve.py load \
+	  --bin $(BUILD)-tsan/bin/hybridgen --clients 8 --requests 6
 
 # One sanitizer build serves test-asan and fuzz-smoke: clang, AddressSanitizer + UBSan on
 # everything, libFuzzer coverage in the library, CUDA off. (clang compiles it about 3x faster than

@@ -8,7 +8,7 @@ set -euo pipefail
 BUILD_PACKAGES=(
   build-essential cmake ninja-build pkg-config git ccache
   libdnnl-dev libnuma-dev numactl libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
-  nlohmann-json3-dev libboost-context-dev libpcre2-dev libutf8proc-dev libeigen3-dev libgtest-dev libbenchmark-dev
+  nlohmann-json3-dev libcpp-httplib-dev libboost-context-dev libpcre2-dev libutf8proc-dev libeigen3-dev libgtest-dev libbenchmark-dev
 )
 # The tests' references (numpy), sweep plots (matplotlib), the sanitizer and fuzz builds (clang),
 # the one-node Slurm cluster of the cluster test, and the function-length check's parser
@@ -50,6 +50,11 @@ PY=${PYTHON:-python3}
 if ! "$PY" -c "import numpy" 2>/dev/null; then
   echo "setup: installing numpy for $PY"
   "$PY" -m pip install -q "numpy>=1.24,<3"
+fi
+# The official OpenAI client: the server's tests (tests/e2e/test_serve.py) speak to it as users' tools do.
+if [ "$("$PY" -m pip show openai 2>/dev/null | sed -n 's/^Version: //p')" != 3.63.0 ]; then
+  echo "setup: installing openai 3.63.0 for $PY"
+  "$PY" -m pip install -q "openai==3.63.0"
 fi
 # The gguf package (llama.cpp's gguf-py): the independent oracle for the GGUF block formats
 # (tools/gguf_quants.py, tests/unit/test_quant_types.cpp) and the dequantizer of the numpy

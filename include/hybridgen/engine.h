@@ -115,6 +115,12 @@ class Engine {
   // One token for each listed sequence; logits: [seqs.size(), vocab].
   void decode(std::span<const int> seqs, std::span<const int32_t> tokens, float* logits);
   int position(int seq) const;  // tokens the sequence holds
+  // Bytes of K and V the sequence holds now, on the device and on the host (every layer, the
+  // cache's dtype): what a server reports, and what must return to zero when a sequence ends.
+  struct KvBytes {
+    int64_t device = 0, host = 0;
+  };
+  KvBytes kv_bytes(int seq) const;
   void reset(int seq);
   void reset_all();
 

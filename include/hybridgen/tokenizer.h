@@ -71,5 +71,11 @@ ChatTemplate parse_chat_template_name(std::string_view name);  // "chatml" | "ll
 // is an hg::Error that says so and names --chat-template.
 std::string format_chat(const Tokenizer& tok, ChatTemplate which, std::string_view user,
                         std::string_view system = {});
+// A conversation (roles "system", "user", "assistant"; a "developer" message is a system one) in
+// the model's chat format, ending with the assistant header. hg::Error for an unknown role.
+struct ChatMessage {
+  std::string role, content;
+};
+std::string format_chat(const Tokenizer& tok, ChatTemplate which, std::span<const ChatMessage> messages);
 
 }  // namespace hg

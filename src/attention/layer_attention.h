@@ -60,6 +60,8 @@ class LayerAttention {
   virtual int length(int seq) const = 0;
   // Tokens of `seq` held on the host (per kv-head); what K is clamped to.
   virtual int64_t host_tokens(int /*seq*/) const { return 0; }
+  // Tokens of `seq` whose K/V the device holds (the rest are on the host).
+  virtual int64_t device_tokens(int seq) const { return length(seq) - host_tokens(seq); }
   virtual void reset(int seq) = 0;
   // Places the rows' new positions (eviction happens here, before any layer runs). plans[seq] is
   // the step's plan of each sequence of the batch (K, selection mode); the stage reads K and the

@@ -63,6 +63,7 @@ class OffloadAttention final : public LayerAttention {
   }
 
   int length(int seq) const override { return lengths_[static_cast<size_t>(seq)]; }
+  int64_t device_tokens(int /*seq*/) const override { return 0; }  // every token lives on the host
   void reset(int seq) override {
     lengths_[static_cast<size_t>(seq)] = 0;
     host_[static_cast<size_t>(seq)]->clear();

@@ -16,5 +16,6 @@ void add_perplexity_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 }  // namespace hg::cli

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   hg::cli::add_tokenize_command(app);
   hg::cli::add_eval_command(app);
   hg::cli::add_sweep_command(app);
+  hg::cli::add_serve_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -198,6 +198,14 @@ Device& Engine::device() { return *impl_->device; }
 int Engine::vocab_size() const { return impl_->model.spec.vocab_size; }
 RunStats& Engine::stats() { return impl_->stats; }
 int Engine::position(int seq) const { return impl_->attn->length(seq); }
+Engine::KvBytes Engine::kv_bytes(int seq) const {
+  impl_->check_seq(seq);
+  const ModelSpec& spec = impl_->model.spec;
+  const int64_t per_token =
+      2 * static_cast<int64_t>(spec.n_layers) * static_cast<int64_t>(dtype_row_bytes(impl_->options.kv_dtype, spec.kv_dim()));
+  const int64_t on_device = impl_->attn->device_tokens(seq);
+  return {on_device * per_token, (impl_->attn->length(seq) - on_device) * per_token};
+}
 void Engine::reset(int seq) {
   impl_->attn->reset(seq);
   impl_->plans.at(static_cast<size_t>(seq)) = initial_plan(impl_->options.policy);

@@ -60,26 +60,75 @@ ChatTemplate parse_chat_template_name(std::string_view name) {
 
 std::string format_chat(const Tokenizer& tok, ChatTemplate which, std::string_view user,
                         std::string_view system) {
+  std::vector<ChatMessage> messages;
+  if (!system.empty()) messages.push_back({"system", std::string(system)});
+  messages.push_back({"user", std::string(user)});
+  return format_chat(tok, which, messages);
+}
+
+namespace {
+
+// The system prompt (the first message, when it is one) and the turns after it.
+struct Conversation {
+  std::string system;
+  std::span<const ChatMessage> turns;
+};
+
+Conversation split_system(std::span<const ChatMessage> messages) {
+  for (const ChatMessage& m : messages)
+    if (m.role != "system" && m.role != "developer" && m.role != "user" && m.role != "assistant")
+      throw Error("chat: unknown role '" + m.role + "' (known: system, developer, user, assistant)");
+  if (!messages.empty() && (messages[0].role == "system" || messages[0].role == "developer"))
+    return {messages[0].content, messages.subspan(1)};
+  return {{}, messages};
+}
+
+const std::string& role_name(const ChatMessage& m) {
+  static const std::string system = "system";
+  return m.role == "developer" ? system : m.role;
+}
+
+std::string llama2(const Tokenizer& tok, const Conversation& c) {
+  // [INST] <<SYS>> system <</SYS>> user [/INST] answer </s><s>[INST] user [/INST]
+  std::string out = bos_text(tok);
+  std::string sys = c.system.empty() ? std::string() : "<<SYS>>\n" + trim(c.system) + "\n<</SYS>>\n\n";
+  for (const ChatMessage& m : c.turns) {
+    if (m.role == "assistant") {
+      out += " " + trim(m.content) + " ";
+      if (auto eos = tok.eos_id()) out += tok.piece(*eos);
+      out += bos_text(tok);
+      continue;
+    }
+    out += "[INST] " + sys + trim(m.content) + " [/INST]";
+    sys.clear();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string format_chat(const Tokenizer& tok, ChatTemplate which, std::span<const ChatMessage> messages) {
   std::string tmpl = tok.chat_template();
   if (which == ChatTemplate::Auto) which = detect(tmpl);
+  const Conversation c = split_system(messages);
   std::string out;
   switch (which) {
     case ChatTemplate::ChatML: {
-      std::string sys = system.empty() ? default_system(tmpl) : std::string(system);
+      const std::string sys = c.system.empty() ? default_system(tmpl) : c.system;
       if (!sys.empty()) out += "<|im_start|>system\n" + sys + "<|im_end|>\n";
-      out += "<|im_start|>user\n" + std::string(user) + "<|im_end|>\n<|im_start|>assistant\n";
+      for (const ChatMessage& m : c.turns) out += "<|im_start|>" + role_name(m) + "\n" + m.content + "<|im_end|>\n";
+      out += "<|im_start|>assistant\n";
       break;
     }
     case ChatTemplate::Llama3:
       out = bos_text(tok);
-      if (!system.empty()) out += "<|start_header_id|>system<|end_header_id|>\n\n" + trim(system) + "<|eot_id|>";
-      out += "<|start_header_id|>user<|end_header_id|>\n\n" + trim(user) + "<|eot_id|>";
+      if (!c.system.empty()) out += "<|start_header_id|>system<|end_header_id|>\n\n" + trim(c.system) + "<|eot_id|>";
+      for (const ChatMessage& m : c.turns)
+        out += "<|start_header_id|>" + role_name(m) + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
       out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
       break;
     case ChatTemplate::Llama2:
-      out = bos_text(tok) + "[INST] ";
-      if (!system.empty()) out += "<<SYS>>\n" + trim(system) + "\n<</SYS>>\n\n";
-      out += trim(user) + " [/INST]";
+      out = llama2(tok, c);
       break;
     case ChatTemplate::Auto: break;  // resolved above
   }
