@@ -47,7 +47,7 @@ check-paths:
 # ThreadSanitizer build of the concurrent parts: the thread pool and the hybrid pipeline (host
 # workers running the next layer while the device runs this one), the interrupt watcher, and the
 # server under load (HTTP threads, the batcher's engine thread, clients that hang up).
-TSAN_TESTS = test_thread_pool test_host_stage test_hybrid_pipeline test_hybrid_exactness test_interrupt_scope
+TSAN_TESTS = test_thread_pool test_host_stage test_hybrid_pipeline test_hybrid_exactness test_interrupt_scope test_serve_batcher
 test-tsan: setup
 	cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHG_TSAN=ON -DHG_CUDA=OFF
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target $(TSAN_TESTS)
@@ -78,8 +78,9 @@ san-configure: setup
 # Slurm runs a sweep as a job array, its cancel-and-requeue timed against real task lengths; the
 # sharding and merging code it drives runs under the sanitizers in test_sweep_shard(_cli). And the
 # CUDA kernel tests' second and third fiber orders (CudaEmuOrder) and the end-to-end tests again at
-# each CPU kernel level (CpuLevel): the same code as their first run.
-ASAN_EXCLUDE = ^SmolLM2\.|^Qwen25\.|SmolLM2HybridExact|SmolLM2Selected|^CpuLevel\.|PasskeySmolLM2|RulerSmolLM2|Sched\.DelayedHostStage|ThreadPool\.RefusedThread|^SlurmCluster\.|^CudaEmuOrder\.
+# each CPU kernel level (CpuLevel): the same code as their first run. The server's load test runs
+# after them at a third of its size (8 clients x 6 requests; 16 x 20 takes 9 minutes under ASan).
+ASAN_EXCLUDE = ^Serve\.load$$|^SmolLM2\.|^Qwen25\.|SmolLM2HybridExact|SmolLM2Selected|^CpuLevel\.|PasskeySmolLM2|RulerSmolLM2|Sched\.DelayedHostStage|ThreadPool\.RefusedThread|^SlurmCluster\.|^CudaEmuOrder\.
 # The tests on the emulated CUDA device (EMU_TESTS) run in a second pass without
 # detect_stack_use_after_return: with it ASan maps a fake stack for every fiber, one per CUDA
 # thread, and those tests take a hundred times longer; every other check stays on.
@@ -95,6 +96,8 @@ test-asan: san-configure model
 	  ASAN_OPTIONS="$(ASAN_CHECKS):detect_stack_use_after_return=0" \
 	  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
 	  ctest --output-on-failure -j $(JOBS) --timeout 1800 -R '$(EMU_TESTS)' -E '$(ASAN_EXCLUDE)'
+	ASAN_OPTIONS="$(ASAN_CHECKS):detect_stack_use_after_return=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+	  python3 tests/e2e/test_serve.py load --bin $(SAN_BUILD)/bin/hybridgen --clients 8 --requests 6
 
 # libFuzzer targets (tests/fuzz/), each run FUZZ_SECONDS from its committed seed corpus
 # (tests/fuzz/corpus/<target>/); new inputs go to $(SAN_BUILD)/corpus/<target>/, crashes to

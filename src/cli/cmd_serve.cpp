@@ -16,6 +16,7 @@
 #include "cli/common.h"
 #include "hybridgen/error.h"
 #include "serve/server.h"
+#include "util/strings.h"
 
 namespace hg::cli {
 

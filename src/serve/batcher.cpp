@@ -42,6 +42,7 @@ struct Batcher::Lane {
   std::vector<Slot> slots;
   std::unique_ptr<PrefixCache> cache;
   std::vector<float> logits;  // [slots][vocab]
+  bool keeps_host_tokens = false;  // a split policy: a request may set its K
 };
 
 namespace {
@@ -93,6 +94,7 @@ Batcher::Batcher(const Model& model, const Tokenizer* tok, const std::vector<Ser
     auto lane = std::make_unique<Lane>();
     lane->label = p.label;
     lane->engine = std::make_unique<Engine>(model, p.engine);
+    lane->keeps_host_tokens = lane->engine->attention().split_kv() != nullptr;
     lane->slots.resize(static_cast<size_t>(p.engine.batch));
     for (int i = 0; i < p.engine.batch; ++i) lane->slots[static_cast<size_t>(i)].seq = i;
     lane->logits.resize(static_cast<size_t>(p.engine.batch) * static_cast<size_t>(model.spec.vocab_size));
@@ -134,7 +136,7 @@ std::shared_ptr<RequestStream> Batcher::submit(GenerationRequest request) {
                   "this server's context is " + std::to_string(ctx_) + " tokens per sequence; the prompt has " +
                       std::to_string(request.prompt.size()) + " (--ctx)",
                   "prompt");
-  if (request.k && !lanes_[lane]->engine->attention().split_kv())
+  if (request.k && !lanes_[lane]->keeps_host_tokens)  // read-only here: the engine is the engine thread's
     throw Refused(Refused::Why::BadRequest,
                   "k applies to the policies that keep tokens on the host; '" + labels_[lane] + "' keeps none",
                   "hybridgen.k");

@@ -234,7 +234,7 @@ def group_queue(args):
     try:
         c = server.client()
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            running = [pool.submit(c.completions.create, model=MODEL_ID, prompt=p, max_tokens=400, temperature=0,
+            running = [pool.submit(c.completions.create, model=MODEL_ID, prompt=p, max_tokens=160, temperature=0,
                                    extra_body={"ignore_eos": True}) for p in PROMPTS[:2]]
             deadline = time.time() + 60  # until one runs and one waits
             while True:
@@ -333,7 +333,7 @@ def group_shutdown(args):
     check(rc == 0, f"exit status after SIGTERM {rc}")
     # A second signal ends at once, even with a stream running.
     server = Server(args, ["--parallel", "1", "--ctx", "512", "--grace", "600"])
-    stream = server.client().completions.create(model=MODEL_ID, prompt=PROMPTS[1], max_tokens=400, temperature=0,
+    stream = server.client().completions.create(model=MODEL_ID, prompt=PROMPTS[1], max_tokens=160, temperature=0,
                                                 stream=True, extra_body={"ignore_eos": True})
     next(iter(stream))
     server.proc.send_signal(signal.SIGTERM)
