@@ -1,9 +1,13 @@
 #include "serve/server.h"
 
+#include <dirent.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 
 #include "hybridgen/error.h"
@@ -30,6 +34,44 @@ bool same_key(const std::string& given, const std::string& key) {
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   res.set_content(e.body().dump(), "application/json");
+}
+
+// The port of a socket address (IPv4 or IPv6), -1 for another family.
+int port_of(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+  return -1;
+}
+
+// The socket of this request's connection: cpp-httplib 0.11 does not hand it to a handler, so it is
+// found among the process's descriptors by its two ports (unique for a connection to this server).
+// -1 when none matches.
+int connection_socket(const httplib::Request& req) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return -1;
+  int found = -1;
+  while (const dirent* e = readdir(dir)) {
+    const int fd = std::atoi(e->d_name);
+    if (fd <= 2) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t ll = sizeof local, pl = sizeof peer;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0)
+      continue;
+    if (port_of(local) == req.local_port && port_of(peer) == req.remote_port) {
+      found = fd;
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
+}
+
+// True once the client has closed its side (a read would return end of file).
+bool client_gone(int fd) {
+  if (fd < 0) return false;
+  char byte;
+  return recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 int64_t unix_time() { return static_cast<int64_t>(std::time(nullptr)); }
@@ -196,14 +238,16 @@ void Server::routes() {
     res.set_content(json{{"object", "list"}, {"data", json::array({model})}}.dump(), "application/json");
   });
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_generate(Endpoint::Completions, req.body, &res);
+    handle_generate(Endpoint::Completions, &req, &res);
   });
   s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_generate(Endpoint::Chat, req.body, &res);
+    handle_generate(Endpoint::Chat, &req, &res);
   });
 }
 
-void Server::handle_generate(Endpoint endpoint, const std::string& body, void* response) {
+void Server::handle_generate(Endpoint endpoint, const void* req, void* response) {
+  const auto* request = static_cast<const httplib::Request*>(req);
+  const std::string& body = request->body;
   httplib::Response& res = *static_cast<httplib::Response*>(response);
   auto reply = std::make_shared<Reply>();
   ++in_flight_;
@@ -242,9 +286,12 @@ void Server::handle_generate(Endpoint endpoint, const std::string& body, void* r
         [reply, done](bool) { reply->stream->cancel(); });  // ends early or late: nothing of it runs on
     return;
   }
+  // A whole reply is written only at the end: meanwhile the connection is watched, so that a
+  // client that hangs up cancels its request as a stream's does.
+  const int socket = connection_socket(*request);
   std::vector<Piece> pieces;
-  while (!reply->take(pieces)) {
-  }
+  while (!reply->take(pieces))
+    if (client_gone(socket)) reply->stream->cancel();
   if (reply->ended_badly()) {
     send_error(res, ended_error(*reply->stream));
     return;

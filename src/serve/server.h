@@ -50,7 +50,8 @@ class Server {
 
  private:
   void routes();
-  void handle_generate(Endpoint endpoint, const std::string& body, void* response);
+  // req, response: httplib's Request and Response (this header does not include httplib.h)
+  void handle_generate(Endpoint endpoint, const void* req, void* response);
 
   Batcher& batcher_;
   Metrics& metrics_;

@@ -187,6 +187,7 @@ def group_api(args):
                                                   extra_body={"hybridgen": {"policy": "h2o"}}), 400, "policy not served")
         expect_error(lambda: c.completions.create(model=MODEL_ID, prompt="x", max_tokens=2,
                                                   extra_body={"hybridgen": {"k": 8}}), 400, "k on a full policy")
+        hang_ups(server, c)
         bad_inputs(server, c)
         health = server.raw("GET", "/health")
         check(health[0] == 200 and health[2]["status"] == "ok", "health")
@@ -199,6 +200,35 @@ def group_api(args):
         raise
     rc = server.stop()
     check(rc == 0, f"exit status {rc}")
+
+
+def hang_ups(server, c):
+    """A client that goes away, streaming or not, cancels its request: its sequence is freed at
+    once, long before the 900 tokens it asked for."""
+    def wait_freed(what):
+        deadline = time.time() + 5
+        while True:
+            m = server.metrics()
+            kv = m['hybridgen_kv_bytes{memory="device"}'] + m['hybridgen_kv_bytes{memory="host"}']
+            if m["hybridgen_running_sequences"] == 0 and kv == 0:
+                return m["hybridgen_completion_tokens_total"]
+            check(time.time() < deadline, f"{what}: the request still runs 5 s after its client left")
+            time.sleep(0.05)
+
+    before = wait_freed("before")
+    stream = c.completions.create(model=MODEL_ID, prompt=PROMPTS[1], max_tokens=900, temperature=0, stream=True,
+                                  extra_body={"ignore_eos": True})
+    next(iter(stream))
+    stream.close()
+    after_stream = wait_freed("a stream")
+    try:
+        c.with_options(timeout=1.0).completions.create(model=MODEL_ID, prompt=PROMPTS[1], max_tokens=900,
+                                                       temperature=0, extra_body={"ignore_eos": True})
+        raise AssertionError("a 900-token reply came within 1 s")
+    except openai.APITimeoutError:
+        pass
+    after_whole = wait_freed("a whole reply")
+    check(after_stream - before < 900 and after_whole - after_stream < 900, "the requests were cut short")
 
 
 def bad_inputs(server, c):
@@ -233,16 +263,23 @@ def group_queue(args):
     server = Server(args, ["--parallel", "1", "--max-queue", "1", "--ctx", "512"])
     try:
         c = server.client()
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            running = [pool.submit(c.completions.create, model=MODEL_ID, prompt=p, max_tokens=160, temperature=0,
-                                   extra_body={"ignore_eos": True}) for p in PROMPTS[:2]]
-            deadline = time.time() + 60  # until one runs and one waits
+        def until(running, queued):  # the server's gauges, polled
+            deadline = time.time() + 60
             while True:
                 m = server.metrics()
-                if m["hybridgen_running_sequences"] == 1 and m["hybridgen_queue_depth"] == 1:
-                    break
-                check(time.time() < deadline, f"the two requests did not arrive: {m}")
-                time.sleep(0.02)
+                if m["hybridgen_running_sequences"] == running and m["hybridgen_queue_depth"] == queued:
+                    return
+                check(time.time() < deadline, f"expected {running} running and {queued} queued: {m}")
+                time.sleep(0.01)
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            # One request takes the slot, then one waits in the queue (sent one after the other: the
+            # second must not arrive while the first still waits to be admitted).
+            running = []
+            for p, state in zip(PROMPTS[:2], [(1, 0), (1, 1)]):
+                running.append(pool.submit(c.completions.create, model=MODEL_ID, prompt=p, max_tokens=160,
+                                           temperature=0, extra_body={"ignore_eos": True}))
+                until(*state)
             e = expect_error(lambda: c.completions.create(model=MODEL_ID, prompt="hi", max_tokens=2), 429, "queue full")
             check(e.response.headers.get("retry-after") == "1", "Retry-After")
             for f in running:
