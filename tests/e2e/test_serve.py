@@ -12,7 +12,8 @@ Each group starts its own server on a free port of 127.0.0.1 and stops it at the
   load      CLIENTS clients x REQUESTS requests of mixed lengths, some disconnecting mid-stream:
             every finished reply equals the same request run alone, and the KV bytes return to 0
   shutdown  SIGTERM mid-stream: the stream finishes, new requests are refused, exit status 0;
-            a second signal ends at once
+            a second signal ends at once; a prefix a server kept with --state-cache is placed
+            by the next server
 
 Usage: test_serve.py --bin build/bin/hybridgen --model smollm2 GROUP [--clients N --requests N]
 """
@@ -347,6 +348,27 @@ def group_load(args):
     check(rc == 0, f"exit status {rc}")
 
 
+def state_cache(args):
+    """--state-cache DIR: a prefix another server prefilled is found on disk by the next one."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        long_prompt = " ".join(PROMPTS) * 3
+        runs = []
+        for _ in range(2):
+            server = Server(args, ["--parallel", "1", "--ctx", "512", "--state-cache", d, "--prefix-cache", "0"])
+            try:
+                r = server.client().completions.create(model=MODEL_ID, prompt=long_prompt + f" Part {len(runs)}.",
+                                                       max_tokens=4, temperature=0)
+                runs.append(r.usage)
+            except BaseException:
+                server.kill()
+                raise
+            check(server.stop() == 0, "exit status")
+        check(runs[0].prompt_tokens_details.cached_tokens == 0, f"first server: {runs[0]}")
+        check(runs[1].prompt_tokens_details.cached_tokens >= runs[0].prompt_tokens - 8,
+              f"the second server did not place the first one's prefix from disk: {runs[1]}")
+
+
 def group_shutdown(args):
     server = Server(args, ["--parallel", "2", "--ctx", "512", "--grace", "60"])
     c = server.client()
@@ -378,6 +400,7 @@ def group_shutdown(args):
     server.proc.send_signal(signal.SIGTERM)
     rc = server.proc.wait(timeout=30)
     check(rc == 128 + signal.SIGTERM, f"exit status after a second SIGTERM {rc}")
+    state_cache(args)
 
 
 def main():
