@@ -97,6 +97,18 @@ class Server:
                 out[name] = float(value)
         return out
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        """On success the server must stop cleanly on SIGTERM; on a failure it is killed."""
+        if kind is not None:
+            self.kill()
+            return False
+        rc = self.stop()
+        check(rc == 0, f"exit status {rc}")
+        return False
+
     def kill(self):
         """After a failure: end the server and show what it said."""
         self.proc.kill()
@@ -139,9 +151,8 @@ def expect_error(fn, status, what):
 
 
 def group_api(args):
-    server = Server(args, ["--policy", "full,hybrid:window=32:sinks=4", "--parallel", "2", "--ctx", "1024",
-                           "--api-key", "sekrit", "--max-body", "0.1", "--prefix-cache", "64"])
-    try:
+    with Server(args, ["--policy", "full,hybrid:window=32:sinks=4", "--parallel", "2", "--ctx", "1024",
+                       "--api-key", "sekrit", "--max-body", "0.1", "--prefix-cache", "64"]) as server:
         c = server.client("sekrit")
         check([m.id for m in c.models.list().data] == [MODEL_ID], "models")
         # Greedy replies equal hybridgen generate's, completion and chat, whole and streamed.
@@ -196,11 +207,6 @@ def group_api(args):
         check(m['hybridgen_requests_total{status="200"}'] >= 9 and m['hybridgen_requests_total{status="400"}'] >= 5, "metrics")
         check(m["hybridgen_completion_tokens_total"] > 0 and m["hybridgen_time_to_first_token_seconds_count"] > 0, "metrics")
         check(m['hybridgen_kv_bytes{memory="device"}'] == 0 and m['hybridgen_kv_bytes{memory="host"}'] == 0, "kv freed")
-    except BaseException:
-        server.kill()
-        raise
-    rc = server.stop()
-    check(rc == 0, f"exit status {rc}")
 
 
 def hang_ups(server, c):
@@ -261,8 +267,7 @@ def bad_inputs(server, c):
 
 
 def group_queue(args):
-    server = Server(args, ["--parallel", "1", "--max-queue", "1", "--ctx", "512"])
-    try:
+    with Server(args, ["--parallel", "1", "--max-queue", "1", "--ctx", "512"]) as server:
         c = server.client()
         def until(running, queued):  # the server's gauges, polled
             deadline = time.time() + 60
@@ -287,17 +292,11 @@ def group_queue(args):
                 check(f.result().usage.completion_tokens >= 1, "the queued requests finish")
         r = c.completions.create(model=MODEL_ID, prompt="hi", max_tokens=2)
         check(r.usage.completion_tokens >= 1, "the server is unharmed")
-    except BaseException:
-        server.kill()
-        raise
-    rc = server.stop()
-    check(rc == 0, f"exit status {rc}")
 
 
 def group_load(args):
-    server = Server(args, ["--parallel", str(args.parallel), "--ctx", "1024", "--max-queue", "1024",
-                           "--prefill-chunk", "32"])
-    try:
+    with Server(args, ["--parallel", str(args.parallel), "--ctx", "1024", "--max-queue", "1024",
+                       "--prefill-chunk", "32"]) as server:
         c = server.client()
         lengths = [4, 9, 16]
         jobs = [(PROMPTS[(i * 7 + j) % len(PROMPTS)] * (1 + (i + j) % 3), lengths[(i + j) % 3], (i * 5 + j) % 6 == 0)
@@ -341,11 +340,6 @@ def group_load(args):
                 break
             check(time.time() < deadline, f"the KV bytes did not return to 0: {m}")
             time.sleep(0.2)
-    except BaseException:
-        server.kill()
-        raise
-    rc = server.stop()
-    check(rc == 0, f"exit status {rc}")
 
 
 def state_cache(args):
@@ -355,15 +349,10 @@ def state_cache(args):
         long_prompt = " ".join(PROMPTS) * 3
         runs = []
         for _ in range(2):
-            server = Server(args, ["--parallel", "1", "--ctx", "512", "--state-cache", d, "--prefix-cache", "0"])
-            try:
+            with Server(args, ["--parallel", "1", "--ctx", "512", "--state-cache", d, "--prefix-cache", "0"]) as server:
                 r = server.client().completions.create(model=MODEL_ID, prompt=long_prompt + f" Part {len(runs)}.",
                                                        max_tokens=4, temperature=0)
                 runs.append(r.usage)
-            except BaseException:
-                server.kill()
-                raise
-            check(server.stop() == 0, "exit status")
         check(runs[0].prompt_tokens_details.cached_tokens == 0, f"first server: {runs[0]}")
         check(runs[1].prompt_tokens_details.cached_tokens >= runs[0].prompt_tokens - 8,
               f"the second server did not place the first one's prefix from disk: {runs[1]}")
