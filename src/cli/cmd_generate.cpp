@@ -57,13 +57,7 @@ std::vector<int32_t> prompt_ids(const GenerateOptions& o, const Tokenizer* tok, 
 void check_options(const GenerateOptions& o, const ModelSpec& spec) {
   const int max_ctx = std::max(spec.max_ctx, o.runtime.ctx);
   check_range("-n", o.n_predict, 0, max_ctx, "the model's context");
-  const SamplerOptions& s = o.sampler;
-  check_real_range("--temp", s.temperature, 0.0, 100.0, "0: greedy");
-  check_range("--top-k", s.top_k, 0, spec.vocab_size, "0: off; at most the vocabulary");
-  check_real_range("--top-p", s.top_p, 0.0, 1.0, "1: off");
-  check_real_range("--min-p", s.min_p, 0.0, 1.0, "0: off");
-  check_real_range("--repeat-penalty", s.repeat_penalty, 0.01, 100.0, "1: off");
-  check_range("--repeat-last-n", s.repeat_last_n, -1, max_ctx, "-1: all");
+  check_sampler_options(o.sampler, spec.vocab_size, max_ctx);
 }
 
 void run_generate(const GenerateOptions& o) {
@@ -172,12 +166,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--ids", o->ids, "prompt as a JSON array of token ids");
   cmd->add_option("--ids-file", o->ids_file, "file holding a JSON array of token ids");
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str();
-  cmd->add_option("--temp", o->sampler.temperature, "temperature (0: greedy)")->capture_default_str();
-  cmd->add_option("--top-k", o->sampler.top_k, "top-k (0: off)")->capture_default_str();
-  cmd->add_option("--top-p", o->sampler.top_p, "top-p (1: off)")->capture_default_str();
-  cmd->add_option("--min-p", o->sampler.min_p, "min-p (0: off)")->capture_default_str();
-  cmd->add_option("--repeat-penalty", o->sampler.repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
-  cmd->add_option("--repeat-last-n", o->sampler.repeat_last_n, "tokens the penalty looks back (-1: all)")->capture_default_str();
+  add_sampler_options(*cmd, o->sampler);
   cmd->add_flag("--chat", o->chat, "wrap the prompt in the model's chat template");
   cmd->add_option("--chat-template", o->chat_template, "auto|chatml|llama3|llama2")->capture_default_str();
   cmd->add_option("--system", o->system, "system prompt for --chat");

@@ -111,11 +111,6 @@ void check_options(const ServeOptions& o) {
   check_range("--prefill-chunk", o.batcher.prefill_chunk, 16, 1 << 20, "tokens");
   check_range("--prefix-cache", o.prefix_cache_mb, 0, 1 << 22, "MiB; 0: off");
   check_range("--http-threads", o.server.http_threads, 2, 4096);
-  const SamplerOptions& s = o.sampler;
-  check_real_range("--temp", s.temperature, 0.0, 100.0, "0: greedy");
-  check_real_range("--top-p", s.top_p, 0.0, 1.0, "1: off");
-  check_real_range("--min-p", s.min_p, 0.0, 1.0, "0: off");
-  check_real_range("--repeat-penalty", s.repeat_penalty, 0.01, 100.0, "1: off");
 }
 
 void run_serve(ServeOptions o) {
@@ -136,6 +131,7 @@ void run_serve(ServeOptions o) {
     else stop_early = true;
   });
   auto model = load_model(o.model);
+  check_sampler_options(o.sampler, model->spec.vocab_size, std::max(model->spec.max_ctx, o.runtime.ctx));
   auto tok = load_tokenizer(o.model, *model);
   const std::vector<PolicyEntry> entries = parse_policy_list(o.policy.preset);
   std::vector<serve::ServedPolicy> policies;
@@ -194,11 +190,7 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--state-cache", o->batcher.state_cache_dir, "also keep the prefix cache's states in this directory");
   cmd->add_option("--http-threads", o->server.http_threads, "connections served at once")->capture_default_str();
-  cmd->add_option("--temp", o->sampler.temperature, "default temperature (0: greedy)")->capture_default_str();
-  cmd->add_option("--top-k", o->sampler.top_k, "default top-k (0: off)")->capture_default_str();
-  cmd->add_option("--top-p", o->sampler.top_p, "default top-p (1: off)")->capture_default_str();
-  cmd->add_option("--min-p", o->sampler.min_p, "default min-p (0: off)")->capture_default_str();
-  cmd->add_option("--repeat-penalty", o->sampler.repeat_penalty, "default repetition penalty (1: off)")->capture_default_str();
+  add_sampler_options(*cmd, o->sampler, "; a request's default");
   cmd->add_option("--chat-template", o->chat_template, "auto|chatml|llama3|llama2")->capture_default_str();
   cmd->callback([o] { run_serve(*o); });
 }

@@ -253,6 +253,25 @@ void check_real_range(const std::string& flag, double value, double lo, double h
   check_range_impl(flag, value, lo, hi, why);
 }
 
+void add_sampler_options(CLI::App& cmd, SamplerOptions& s, const std::string& suffix) {
+  cmd.add_option("--temp", s.temperature, "temperature (0: greedy)" + suffix)->capture_default_str();
+  cmd.add_option("--top-k", s.top_k, "top-k (0: off)" + suffix)->capture_default_str();
+  cmd.add_option("--top-p", s.top_p, "top-p (1: off)" + suffix)->capture_default_str();
+  cmd.add_option("--min-p", s.min_p, "min-p (0: off)" + suffix)->capture_default_str();
+  cmd.add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)" + suffix)->capture_default_str();
+  cmd.add_option("--repeat-last-n", s.repeat_last_n, "tokens the penalty looks back (-1: all)" + suffix)
+      ->capture_default_str();
+}
+
+void check_sampler_options(const SamplerOptions& s, int vocab, int max_ctx) {
+  check_real_range("--temp", s.temperature, 0.0, 100.0, "0: greedy");
+  check_range("--top-k", s.top_k, 0, vocab, "0: off; at most the vocabulary");
+  check_real_range("--top-p", s.top_p, 0.0, 1.0, "1: off");
+  check_real_range("--min-p", s.min_p, 0.0, 1.0, "0: off");
+  check_real_range("--repeat-penalty", s.repeat_penalty, 0.01, 100.0, "1: off");
+  check_range("--repeat-last-n", s.repeat_last_n, -1, max_ctx, "-1: all");
+}
+
 ProgressOptions progress_options(const RuntimeOptions& r) {
   ProgressOptions p;
   if (r.no_progress) p.mode = ProgressMode::Off;

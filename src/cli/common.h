@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/interrupt.h"
+#include "engine/sampler.h"
 #include "hybridgen/engine.h"
 #include "hybridgen/model.h"
 #include "hybridgen/policy.h"
@@ -101,6 +102,12 @@ bool prefill_with_progress(Engine& engine, int seq, std::span<const int32_t> tok
 // machine), got 99999" (`why`, when given, says where the bounds come from).
 void check_range(const std::string& flag, int64_t value, int64_t lo, int64_t hi, const std::string& why = "");
 void check_real_range(const std::string& flag, double value, double lo, double hi, const std::string& why = "");
+
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n into `s`; `suffix` ends each
+// help line ("; a request's default" for serve).
+void add_sampler_options(CLI::App& cmd, SamplerOptions& s, const std::string& suffix = "");
+// Their ranges: top-k at most the vocabulary, repeat-last-n at most max_ctx.
+void check_sampler_options(const SamplerOptions& s, int vocab, int max_ctx);
 
 // A comma list of integers >= min_value ("512,2048"); hg::Error naming `flag`.
 std::vector<int> parse_list(const std::string& s, const std::string& flag, int min_value);
