@@ -83,6 +83,14 @@ void fill_logprobs(const float* logits, int vocab, int32_t id, int n, Piece& pie
   for (size_t i = 0; i < k; ++i) piece.top.push_back({ids[i], logits[ids[i]] - log_z});
 }
 
+// The request's K over whatever plan the sequence has (the scheduler's after each step).
+void apply_request_k(Engine& engine, int seq, const GenerationRequest& r) {
+  if (!r.k) return;
+  StepPlan plan = engine.step_plan(seq);
+  plan.K = *r.k;
+  engine.set_step_plan(seq, plan);
+}
+
 }  // namespace
 
 Batcher::Batcher(const Model& model, const Tokenizer* tok, const std::vector<ServedPolicy>& policies,
@@ -269,11 +277,7 @@ void Batcher::start(Lane& lane, Slot& slot, Queued q) {
       }
       slot.record = hit ? hit->state->prefix(hit->tokens) : PrefillState::for_model(model_);
     }
-    if (slot.request.k) {
-      StepPlan plan = engine.step_plan(slot.seq);
-      plan.K = *slot.request.k;
-      engine.set_step_plan(slot.seq, plan);
-    }
+    apply_request_k(engine, slot.seq, slot.request);
   } catch (const std::exception& e) {
     release(lane, slot, Finish::Error, e.what());
     return;
@@ -281,8 +285,8 @@ void Batcher::start(Lane& lane, Slot& slot, Queued q) {
   slot.stream->started(static_cast<int>(prompt.size()), slot.cached);
 }
 
-// One chunk of the prompt of the slot admitted first among those still prefilling; false when none is.
-bool Batcher::prefill_step() {
+// One chunk of the prompt of the slot admitted first among those still prefilling.
+void Batcher::prefill_step() {
   Lane* lane = nullptr;
   Slot* oldest = nullptr;
   for (auto& l : lanes_)
@@ -291,9 +295,7 @@ bool Batcher::prefill_step() {
         oldest = &s;
         lane = l.get();
       }
-  if (!oldest) return false;
-  prefill_chunk(*lane, *oldest);
-  return true;
+  if (oldest) prefill_chunk(*lane, *oldest);
 }
 
 void Batcher::prefill_chunk(Lane& lane, Slot& slot) {
@@ -327,11 +329,7 @@ void Batcher::decode_step(Lane& lane) {
   std::vector<int32_t> tokens;
   for (Slot& s : lane.slots) {
     if (!s.busy || !s.decoding) continue;
-    if (s.request.k) {  // the request's K, over whatever the scheduler set after the last step
-      StepPlan plan = engine.step_plan(s.seq);
-      plan.K = *s.request.k;
-      engine.set_step_plan(s.seq, plan);
-    }
+    apply_request_k(engine, s.seq, s.request);  // the scheduler has set its own after the last step
     seqs.push_back(s.seq);
     tokens.push_back(s.next);
   }

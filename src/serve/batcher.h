@@ -85,7 +85,7 @@ class Batcher {
   void reap_cancelled();
   void admit();
   void start(Lane& lane, Slot& slot, Queued q);
-  bool prefill_step();
+  void prefill_step();
   void prefill_chunk(Lane& lane, Slot& slot);
   void decode_step(Lane& lane);
   bool emit(Lane& lane, Slot& slot, float* logits);

@@ -268,11 +268,11 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& raw, const Api
 }
 
 json usage_json(const RequestStream& stream) {
-  const int prompt = stream.prompt_tokens(), completion = stream.completion_tokens();
-  return {{"prompt_tokens", prompt},
-          {"completion_tokens", completion},
-          {"total_tokens", prompt + completion},
-          {"prompt_tokens_details", {{"cached_tokens", stream.cached_tokens()}}}};
+  const RequestStream::Usage u = stream.usage();
+  return {{"prompt_tokens", u.prompt},
+          {"completion_tokens", u.completion},
+          {"total_tokens", u.prompt + u.completion},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached}}}};
 }
 
 json reply_body(Endpoint endpoint, const std::string& id, const std::string& model, int64_t created,

@@ -40,7 +40,6 @@ class PrefixCache {
   // Keeps the state of a prompt just prefilled (replacing one of the same tokens).
   void insert(PrefillState state);
   size_t bytes() const { return bytes_; }
-  size_t entries() const { return entries_.size(); }
 
  private:
   struct Entry {

@@ -44,31 +44,21 @@ std::string RequestStream::error() const {
   return error_;
 }
 
-int RequestStream::prompt_tokens() const {
+RequestStream::Usage RequestStream::usage() const {
   std::lock_guard lock(mutex_);
-  return prompt_tokens_;
-}
-
-int RequestStream::cached_tokens() const {
-  std::lock_guard lock(mutex_);
-  return cached_tokens_;
-}
-
-int RequestStream::completion_tokens() const {
-  std::lock_guard lock(mutex_);
-  return completion_tokens_;
+  return usage_;
 }
 
 void RequestStream::started(int prompt_tokens, int cached_tokens) {
   std::lock_guard lock(mutex_);
-  prompt_tokens_ = prompt_tokens;
-  cached_tokens_ = cached_tokens;
+  usage_.prompt = prompt_tokens;
+  usage_.cached = cached_tokens;
 }
 
 void RequestStream::push(Piece piece) {
   {
     std::lock_guard lock(mutex_);
-    if (piece.id >= 0) ++completion_tokens_;  // -1: text released at the end, no token of its own
+    if (piece.id >= 0) ++usage_.completion;  // -1: text released at the end, no token of its own
     pieces_.push_back(std::move(piece));
   }
   ready_.notify_all();

@@ -54,9 +54,12 @@ class RequestStream {
   bool cancelled() const;
   Finish finish() const;
   std::string error() const;
-  int prompt_tokens() const;
-  int cached_tokens() const;  // prompt tokens placed from the prefix cache, not prefilled
-  int completion_tokens() const;
+  struct Usage {
+    int prompt = 0;
+    int cached = 0;  // prompt tokens placed from the prefix cache, not prefilled
+    int completion = 0;
+  };
+  Usage usage() const;
 
   // The batcher's side.
   void started(int prompt_tokens, int cached_tokens);
@@ -70,7 +73,7 @@ class RequestStream {
   Finish finish_ = Finish::Running;
   std::string error_;
   bool cancelled_ = false;
-  int prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
+  Usage usage_;
 };
 
 }  // namespace hg::serve

@@ -238,17 +238,14 @@ void Server::routes() {
     res.set_content(json{{"object", "list"}, {"data", json::array({model})}}.dump(), "application/json");
   });
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_generate(Endpoint::Completions, &req, &res);
+    handle_generate(Endpoint::Completions, req, res);
   });
   s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_generate(Endpoint::Chat, &req, &res);
+    handle_generate(Endpoint::Chat, req, res);
   });
 }
 
-void Server::handle_generate(Endpoint endpoint, const void* req, void* response) {
-  const auto* request = static_cast<const httplib::Request*>(req);
-  const std::string& body = request->body;
-  httplib::Response& res = *static_cast<httplib::Response*>(response);
+void Server::handle_generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
   auto reply = std::make_shared<Reply>();
   ++in_flight_;
   // Counts the request in flight until its reply is written (a stream's: until its provider is released).
@@ -257,7 +254,7 @@ void Server::handle_generate(Endpoint endpoint, const void* req, void* response)
     if (shutting_down_) throw ApiError(503, "the server is shutting down", {}, {}, "server_error");
     {
       std::lock_guard lock(seeds_mutex_);
-      reply->request = parse_request(endpoint, body, api_, seeds_);
+      reply->request = parse_request(endpoint, req.body, api_, seeds_);
     }
     reply->stream = batcher_.submit(reply->request.generation);
   } catch (const ApiError& e) {
@@ -288,7 +285,7 @@ void Server::handle_generate(Endpoint endpoint, const void* req, void* response)
   }
   // A whole reply is written only at the end: meanwhile the connection is watched, so that a
   // client that hangs up cancels its request as a stream's does.
-  const int socket = connection_socket(*request);
+  const int socket = connection_socket(req);
   std::vector<Piece> pieces;
   while (!reply->take(pieces))
     if (client_gone(socket)) reply->stream->cancel();

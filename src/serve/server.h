@@ -18,7 +18,9 @@
 
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace hg::serve {
 
@@ -50,8 +52,7 @@ class Server {
 
  private:
   void routes();
-  // req, response: httplib's Request and Response (this header does not include httplib.h)
-  void handle_generate(Endpoint endpoint, const void* req, void* response);
+  void handle_generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
 
   Batcher& batcher_;
   Metrics& metrics_;

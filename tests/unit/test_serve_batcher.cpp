@@ -143,7 +143,7 @@ TEST(ServeBatcher, ACancelledRequestFreesItsSequence) {
   auto held = [&] { return metrics.current().kv_device_bytes + metrics.current().kv_host_bytes; };
   while (held() != 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(held(), 0);
-  EXPECT_LT(s->completion_tokens(), kCtx - 40);
+  EXPECT_LT(s->usage().completion, kCtx - 40);
 }
 
 TEST(ServeBatcher, APromptThatExtendsOneAlreadyRunPlacesThePrefixFromTheCache) {
@@ -155,12 +155,12 @@ TEST(ServeBatcher, APromptThatExtendsOneAlreadyRunPlacesThePrefixFromTheCache) {
   const auto prefix = random_ids(50, 11);
   auto first = batcher.submit(greedy(prefix, 4));
   drain(*first);
-  EXPECT_EQ(first->cached_tokens(), 0);
+  EXPECT_EQ(first->usage().cached, 0);
   auto longer = prefix;
   for (int32_t t : random_ids(7, 12)) longer.push_back(t);
   auto second = batcher.submit(greedy(longer, 8));
   const auto ids = drain(*second);
-  EXPECT_EQ(second->cached_tokens(), 50);
+  EXPECT_EQ(second->usage().cached, 50);
   EXPECT_EQ(ids, alone(*model, greedy(longer, 8)));
 }
 
