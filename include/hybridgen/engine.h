@@ -138,6 +138,9 @@ class Engine {
   // Per-layer attention-stage statistics of hybrid policies (empty for full).
   std::vector<LayerStats> layer_stats() const;
   std::string describe_attention() const;
+  // What the device chose for the knobs the policy left to it (--host-threads auto, --query
+  // auto) and why; "" when none was left (resolve_device_defaults, src/sched/cores.h).
+  const std::string& device_defaults() const;
   // The attention stage (tests use it to inspect the token map).
   class LayerAttention& attention();
 

@@ -10,7 +10,9 @@ namespace hg {
 
 enum class Selection { All, Post, Pre };  // host tokens: all / Post-QKᵀ top-K / Pre-QKᵀ prediction
 enum class MergeMode { Logits, Lse };     // ship logits + V rows, or a partial result + LSE
-enum class QuerySource { Exact, Speculative, Refine };
+// Auto: the device chooses (resolve_device_defaults in src/sched/cores.h): exact where the host
+// stage runs inline on the device's cores, refine where host workers overlap the device.
+enum class QuerySource { Exact, Speculative, Refine, Auto };
 // Feedback scheduler: fixed K and mode, both adapted, or one of them (the paper's comparisons).
 enum class SchedMode { Fixed, Adaptive, AdaptiveK, AdaptiveSelect };
 // Where a policy keeps the K and V rows of its tokens.
@@ -23,6 +25,8 @@ enum class KvHome {
 // src/policy/enum_names.h. Pre-QKᵀ predictors are named by their row in the predictor table
 // (src/attention/selectors/predictors.cpp): "recent", "h2o", "partial", "infinigen", ...; the
 // dropping policies' pruners by theirs (src/attention/selectors/pruners.cpp): "none", "h2o", ...
+
+constexpr int kHostThreadsAuto = -1;  // --host-threads auto
 
 struct Policy {
   std::string name = "full";
@@ -39,8 +43,9 @@ struct Policy {
   // predicted from this layer's input (the paper's overlap), then score the K selected tokens with
   // the true q. The paper's `speculative` ships q̃'s logits; on Qwen2.5-0.5B's RULER at 4K that
   // lost 16 points against refine's 0 at the same decode speed (docs/performance.md, "hybrid's
-  // query: refine by default").
-  QuerySource query = QuerySource::Refine;
+  // query: refine by default"). Auto (every split preset but those that name theirs): the device
+  // chooses, with the host stage (resolve_device_defaults).
+  QuerySource query = QuerySource::Auto;
   // Layers [0, exact_layers) use the exact query even when speculating: measured on SmolLM2,
   // cos(q̃, q) is 0.27 and 0.63 in layers 1 and 2 (the residual stream changes most there)
   // against 0.95-0.99 deeper down.
@@ -48,7 +53,9 @@ struct Policy {
   // Host attention workers; 0: every core of the run (-t, else every CPU this process may use),
   // cpu-attn's default: its device waits for the host at every layer, so nothing overlaps the
   // host's work and the cores the device stage would keep would only idle (src/sched/cores.h).
-  int host_threads = 1;
+  // kHostThreadsAuto (the other split presets): the device chooses (resolve_device_defaults):
+  // inline on every core on the CPU device, one worker beside a CUDA device.
+  int host_threads = kHostThreadsAuto;
   int evict_block = 16;  // tokens moved from the window to the host at once
   // Dropping policies (keep_evicted false): the prompt's prefill is exact attention over all of it
   // and the tokens are evicted once after it, as streaming's, H2O's and Keyformer's code does;
@@ -84,6 +91,11 @@ struct Policy {
     float post_margin = 0.2f;   // ... fitting within (1 - post_margin) T_dev
     int probe = 32;             // Pre steps between Post probes of the key scan (0: none)
     float shared_loss = 0.1f;   // CPU device: the most of its time the host workers may cost it
+    // The floor follows the context: device tokens + K >= k_min_share of it (0.125 held full's
+    // RULER score at 4K-32K on Qwen2.5-0.5B); k-max rises to k_max_share of it the same way.
+    float k_min_share = 0.125f;
+    float k_max_share = 0.25f;
+    float min_recall = 0.8f;    // Pre-QKᵀ only while its predictor finds this share of Post's attention
   } feedback;
 
   // Sinks + window on the device, the rest on the host or dropped: the attention stage of
@@ -105,6 +117,9 @@ struct StepPlan {
   int K = 256;                         // host tokens per kv-head that take part (-1: all)
   Selection select = Selection::Post;  // Post-QKᵀ top-K, Pre-QKᵀ prediction, or all host tokens
   std::string predictor = "recent";    // the Pre-QKᵀ predictor
+  // A Post step that also runs the predictor and counts how many of Post's top-K it chose
+  // (LayerAttention::last_recall): the feedback scheduler's recall rule.
+  bool measure_recall = false;
 };
 // The plan a policy starts every request with.
 StepPlan initial_plan(const Policy& p);

@@ -10,6 +10,9 @@ namespace hg {
 
 namespace {
 
+// Host tokens per chunk of a Post-QKᵀ scan split over the workers.
+constexpr int64_t kScanGrain = 256;
+
 // K of a plan over n_host host tokens: every one for Selection::All, K = -1 or K >= n_host.
 int plan_k(const StepPlan& plan, int64_t n_host) {
   if (plan.select == Selection::All || plan.K < 0 || plan.K >= n_host) return static_cast<int>(n_host);
@@ -91,14 +94,86 @@ void HostSelection::select(ThreadPool& pool, int layer, int seq, const StepPlan&
   if (observing) r.p.resize(static_cast<size_t>(spec_.n_heads) * K);
   const SelectedTokens out{r.idx.data(), r.fetch && !observing ? nullptr : r.logits.data()};
   const KvLayout kl = host.k_layout(layer), vl = host.v_layout(layer);
+  // A Post-QKᵀ scan reads every host key: split it over the workers by token ranges (a split by
+  // kv-head alone leaves cores idle: 3 kv-heads on 2 cores do 2 rounds), then rank per kv-head.
+  req.logits = nullptr;
+  if (selector.post_qk() && !all && K > 0 && !r.fetch) {
+    const int64_t n = r.n_host;
+    all_logits_.resize(static_cast<size_t>(spec_.n_heads) * n);
+    pool.parallel_for(
+        spec_.n_kv_heads * n,
+        [&](int64_t b, int64_t e, int) {
+          for (int64_t i = b; i < e;) {
+            const int g = static_cast<int>(i / n);
+            const int64_t t0 = i % n, t1 = std::min(n, t0 + (e - i));
+            host_logits(kl, r.q.data(), spec_.n_heads, scale_, g, g + 1, t0, t1, all_logits_.data(), n);
+            i += t1 - t0;
+          }
+        },
+        kScanGrain);
+    req.logits = all_logits_.data();
+  }
+  // The recall rule's measurement: the predictor beside Post-QKᵀ, on the same query and K.
+  auto pre = plan.measure_recall && plan.select == Selection::Post && K > 0 && !all ? pre_.find(plan.predictor)
+                                                                                    : pre_.end();
+  const bool measure = pre != pre_.end();
+  r.recall_mass = r.recall_heads = 0;
+  if (measure) {
+    r.pred_idx.resize(r.idx.size());
+    r.pred_logits.resize(r.logits.size());
+    r.pred_mass.assign(static_cast<size_t>(spec_.n_kv_heads), 0.0);
+  }
   pool.parallel_for(spec_.n_kv_heads, [&](int64_t gb, int64_t ge, int t) {
     const int g0 = static_cast<int>(gb), g1 = static_cast<int>(ge);
-    selector.select(req, g0, g1, out, scratch_[static_cast<size_t>(t)]);
+    SelectorScratch& sc = scratch_[static_cast<size_t>(t)];
+    selector.select(req, g0, g1, out, sc);
+    if (measure) {
+      pre->second->select(req, g0, g1, SelectedTokens{r.pred_idx.data(), r.pred_logits.data()}, sc);
+      measure_recall(r, g0, g1, sc);
+    }
     if (observing) observe(seq, layer, r, g0, g1);
     if (gather) gather_rows(vl, r.idx.data(), K, g0, g1, r.v.data());
     if (r.fetch) gather_rows(kl, r.idx.data(), K, g0, g1, r.k.data());
   });
+  if (measure) {
+    for (double m : r.pred_mass) r.recall_mass += m;
+    r.recall_heads = spec_.n_heads;
+  }
   if (lse) partial(pool, layer, host, r);
+}
+
+void HostSelection::measure_recall(HostResult& r, int g_begin, int g_end, SelectorScratch& sc) const {
+  const int group = spec_.n_heads / spec_.n_kv_heads, K = r.K;
+  for (int g = g_begin; g < g_end; ++g) {
+    // which of Post's tokens the predictor chose too (both lists are increasing)
+    const int32_t* a = r.idx.data() + static_cast<size_t>(g) * K;
+    const int32_t* b = r.pred_idx.data() + static_cast<size_t>(g) * K;
+    sc.dims.assign(static_cast<size_t>(K), 0);
+    for (int i = 0, j = 0; i < K && j < K;) {
+      if (a[i] == b[j]) {
+        sc.dims[static_cast<size_t>(i)] = 1;
+        ++i, ++j;
+      } else if (a[i] < b[j]) {
+        ++i;
+      } else {
+        ++j;
+      }
+    }
+    // ... weighted by the attention each head of the group gives them among Post's K
+    double mass = 0;
+    for (int h = g * group; h < (g + 1) * group; ++h) {
+      const float* l = r.logits.data() + static_cast<size_t>(h) * K;
+      const float top = *std::max_element(l, l + K);
+      double all = 0, found = 0;
+      for (int i = 0; i < K; ++i) {
+        const double e = std::exp(static_cast<double>(l[i] - top));
+        all += e;
+        found += sc.dims[static_cast<size_t>(i)] ? e : 0.0;
+      }
+      mass += found / all;
+    }
+    r.pred_mass[static_cast<size_t>(g)] = mass;
+  }
 }
 
 void HostSelection::rescore(ThreadPool& pool, int layer, const HostStore& host, HostResult& r) {

@@ -32,6 +32,15 @@ struct HostResult {
   std::vector<float> lse;     // [rows][n_heads]
   std::vector<float> q;       // [n_heads][head_dim] the query the host used
   std::vector<float> p;       // [n_heads][K] the selection's probabilities (observing selectors)
+  // A step plan's measure_recall: the predictor's choice beside Post's top-K, and the share of
+  // each head's attention over Post's K tokens that falls on tokens the predictor chose too
+  // (recall = recall_mass / recall_heads; recall_heads 0 when nothing was measured). Weighted by
+  // attention, a miss among the near-ties at the end of Post's K costs little, a missed needle much.
+  std::vector<int32_t> pred_idx;    // [n_kv_heads][K]
+  std::vector<float> pred_logits;   // [n_heads][K]
+  std::vector<double> pred_mass;    // [n_kv_heads]: summed over the group's heads
+  double recall_mass = 0;
+  int recall_heads = 0;
 };
 
 class HostSelection {
@@ -47,7 +56,8 @@ class HostSelection {
 
   // The host part of one sequence's layer with the query r.q: the plan's selector picks K tokens
   // per kv-head and scores them, observers see the probabilities, then V rows (and K rows for a
-  // fetch) are gathered, or with --merge lse the partial result + LSE computed.
+  // fetch) are gathered, or with --merge lse the partial result + LSE computed. With the plan's
+  // measure_recall a Post step also runs the plan's predictor and counts the tokens both chose.
   void select(ThreadPool& pool, int layer, int seq, const StepPlan& plan, const HostStore& host, HostResult& r);
   // --query refine: r.q is now the true query; the selected tokens' logits (and partial) again.
   void rescore(ThreadPool& pool, int layer, const HostStore& host, HostResult& r);
@@ -60,6 +70,8 @@ class HostSelection {
   Selector& selector_for(const StepPlan& plan, bool all);
   void observe(int seq, int layer, HostResult& r, int g_begin, int g_end);
   void partial(ThreadPool& pool, int layer, const HostStore& host, HostResult& r);
+  // r.pred_mass of kv-heads [g_begin, g_end): Post's selection in r.idx / r.logits, the predictor's in r.pred_idx.
+  void measure_recall(HostResult& r, int g_begin, int g_end, SelectorScratch& sc) const;
 
   const ModelSpec& spec_;
   const Policy& policy_;
@@ -69,6 +81,7 @@ class HostSelection {
   std::map<std::string, std::unique_ptr<Selector>> pre_;  // Pre-QKᵀ predictors, by name
   std::vector<AttentionObserver*> observers_;             // the selectors that accumulate scores
   std::vector<SelectorScratch> scratch_;                  // per host thread
+  std::vector<float> all_logits_;                         // a Post-QKᵀ scan's logits [n_heads][n_host]
 };
 
 }  // namespace hg

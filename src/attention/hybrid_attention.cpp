@@ -49,6 +49,8 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
   // --host-threads 0 (every core of the run) is resolved once, by the engine (sched/cores.h), from -t
   if (policy_.host_threads < 1)
     throw Error("attention stage: --host-threads " + std::to_string(policy_.host_threads) + " was not resolved");
+  // --query auto is the device's choice, made by the engine too (resolve_device_defaults)
+  if (policy_.query == QuerySource::Auto) throw Error("attention stage: --query auto was not resolved");
   if (query_.source() != QuerySource::Exact && policy_.window < 1)
     throw Error(
         "--query speculative|refine needs --window >= 1 (the current token must be on the device); "
@@ -119,6 +121,8 @@ void HybridAttention::begin_step(const std::vector<TokenRow>& rows, bool prefill
   });
   for (auto& r : results_) r.resize(rows.size());
   shipment_.begin_step(rows.size());
+  recall_mass_.assign(static_cast<size_t>(n_seqs_), 0.0);
+  recall_heads_.assign(static_cast<size_t>(n_seqs_), 0);
 }
 
 void HybridAttention::layer_input(int layer, const float* x, const std::vector<TokenRow>& rows) {
@@ -277,8 +281,12 @@ void HybridAttention::ship_and_attend(int layer, const float* q, const std::vect
   if (!prefill_) {
     clock_.transfer_end(layer, bytes);
     for (int i = 0; i < n; ++i) {
-      st.selected += static_cast<int64_t>(results[static_cast<size_t>(i)].K) * spec_.n_kv_heads;
-      st.host_tokens += results[static_cast<size_t>(i)].n_host * spec_.n_kv_heads;
+      const HostResult& r = results[static_cast<size_t>(i)];
+      st.selected += static_cast<int64_t>(r.K) * spec_.n_kv_heads;
+      st.host_tokens += r.n_host * spec_.n_kv_heads;
+      const auto seq = static_cast<size_t>(rows[static_cast<size_t>(i)].seq);
+      recall_mass_[seq] += r.recall_mass;
+      recall_heads_[seq] += r.recall_heads;
     }
     st.steps += 1;
   }
@@ -306,6 +314,12 @@ void HybridAttention::ship_and_attend(int layer, const float* q, const std::vect
       observer_->observe(layer, std::span(rows).subspan(static_cast<size_t>(i), static_cast<size_t>(rows_per_call)),
                          kv_->token_positions(row.seq, layer), a.tokens.count, prefill_);
   }
+}
+
+double HybridAttention::last_recall(int seq) const {
+  const auto s = static_cast<size_t>(seq);
+  if (s >= recall_heads_.size() || recall_heads_[s] == 0) return -1;
+  return recall_mass_[s] / static_cast<double>(recall_heads_[s]);
 }
 
 std::unique_ptr<LayerAttention> make_hybrid_attention(const AttentionContext& c, const Policy& policy,

@@ -65,6 +65,7 @@ class HybridAttention final : public LayerAttention, public PromptState {
   void learn_prompt_queries(int seq, int layer, const float* q, int n_rows) override;
   std::vector<LayerStats>* layer_stats() override { return clock_.all_stats(); }
   const StepTiming* last_step_timing() const override { return clock_.last(); }
+  double last_recall(int seq) const override;
   std::string describe() const override;
   nlohmann::json memory_report() const override;
   HybridKv* split_kv() override { return kv_.get(); }
@@ -114,6 +115,9 @@ class HybridAttention final : public LayerAttention, public PromptState {
   std::vector<int64_t> prefill_visible_;            // [rows] host tokens each prefill row sees
   std::vector<std::vector<float>> x_host_;          // [layer % 2]: [rows][d_model]
   std::vector<float> q_host_, k_host_, v_host_;     // [rows][q_dim], [rows][kv_dim] x2
+  // per sequence, the last decode step's recall measurement summed over layers (measure_recall)
+  std::vector<double> recall_mass_;
+  std::vector<int64_t> recall_heads_;
 
   StepClock clock_;  // the step's timings and the run's statistics
 };

@@ -88,6 +88,11 @@ class LayerAttention {
   virtual std::vector<LayerStats>* layer_stats() { return nullptr; }
   // The latest decode step's per-layer T_dev / T_host / T_tx (null when the stage keeps none).
   virtual const StepTiming* last_step_timing() const { return nullptr; }
+  // The plan's predictor's recall of Post-QKᵀ's top-K in the sequence's last decode step, when
+  // that step's plan asked for it (measure_recall), else -1: the share of each head's attention
+  // over Post's K tokens that falls on tokens the predictor chose too, averaged over heads and
+  // layers (HostResult::recall_mass).
+  virtual double last_recall(int /*seq*/) const { return -1; }
   // Where the host KV stores live, checked page by page (JSON; null when there are none).
   virtual nlohmann::json memory_report() const { return nullptr; }
   virtual std::string describe() const = 0;

@@ -144,6 +144,15 @@ void print_rows(const std::vector<Row>& rows, const std::string& format) {
       for (const auto& c : cols) line += " " + cell(r.j, c) + " |";
       std::printf("%s\n", line.c_str());
     }
+    // What the device chose for each policy's knobs left to it, once per policy.
+    std::vector<std::string> said;
+    for (const auto& r : rows) {
+      const std::string policy = r.j["policy"].get<std::string>();
+      const std::string chosen = r.j.value("device_defaults", std::string());
+      if (chosen.empty() || std::find(said.begin(), said.end(), policy) != said.end()) continue;
+      said.push_back(policy);
+      std::printf("%s%s: %s\n", said.size() == 1 ? "\n" : "", policy.c_str(), chosen.c_str());
+    }
   }
   std::fflush(stdout);
 }

@@ -13,6 +13,8 @@
 #include "mem/placement.h"
 #include "mem/report.h"
 #include "device/cpu_info.h"
+#include "policy/enum_names.h"
+#include "sched/cores.h"
 
 namespace hg::cli {
 
@@ -99,6 +101,12 @@ void run_info(const InfoOptions& o) {
   const DeviceMemoryPlan plan = plan_device_memory(*model, Policy{}, kv_dtype, ctx, o.batch, *device);
   j["device_plan"] = plan.to_json();
   j["fits"] = plan.fits();
+  // What `--policy hybrid` leaves to this device, chosen as a run here would choose it.
+  Policy hybrid = policy_preset("hybrid");
+  const std::string chosen = resolve_device_defaults(hybrid, device->memory().host, 0, available_cpus());
+  j["hybrid_defaults"] = {{"host_threads", hybrid.host_threads},
+                          {"query", std::string(enum_name(hybrid.query))},
+                          {"why", chosen}};
   std::string numa_text;
   if (o.numa) j["numa"] = numa_plan(o, s, ctx, kv_dtype, &numa_text);
   if (o.json) {
@@ -131,6 +139,7 @@ void run_info(const InfoOptions& o) {
                 format_bytes(static_cast<double>(plan.memory.free)).c_str());
   else
     std::printf("fits:         NO: %s\n", plan.problem().c_str());
+  std::printf("hybrid:       %s\n", chosen.c_str());
   if (o.numa) std::printf("\n%s\n", numa_text.c_str());
 }
 

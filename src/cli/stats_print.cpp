@@ -38,6 +38,7 @@ nlohmann::json run_stats_json(Engine& engine) {
   }
   nlohmann::json j = {{"device", engine.device().name()},
           {"attention", engine.describe_attention()},
+          {"device_defaults", engine.device_defaults()},
           {"memory", engine.attention().memory_report()},
           {"layers", layers},
           {"threads", engine.device().threads()},
@@ -67,6 +68,7 @@ void print_run_stats(std::FILE* out, Engine& engine) {
                j["decode_tokens_per_s"].get<double>(), j["ms_per_token_mean"].get<double>(),
                j["ms_per_token_p50"].get<double>(), j["ms_per_token_p95"].get<double>());
   std::fprintf(out, "attention: %s\n", j["attention"].get<std::string>().c_str());
+  if (!engine.device_defaults().empty()) std::fprintf(out, "%s\n", engine.device_defaults().c_str());
   if (!j["memory"].is_null())
     std::fprintf(out, "host KV placement: %s (pages sampled per arena; matched plan: %s; K blocks spilled: %llu)\n",
                  j["memory"]["placement"].dump().c_str(), j["memory"]["matched"].get<bool>() ? "yes" : "NO",

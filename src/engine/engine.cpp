@@ -70,6 +70,7 @@ struct Engine::Impl {
   std::unique_ptr<BatchScheduler> sched;  // hybrid policies: sets `plans` from each step's timings
   RunStats stats;
   std::string all_on_device_note;  // set when a hybrid policy's window covers the whole context
+  std::string device_defaults;     // what the device chose for the knobs left to it (resolve_device_defaults)
   std::string fingerprint;         // the model's, once a prefill state needs it
   std::unique_ptr<ThreadPool> score_pool;  // prompt scores on a device without a CPU pool (CUDA)
 
@@ -142,11 +143,9 @@ struct Engine::Impl {
 };
 
 namespace {
-// host_share: the share of the device's cores the host workers take while they compute (the
-// feedback scheduler's FeedbackParams::host_share); 0 on a CUDA device.
-std::unique_ptr<Device> make_device(const EngineOptions& o, double& host_share) {
-  host_share = 0;
-  if (std::unique_ptr<Device> cuda = make_named_cuda_device(o.device, o.gpu)) return cuda;
+// The CPU device. host_share: the share of its cores the host workers take while they compute
+// (the feedback scheduler's FeedbackParams::host_share).
+std::unique_ptr<Device> cpu_device_for(const EngineOptions& o, double& host_share) {
   // The CPU device and the host workers share the cores: -t is their total (src/sched/cores.h).
   const CorePlan cores = plan_cores(o.threads, available_cpus(), o.policy.host_workers(), true);
   if (o.policy.host_workers() > 0) spdlog::info("cores: {}", cores.describe());
@@ -164,10 +163,14 @@ Engine::Engine(const Model& model, const EngineOptions& options) : impl_(std::ma
                 std::to_string(spec.max_ctx) + " positions (max_position_embeddings)");
   if (o.batch < 1) throw Error("--batch must be at least 1, got " + std::to_string(o.batch));
   if (o.ubatch < 0) throw Error("--ubatch must be >= 0 (0: auto), got " + std::to_string(o.ubatch));
-  if (o.policy.splits_kv()) o.policy.host_threads = resolve_host_threads(o.policy.host_threads, o.threads);
   o.precision = resolve_precision(o.precision, model);
-  double host_share = 0;
-  impl_->device = make_device(o, host_share);
+  std::unique_ptr<Device> cuda = make_named_cuda_device(o.device, o.gpu);
+  // The knobs left to the device (--host-threads auto, --query auto), then the host workers.
+  impl_->device_defaults = resolve_device_defaults(o.policy, !cuda, o.threads, available_cpus());
+  if (!impl_->device_defaults.empty()) spdlog::info("{}", impl_->device_defaults);
+  if (o.policy.splits_kv()) o.policy.host_threads = resolve_host_threads(o.policy.host_threads, o.threads);
+  double host_share = 0;  // 0 on a CUDA device: the host workers take nothing from the GPU
+  impl_->device = cuda ? std::move(cuda) : cpu_device_for(o, host_share);
   // Said before the weights and the KV cache are allocated (the host side: HybridAttention).
   plan_device_memory(model, o.policy, o.kv_dtype, o.ctx, o.batch, *impl_->device).require_fits();
   impl_->weights = upload_weights(*impl_->device, model);
@@ -293,6 +296,7 @@ std::vector<std::string> Engine::prompt_scores() const {
   return ps ? ps->prompt_scores() : std::vector<std::string>{};
 }
 LayerAttention& Engine::attention() { return *impl_->attn; }
+const std::string& Engine::device_defaults() const { return impl_->device_defaults; }
 std::string Engine::describe_attention() const {
   return impl_->all_on_device_note.empty() ? impl_->attn->describe() : impl_->all_on_device_note;
 }
@@ -368,8 +372,12 @@ void Engine::decode(std::span<const int> seqs, std::span<const int32_t> tokens, 
   if (im.sched && im.attn->last_step_timing()) {
     // The scheduler turns this step's timings into each sequence's plan for the next step.
     std::vector<int64_t> host(seqs.size());
-    for (size_t i = 0; i < seqs.size(); ++i) host[i] = im.attn->host_tokens(seqs[i]);
-    im.sched->after_step(seqs, *im.attn->last_step_timing(), host);
+    std::vector<double> recall(seqs.size());
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      host[i] = im.attn->host_tokens(seqs[i]);
+      recall[i] = im.attn->last_recall(seqs[i]);
+    }
+    im.sched->after_step(seqs, *im.attn->last_step_timing(), host, recall);
     if (im.sched->adaptive())
       for (int s : seqs) im.plans[static_cast<size_t>(s)] = im.sched->plan(s);
   }

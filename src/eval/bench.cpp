@@ -170,6 +170,7 @@ nlohmann::json BenchRunner::base_row(const BenchCombo& k, const std::string& tes
                         {"kv", std::string(dtype_name(k.options.kv_dtype))},
                         {"policy", k.policy},
                         {"attention", k.engine.describe_attention()},
+                        {"device_defaults", k.engine.device_defaults()},
                         {"test", test},
                         {"cpu_info", cpu_summary()},
                         {"cpu_isa", cpu_info().isa}};

@@ -33,7 +33,8 @@ inline std::span<const EnumName<MergeMode>> enum_names() {
 template <>
 inline std::span<const EnumName<QuerySource>> enum_names() {
   static constexpr EnumName<QuerySource> kNames[] = {
-      {"exact", QuerySource::Exact}, {"speculative", QuerySource::Speculative}, {"refine", QuerySource::Refine}};
+      {"exact", QuerySource::Exact}, {"speculative", QuerySource::Speculative}, {"refine", QuerySource::Refine},
+      {"auto", QuerySource::Auto}};
   return kNames;
 }
 

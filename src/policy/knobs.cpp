@@ -111,6 +111,28 @@ Knob int_knob(std::string name, std::string help, PolicyField<int> field, int mi
   return k;
 }
 
+Knob auto_int_knob(std::string name, std::string help, PolicyField<int> field, int min, int max, KnobScope scope,
+                   std::vector<std::pair<int, std::string>> special) {
+  Knob k = int_knob(std::move(name), std::move(help), field, min, max, scope, special);
+  const std::string numbers = k.range;
+  k.range = numbers + " (or auto)";
+  k.type = "INT|auto";
+  k.parse = [flag = k.flag(), inner = k.parse, field, range = k.range, numbers](Policy& p, const std::string& s) {
+    if (s == "auto") {
+      field(p) = -1;
+      return;
+    }
+    // -1 is how auto is kept, not a value to give
+    if (s == "-1") throw Error(flag + " must be " + range + ", got " + s);
+    int v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size()) throw_bad_knob(flag, s, "auto or an integer " + numbers);
+    inner(p, s);
+  };
+  k.describe = [field](const Policy& p) { return field(p) == -1 ? std::string("auto") : std::to_string(field(p)); };
+  return k;
+}
+
 Knob float_knob(std::string name, std::string help, PolicyField<float> field, float min, float max, KnobScope scope) {
   Knob k;
   k.name = std::move(name);
@@ -179,12 +201,18 @@ void register_policy_knobs(KnobRegistry& r, std::vector<std::string> (*predictor
   r.add(int_knob("partial-dims", "query dimensions of the partial predictor", &Policy::partial_dims, 1, INT_MAX,
                  splits_kv));
   r.add(enum_knob<MergeMode>("merge", "merge of host and device results", &Policy::merge, splits_kv));
-  r.add(enum_knob<QuerySource>("query", "host query source", &Policy::query, splits_kv));
+  r.add(enum_knob<QuerySource>("query",
+                               "host query source (auto: exact where the host stage runs inline, refine where host "
+                               "workers overlap the device)",
+                               &Policy::query, splits_kv));
   r.add(int_knob("exact-layers", "first layers that use the exact query when speculating", &Policy::exact_layers, 0,
                  INT_MAX, splits_kv));
   // At most the CPUs of this machine: more workers than CPUs only contend (and 5000 threads abort).
-  r.add(int_knob("host-threads", "host attention worker threads", &Policy::host_threads, 1, hardware_threads(), splits_kv,
-                 {{0, "every core of the run, cpu-attn's default"}}));
+  r.add(auto_int_knob("host-threads",
+                      "host attention worker threads (auto: the device chooses: inline on every core on the CPU "
+                      "device, one worker beside a CUDA device)",
+                      &Policy::host_threads, 1, hardware_threads(), splits_kv,
+                      {{0, "the host stage inline on every core of the run, cpu-attn's default"}}));
 }
 
 }  // namespace hg

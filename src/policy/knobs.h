@@ -95,6 +95,10 @@ struct PolicyField {
 // (e.g. {-1, "all host tokens"} for --k).
 Knob int_knob(std::string name, std::string help, PolicyField<int> field, int min, int max, KnobScope scope = nullptr,
               std::vector<std::pair<int, std::string>> special = {});
+// int_knob whose word `auto` stands for -1 in the field (the value is chosen later: --k-min by
+// the model's profile, --host-threads by the device); describe() prints `auto` back.
+Knob auto_int_knob(std::string name, std::string help, PolicyField<int> field, int min, int max, KnobScope scope = nullptr,
+                   std::vector<std::pair<int, std::string>> special = {});
 Knob float_knob(std::string name, std::string help, PolicyField<float> field, float min, float max,
                 KnobScope scope = nullptr);
 Knob bool_knob(std::string name, std::string help, PolicyField<bool> field, KnobScope scope = nullptr);

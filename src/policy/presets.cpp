@@ -52,12 +52,14 @@ const std::vector<PresetInfo>& preset_table() {
          p.host_threads = 0;  // every core: the device waits for the host at every layer
        }},
       {"hybrid", "HybridGen",
-       "device window + sinks; host top-K of the next layer's logits from this layer's input, the chosen tokens' "
-       "logits "
-       "with the true query",
-       [](Policy& p) {  // window 1024 + 4 sinks, Post-QKᵀ, q̃ selects and q scores (refine), logits merge,
-                        // the feedback scheduler; where it switches to Pre-QKᵀ, the partial predictor
-                        // (query-aware: `recent` loses the needle of long-context tasks)
+       "device window + sinks; the host's top-K tokens per kv-head, their logits and V rows shipped (CPU device: "
+       "inline with the exact query; GPU: from the next layer's predicted query, rescored with the true one); the "
+       "feedback scheduler tunes K and Post/Pre-QK",
+       [](Policy& p) {  // window 1024 + 4 sinks, Post-QKᵀ, logits merge, the query and the host
+                        // stage the device's (auto), the feedback scheduler; where it switches to
+                        // Pre-QKᵀ (while its recall allows), the partial predictor (query-aware:
+                        // `recent` loses the needle of long-context tasks; `q4` finds more of
+                        // Post's tokens but its scan is slower on the CPU today, performance.md)
          split(p);
          p.sched = SchedMode::Adaptive;
          p.predictor = "partial";

@@ -25,12 +25,17 @@ FeedbackParams feedback_params(const Policy& p, int k_min, double host_share) {
   f.post_margin = p.feedback.post_margin;
   f.probe_every = p.feedback.probe;
   f.shared_loss = p.feedback.shared_loss;
+  f.k_min_share = p.feedback.k_min_share;
+  f.k_max_share = p.feedback.k_max_share;
+  f.device_tokens = p.window + p.n_sinks;
+  f.min_recall = p.feedback.min_recall;
   f.adapt_k = p.sched == SchedMode::Adaptive || p.sched == SchedMode::AdaptiveK;
   f.adapt_select = p.sched_switches_mode();
   if (p.sched == SchedMode::AdaptiveSelect) {
     // Only the mode adapts: K is pinned at --k.
     if (p.K < 1) throw Error("--sched adaptive-select needs a fixed --k >= 1, got " + std::to_string(p.K));
     f.k_min = f.k_max = p.K;
+    f.k_min_share = f.k_max_share = 0;
   }
   f.validate();
   return f;
@@ -68,11 +73,12 @@ StepPlan BatchScheduler::plan(int seq) const {
   const SchedPlan s = seqs_.at(static_cast<size_t>(seq)).feedback.plan();
   p.K = s.K;
   p.select = s.select;
+  p.measure_recall = s.measure_recall;
   return p;
 }
 
 void BatchScheduler::after_step(std::span<const int> seqs, const StepTiming& timing,
-                                std::span<const int64_t> host_tokens) {
+                                std::span<const int64_t> host_tokens, std::span<const double> recall) {
   const double t_dev = timing.t_dev(), t_host = timing.t_host(), t_tx = timing.t_tx();
   const double n = static_cast<double>(seqs.size());
   // Work of each sequence in this step: selected tokens, plus the key scan under Post-QKᵀ.
@@ -86,7 +92,7 @@ void BatchScheduler::after_step(std::span<const int> seqs, const StepTiming& tim
   }
   for (size_t i = 0; i < seqs.size(); ++i) {
     const double share = total > 0 ? work[i] / total : 1.0 / n;
-    const StepTimes t{t_dev / n, t_host * share, t_tx * share, host_tokens[i]};
+    const StepTimes t{t_dev / n, t_host * share, t_tx * share, host_tokens[i], i < recall.size() ? recall[i] : -1.0};
     Seq& s = seqs_.at(static_cast<size_t>(seqs[i]));
     if (adaptive()) {
       s.feedback.update(t);
@@ -126,13 +132,19 @@ nlohmann::json BatchScheduler::seq_json(int seq) const {
                      {"t_dev_ms", e.t_dev * 1e3},
                      {"t_host_ms", e.t_host * 1e3},
                      {"t_tx_ms", e.t_tx * 1e3},
-                     {"host_tokens", e.host_tokens}});
+                     {"host_tokens", e.host_tokens},
+                     {"k_floor", e.k_floor},
+                     {"rule", sched_rule_name(e.rule)}});
     if (e.probe) trace.back()["probe"] = true;  // a Post step taken in Pre to measure the key scan
+    if (e.recall >= 0) trace.back()["recall"] = e.recall;
   }
   static const char* modes[] = {"fixed", "adaptive", "adaptive-k", "adaptive-select"};
   return {{"mode", modes[static_cast<int>(policy_.sched)]},
           {"k_min", params_.k_min},
           {"k_max", params_.k_max},
+          {"k_min_share", params_.k_min_share},
+          {"k_max_share", params_.k_max_share},
+          {"min_recall", params_.min_recall},
           {"switches", switches(seq)},
           {"probes", adaptive() ? seqs_.at(static_cast<size_t>(seq)).feedback.probes() : 0},
           {"summary", summary(seq)},

@@ -40,8 +40,10 @@ class BatchScheduler {
   bool adaptive() const { return policy_.sched != SchedMode::Fixed && !policy_.takes_every_host_token(); }
   StepPlan plan(int seq) const;
   // After a decode step of the sequences `seqs` measured as `timing`; host_tokens[i] is what
-  // seqs[i] had on the host during the step.
-  void after_step(std::span<const int> seqs, const StepTiming& timing, std::span<const int64_t> host_tokens);
+  // seqs[i] had on the host during the step; recall[i] the predictor's recall of Post's top-K
+  // that seqs[i]'s step measured (-1 where it measured none; an empty span: none measured).
+  void after_step(std::span<const int> seqs, const StepTiming& timing, std::span<const int64_t> host_tokens,
+                  std::span<const double> recall = {});
   void reset(int seq);
 
   const std::vector<SchedTraceEntry>& trace(int seq) const;

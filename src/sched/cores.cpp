@@ -46,6 +46,28 @@ int resolve_host_threads(int host_threads, int threads) {
   return threads > 0 ? threads : available_cpus();
 }
 
+std::string resolve_device_defaults(Policy& p, bool cpu_device, int threads, int available) {
+  if (!p.splits_kv()) return "";
+  std::string chosen;
+  const auto say = [&](const std::string& what) { chosen += (chosen.empty() ? "" : ", ") + what; };
+  if (p.host_threads == kHostThreadsAuto) {
+    p.host_threads = cpu_device ? 0 : 1;
+    say(cpu_device ? "host stage inline on every core (--host-threads auto: the device and host stages share "
+                     "the cores, so overlapping them gains nothing)"
+                   : "1 host worker overlapping the GPU (--host-threads auto)");
+  }
+  if (p.query == QuerySource::Auto) {
+    const int total = threads > 0 ? threads : std::max(1, available);
+    const bool inline_stage = cpu_device && shares_every_core(total, resolve_host_threads(p.host_threads, threads));
+    p.query = inline_stage ? QuerySource::Exact : QuerySource::Refine;
+    say(inline_stage ? "exact query (--query auto: an inline host stage has the layer's own query)"
+                     : "refine query (--query auto: the host workers select with the query predicted from the "
+                       "previous layer while the device computes, then score with the true one)");
+  }
+  if (chosen.empty()) return "";
+  return std::string(cpu_device ? "CPU device" : "CUDA device") + " defaults: " + chosen;
+}
+
 int available_cpus() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));

@@ -20,6 +20,8 @@
 #pragma once
 #include <string>
 
+#include "hybridgen/policy.h"
+
 namespace hg {
 
 struct CorePlan {
@@ -45,5 +47,23 @@ int available_cpus();
 // The host workers of --host-threads H: H, or for 0 every core of the run: `threads` (-t) when it
 // is set, else every CPU this process may use.
 int resolve_host_threads(int host_threads, int threads);
+
+// The knobs a split policy leaves to the device (--host-threads auto, --query auto, the presets'
+// defaults), set to the device's choice; a knob given explicitly is kept. Returns what was
+// chosen and why, one line for the logs, --stats, bench rows and `info` ("" when nothing was
+// left to choose):
+//   * The CPU device: the host stage inline on every core of the run (--host-threads 0) with the
+//     exact query. The device stage and the host stage would run on the same cores and the same
+//     memory bus, so host work overlapped with the device's only takes from it; inline, each
+//     layer's host part runs on every core when the layer needs it, with the layer's own query
+//     (the speculative query of an overlapped host stage would only cost accuracy). Measured on
+//     2 vCPUs: 1.25-1.6x the decode speed of the earlier defaults, one overlapped worker with
+//     refine (docs/performance.md, "hybrid's defaults chosen by the device").
+//   * A CUDA device: one host worker beside the GPU, the refine query: the host selects with the
+//     next layer's query predicted from this layer's input while the GPU computes this layer,
+//     then scores the chosen tokens with the true query (the paper's overlap).
+// --query auto follows the host stage that results: exact where it runs inline (an explicit
+// --host-threads not below -t on the CPU device included), refine where workers overlap.
+std::string resolve_device_defaults(Policy& p, bool cpu_device, int threads, int available);
 
 }  // namespace hg

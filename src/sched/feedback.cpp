@@ -2,6 +2,7 @@
 #include "sched/feedback.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <sstream>
 
@@ -38,6 +39,46 @@ void FeedbackParams::validate() const {
   if (!(shared_loss > 0 && shared_loss <= 1)) fail("shared loss must be in (0, 1], got " + std::to_string(shared_loss));
   if (probe_every < 0) fail("--sched-probe must be >= 0, got " + std::to_string(probe_every));
   if (warmup_steps < 0) fail("scheduler warm-up steps must be >= 0, got " + std::to_string(warmup_steps));
+  if (!(k_min_share >= 0 && k_min_share <= 1)) fail("--k-min-share must be in [0, 1], got " + std::to_string(k_min_share));
+  if (!(k_max_share >= 0 && k_max_share <= 1)) fail("--k-max-share must be in [0, 1], got " + std::to_string(k_max_share));
+  if (device_tokens < 0) fail("scheduler device tokens must be >= 0, got " + std::to_string(device_tokens));
+  if (!(min_recall >= 0 && min_recall <= 1))
+    fail("--sched-min-recall must be in [0, 1], got " + std::to_string(min_recall));
+}
+
+const char* sched_rule_name(SchedRule r) {
+  switch (r) {
+    case SchedRule::Fixed: return "fixed";
+    case SchedRule::Warmup: return "warmup";
+    case SchedRule::NoHost: return "no-host";
+    case SchedRule::Grow: return "grow";
+    case SchedRule::Shrink: return "shrink";
+    case SchedRule::Hold: return "hold";
+    case SchedRule::Floor: return "floor";
+    case SchedRule::MeasureRecall: return "measure-recall";
+    case SchedRule::ToPre: return "to-pre";
+    case SchedRule::PreRefused: return "pre-refused";
+    case SchedRule::Pre: return "pre";
+    case SchedRule::ToPost: return "to-post";
+    case SchedRule::Probe: return "probe";
+    case SchedRule::RecallLow: return "recall-low";
+  }
+  return "?";
+}
+
+namespace {
+// max(base, ⌈share · (n + device)⌉ − device): K that brings the tokens attended to `share` of the context.
+int share_k(int base, double share, int64_t n, int device) {
+  if (share <= 0 || n <= 0) return base;
+  const double attended = std::ceil(share * static_cast<double>(n + device)) - device;
+  return attended > base ? static_cast<int>(std::min<double>(attended, INT_MAX / 2)) : base;
+}
+}  // namespace
+
+int FeedbackScheduler::k_floor(int64_t n) const { return share_k(p_.k_min, p_.k_min_share, n, p_.device_tokens); }
+
+int FeedbackScheduler::k_ceiling(int64_t n) const {
+  return std::max(k_floor(n), share_k(p_.k_max, p_.k_max_share, n, p_.device_tokens));
 }
 
 FeedbackScheduler::FeedbackScheduler(const FeedbackParams& params) : p_(params) {
@@ -56,7 +97,16 @@ void FeedbackScheduler::reset() {
   scan_known_ = false;
   probe_interval_ = since_probe_ = 0;
   switches_ = probes_ = 0;
+  floor_ = p_.k_min;
+  recall_wait_ = 0;
+  recall_retry_ = std::max(1, p_.probe_every);
   trace_.clear();
+}
+
+void FeedbackScheduler::refuse_pre() {
+  streak_ = 0;
+  recall_wait_ = recall_retry_;
+  recall_retry_ = std::min(8 * std::max(1, p_.probe_every), 2 * recall_retry_);
 }
 
 void FeedbackScheduler::enter(Selection mode) {
@@ -68,7 +118,7 @@ void FeedbackScheduler::enter(Selection mode) {
     probe_interval_ = p_.probe_every;
     since_probe_ = 0;
   }
-  plan_ = {p_.k_min, mode};
+  plan_ = {floor_, mode};
   ++switches_;
   streak_ = 0;
   mode_steps_ = 0;
@@ -76,47 +126,56 @@ void FeedbackScheduler::enter(Selection mode) {
 }
 
 SchedPlan FeedbackScheduler::update(const StepTimes& t) {
+  const int64_t n = std::max<int64_t>(t.host_tokens, 0);
+  floor_ = k_floor(n);
   trace_.push_back({static_cast<int64_t>(trace_.size()), plan_.K, plan_.select, t.t_dev, t.t_host, t.t_tx,
-                    t.host_tokens, plan_.probe});
+                    t.host_tokens, plan_.probe, floor_, t.recall, SchedRule::Hold});
+  SchedRule& rule = trace_.back().rule;
   // Warm-up steps count toward no switch, and the EWMAs start over at each of them and at the
   // first step after them (seeded by it, not by a cold one).
   const int64_t step = static_cast<int64_t>(trace_.size()) - 1;
   const bool warming = step < p_.warmup_steps;
   const bool smooth = step > p_.warmup_steps;
-  const int64_t n = std::max<int64_t>(t.host_tokens, 0);
   const int k_used = static_cast<int>(std::min<int64_t>(plan_.K, n));
-  const int hi = std::max(p_.k_min, static_cast<int>(std::min<int64_t>(p_.k_max, n)));
+  const int hi = std::max(floor_, static_cast<int>(std::min<int64_t>(k_ceiling(n), n)));
   dev_ = seeded_dev_ && smooth ? ewma(dev_, t.t_dev, p_.alpha) : t.t_dev;
   seeded_dev_ = true;
+  plan_.measure_recall = false;
   if (plan_.probe) {  // Post's cost, not Pre's: it stays out of the Pre EWMA
-    end_probe(t, k_used);
+    rule = end_probe(t, k_used);
     return plan_;
   }
   ++mode_steps_;
   if (n == 0) {  // nothing on the host yet: nothing to measure
-    plan_.K = std::clamp(plan_.K, p_.k_min, hi);
+    plan_.K = std::clamp(plan_.K, floor_, hi);
+    rule = SchedRule::NoHost;
     return plan_;
   }
   const double sample = (t.t_host + t.t_tx) / std::max(k_used, 1);
   per_token_ = seeded_host_ && smooth ? ewma(per_token_, sample, p_.alpha) : sample;
   seeded_host_ = true;
-  if (plan_.select == Selection::Post)
-    update_post(t, sample, k_used, hi, warming);
-  else
-    update_pre(t, k_used);
+  rule = plan_.select == Selection::Post ? update_post(t, sample, k_used, hi, warming) : update_pre(t, k_used);
+  if (warming && rule != SchedRule::Floor) rule = SchedRule::Warmup;
   return plan_;
 }
 
-void FeedbackScheduler::end_probe(const StepTimes& t, int k_used) {
+SchedRule FeedbackScheduler::end_probe(const StepTimes& t, int k_used) {
   ++probes_;
-  plan_ = {p_.k_min, Selection::Pre};
+  plan_ = {floor_, Selection::Pre};
   probe_interval_ = std::min(8 * p_.probe_every, 2 * probe_interval_);
   since_probe_ = 0;
-  if (t.host_tokens <= 0) return;
+  if (t.host_tokens <= 0) return SchedRule::Probe;
   // The two modes at the same K differ by the key scan over every host token.
   const double post = t.t_host + t.t_tx, pre = per_token_ * std::max(k_used, 1);
   scan_per_token_ = std::max(0.0, post - pre) / static_cast<double>(t.host_tokens);
   scan_known_ = true;
+  if (p_.min_recall > 0 && t.recall >= 0 && t.recall < p_.min_recall) {
+    // The predictor no longer finds what Post-QKᵀ would: accuracy before speed.
+    enter(Selection::Post);
+    refuse_pre();
+    return SchedRule::RecallLow;
+  }
+  return SchedRule::Probe;
 }
 
 double FeedbackScheduler::host_budget() const {
@@ -124,41 +183,67 @@ double FeedbackScheduler::host_budget() const {
   return std::min(1.0, p_.shared_loss / p_.host_share) * dev_;
 }
 
-void FeedbackScheduler::update_post(const StepTimes& t, double sample, int k_used, int hi, bool warming) {
+SchedRule FeedbackScheduler::update_post(const StepTimes& t, double sample, int k_used, int hi, bool warming) {
   const double budget = host_budget();
   const double target = (1.0 - p_.margin) * budget;
   const double host = per_token_ * std::max(k_used, 1);  // predicted host + transfer cost at this K
-  const int k = plan_.K;
+  // The floor rises with the context (a token a step at most): K below it is raised first, and
+  // the rules act on the raised K (a K that only follows the floor is still "at the floor").
+  const bool raised = plan_.K < floor_;
+  const int k = std::max(plan_.K, floor_);
   // The K whose predicted cost meets the target at the per-token cost measured now.
   const double balance = per_token_ > 0 ? target / per_token_ : static_cast<double>(hi);
+  SchedRule rule = SchedRule::Hold;
   if (!p_.adapt_k) {
-    plan_.K = p_.k_min;
+    plan_.K = floor_;
   } else if (host <= target) {
     const double up = std::min(p_.grow * std::max(k, 1), balance);
-    plan_.K = clamp_k(std::max(up, static_cast<double>(k) + 1), p_.k_min, hi);
+    plan_.K = clamp_k(std::max(up, static_cast<double>(k) + 1), floor_, hi);
+    rule = plan_.K > k ? SchedRule::Grow : SchedRule::Hold;
   } else if (host > budget) {
     // The smoothed cost says host-bound; the newest per-token cost, when higher, is the cost at
     // this K (the EWMA still carries the cheaper per-token cost of the larger K before), so the
     // decrease uses it. A single noisy step cannot get here: the EWMA must agree.
     const double down = target / std::max(per_token_, sample);
-    plan_.K = clamp_k(std::min(down, static_cast<double>(k) - 1), p_.k_min, hi);
+    plan_.K = clamp_k(std::min(down, static_cast<double>(k) - 1), floor_, hi);
+    rule = plan_.K < k ? SchedRule::Shrink : SchedRule::Hold;
   } else {
-    plan_.K = std::clamp(k, p_.k_min, hi);  // dead band: hold
+    plan_.K = std::clamp(k, floor_, hi);  // dead band: hold
   }
+  if (raised && rule == SchedRule::Hold) rule = SchedRule::Floor;
   // At the floor and still host-bound: only a cheaper selection can help.
-  const bool host_bound_at_floor = host > budget && k == p_.k_min && t.host_tokens > p_.k_min;
+  const bool host_bound_at_floor = host > budget && k == floor_ && t.host_tokens > floor_;
+  if (recall_wait_ > 0) --recall_wait_;
   streak_ = host_bound_at_floor && !warming ? streak_ + 1 : 0;  // a warm-up step counts toward no switch
-  if (p_.adapt_select && streak_ >= p_.pre_after) {
+  if (!p_.adapt_select || streak_ == 0) return rule;
+  const bool check = p_.min_recall > 0;
+  if (streak_ >= p_.pre_after) {
+    if (check && recall_wait_ > 0) return rule;  // refused lately: Post until the wait is over
+    if (check && t.recall < 0) {                 // not measured at this step: the next one does
+      plan_.measure_recall = true;
+      return SchedRule::MeasureRecall;
+    }
+    if (check && t.recall < p_.min_recall) {
+      refuse_pre();
+      return SchedRule::PreRefused;
+    }
     post_cost_at_switch_ = host;
     tokens_at_switch_ = t.host_tokens;
     enter(Selection::Pre);
+    return SchedRule::ToPre;
   }
+  if (check && streak_ == p_.pre_after - 1 && recall_wait_ == 0) {
+    plan_.measure_recall = true;  // the step that may complete the streak measures the recall
+    return SchedRule::MeasureRecall;
+  }
+  return rule;
 }
 
-void FeedbackScheduler::update_pre(const StepTimes& t, int k_used) {
+SchedRule FeedbackScheduler::update_pre(const StepTimes& t, int k_used) {
+  plan_.K = floor_;  // the floor follows the context in Pre too
   const double host_pre = per_token_ * std::max(k_used, 1);
   if (!scan_known_) {
-    if (mode_steps_ < p_.settle_steps) return;
+    if (mode_steps_ < p_.settle_steps) return SchedRule::Pre;
     // Post and Pre at k_min differ by the key scan over every host token.
     scan_per_token_ =
         std::max(0.0, post_cost_at_switch_ - host_pre) / static_cast<double>(std::max<int64_t>(tokens_at_switch_, 1));
@@ -168,9 +253,12 @@ void FeedbackScheduler::update_pre(const StepTimes& t, int k_used) {
   streak_ = post_predicted <= (1.0 - p_.post_margin) * host_budget() ? streak_ + 1 : 0;
   if (streak_ >= hysteresis_now_) {
     enter(Selection::Post);
-  } else if (p_.probe_every > 0 && ++since_probe_ >= probe_interval_) {
-    plan_ = {p_.k_min, Selection::Post, true};
+    return SchedRule::ToPost;
   }
+  if (p_.probe_every > 0 && ++since_probe_ >= probe_interval_) {
+    plan_ = {floor_, Selection::Post, true, p_.min_recall > 0};
+  }
+  return SchedRule::Pre;
 }
 
 std::string describe_trace(const std::vector<SchedTraceEntry>& tr, int switches, int k_min, int k_max) {
@@ -188,6 +276,12 @@ std::string describe_trace(const std::vector<SchedTraceEntry>& tr, int switches,
   o << "K " << lo << ".." << hi << " (final " << tr.back().K << ", k_min " << k_min << ", k_max " << k_max << "), "
     << "post " << post << " steps, pre " << pre << " steps, " << switches << " switches";
   if (probes > 0) o << ", " << probes << " probes";
+  const auto count = [&](SchedRule r) {
+    return std::count_if(tr.begin(), tr.end(), [r](const SchedTraceEntry& e) { return e.rule == r; });
+  };
+  if (const auto refused = count(SchedRule::PreRefused) + count(SchedRule::RecallLow); refused > 0)
+    o << ", Pre refused " << refused << " times for low recall";
+  if (tr.back().k_floor > k_min) o << ", floor " << tr.back().k_floor << " at " << tr.back().host_tokens << " host tokens";
   return o.str();
 }
 

@@ -52,6 +52,23 @@
 //    (~0.8 · D) is host-bound, so the scheduler goes to Pre; with a GPU, or with many cores per
 //    host worker, B = D and nothing changes.
 //
+//  * The floor and the ceiling follow the context (k_min_share, k_max_share > 0). Selection keeps
+//    accuracy only while enough of the context is attended: with device_tokens (window + sinks)
+//    always attended, the floor at n host tokens is
+//      K_min(n) = max(k_min, ⌈k_min_share · (n + device_tokens)⌉ − device_tokens)
+//    (k_min_share 0.125: the share that held full's RULER score at 4K-32K on Qwen2.5-0.5B), and
+//    the ceiling max(k_max, ⌈k_max_share · (n + device_tokens)⌉ − device_tokens). Every rule
+//    above reads K_min(n) where it says k_min; a K below a floor that rose is raised to it.
+//  * Recall (min_recall > 0). Pre-QKᵀ costs less but keeps accuracy only while its predictor
+//    finds the tokens Post-QKᵀ would: before a switch to Pre, and at every probe in Pre, the step
+//    also runs the predictor beside Post's top-K (the plan's measure_recall) and reports the share
+//    of Post's tokens the predictor chose (StepTimes::recall). A switch needs recall >= min_recall;
+//    a probe that measures less returns to Post. After a refusal the next measurement waits
+//    probe_every steps, doubling up to 8 × probe_every (a step with the predictor beside Post
+//    costs more than Post alone).
+//
+// Every trace entry names the rule that acted on the step's measurements (SchedRule).
+//
 // Start at K = k_min, Post. reset() restores that state (one request per reset).
 #pragma once
 #include <cstdint>
@@ -82,6 +99,13 @@ struct FeedbackParams {
   // pinned at Post (only K adapts).
   bool adapt_k = true;
   bool adapt_select = true;
+  // The floor and ceiling that follow the context (0: fixed k_min, k_max), and the tokens the
+  // device always attends (window + sinks) that count toward the share.
+  double k_min_share = 0;
+  double k_max_share = 0;
+  int device_tokens = 0;
+  // Pre-QKᵀ only while its predictor's recall of Post-QKᵀ's top-K is at least this (0: no check).
+  double min_recall = 0;
 
   void validate() const;  // hg::Error naming the knob
 };
@@ -92,13 +116,34 @@ struct StepTimes {
   double t_host = 0;
   double t_tx = 0;
   int64_t host_tokens = 0;  // host tokens of the sequence (per kv-head) in that step
+  double recall = -1;       // the predictor's recall of Post's top-K, when the plan measured it; else -1
 };
 
 struct SchedPlan {
   int K = 0;
   Selection select = Selection::Post;  // Post or Pre
   bool probe = false;                  // a Post step at k_min in Pre, to measure the key scan afresh
+  bool measure_recall = false;         // a Post step that also runs the predictor (StepTimes::recall)
 };
+
+// The rule that acted on a step's measurements (feedback.h's rules, in the trace).
+enum class SchedRule {
+  Fixed,       // --sched fixed: nothing adapts
+  Warmup,      // a warm-up step: measured, not acted on
+  NoHost,      // nothing on the host yet
+  Grow,        // Post, device-bound: K up
+  Shrink,      // Post, host-bound: K down
+  Hold,        // Post, within the dead band (or K pinned)
+  Floor,       // the context grew: K raised to the floor K_min(n)
+  MeasureRecall,  // Post at the floor and host-bound: the next step measures the predictor's recall
+  ToPre,       // Post -> Pre: host-bound at the floor, recall high enough
+  PreRefused,  // host-bound at the floor, but the predictor's recall is below min_recall: stay Post
+  Pre,         // Pre: stays
+  ToPost,      // Pre -> Post: the predicted Post cost fits the budget
+  Probe,       // a Post probe in Pre measured the key scan (and recall); back to Pre
+  RecallLow,   // a probe measured recall below min_recall: back to Post
+};
+const char* sched_rule_name(SchedRule r);
 
 // One entry of the trace: the plan a step ran with and what it measured.
 struct SchedTraceEntry {
@@ -108,6 +153,9 @@ struct SchedTraceEntry {
   double t_dev = 0, t_host = 0, t_tx = 0;  // seconds
   int64_t host_tokens = 0;
   bool probe = false;
+  int k_floor = 0;           // K_min(n) at this step
+  double recall = -1;        // measured recall, or -1
+  SchedRule rule = SchedRule::Fixed;  // what acted on this step's measurements
 };
 
 class FeedbackScheduler {
@@ -128,12 +176,16 @@ class FeedbackScheduler {
   double device_time() const { return dev_; }
   double host_cost_per_token() const { return per_token_; }
   double scan_cost_per_token() const { return scan_per_token_; }
+  // The floor and the ceiling of K at n host tokens (they follow the context, k_min_share).
+  int k_floor(int64_t n) const;
+  int k_ceiling(int64_t n) const;
 
  private:
-  void update_post(const StepTimes& t, double sample, int k_used, int hi, bool warming);
-  void update_pre(const StepTimes& t, int k_used);
-  void end_probe(const StepTimes& t, int k_used);
+  SchedRule update_post(const StepTimes& t, double sample, int k_used, int hi, bool warming);
+  SchedRule update_pre(const StepTimes& t, int k_used);
+  SchedRule end_probe(const StepTimes& t, int k_used);
   void enter(Selection mode);
+  void refuse_pre();  // recall too low: Post, and the next measurement waits
   double host_budget() const;  // B: D, or less on shared cores
 
   FeedbackParams p_;
@@ -151,6 +203,9 @@ class FeedbackScheduler {
   int probe_interval_ = 0;  // Pre steps from the last probe (or the switch) to the next
   int since_probe_ = 0;
   int switches_ = 0, probes_ = 0;
+  int floor_ = 0;         // K_min(n) of the latest step
+  int recall_wait_ = 0;   // Post steps before the next recall measurement may be asked for
+  int recall_retry_ = 0;  // ... the wait after the next refusal (doubles)
   std::vector<SchedTraceEntry> trace_;
 };
 

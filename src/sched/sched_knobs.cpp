@@ -1,6 +1,5 @@
 // The feedback scheduler's knobs in the knob registry (src/policy/knobs.h): --sched, --k-min,
 // --k-max and the rules' constants (src/sched/feedback.h says what each does).
-#include <charconv>
 #include <climits>
 
 #include "hybridgen/error.h"
@@ -9,34 +8,6 @@
 
 namespace hg {
 
-namespace {
-
-// --k-min N|auto: -1 stands for auto in Policy::Feedback::k_min.
-Knob k_min_knob() {
-  Knob k;
-  k.name = "k-min";
-  k.help = "accuracy floor of the adaptive K (auto: the model's K_min profile from `eval --task kmin`, else " +
-           std::to_string(kDefaultKMin) + ")";
-  k.range = "auto or an integer >= 0";
-  k.type = "INT|auto";
-  k.scope = selects_top_k;
-  k.parse = [](Policy& p, const std::string& s) {
-    if (s == "auto") {
-      p.feedback.k_min = -1;
-      return;
-    }
-    int v = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (s.empty() || ec != std::errc() || end != s.data() + s.size())
-      throw_bad_knob("--k-min", s, "auto or an integer >= 0");
-    if (v < 0) throw Error("--k-min must be >= 0 (or auto), got " + s);
-    p.feedback.k_min = v;
-  };
-  k.describe = [](const Policy& p) { return p.feedback.k_min < 0 ? std::string("auto") : std::to_string(p.feedback.k_min); };
-  return k;
-}
-
-}  // namespace
 
 void register_sched_knobs(KnobRegistry& r) {
   const KnobScope ps = selects_top_k;
@@ -45,7 +16,10 @@ void register_sched_knobs(KnobRegistry& r) {
                              "and Post/Pre selection tuned every step), adaptive-k (K only, Post), adaptive-select "
                              "(Post/Pre only, at --k)",
                              &Policy::sched, ps));
-  r.add(k_min_knob());
+  r.add(auto_int_knob("k-min",
+                      "accuracy floor of the adaptive K (auto: the model's K_min profile from `eval --task kmin`, "
+                      "else " + std::to_string(kDefaultKMin) + "); it rises with the context (--k-min-share)",
+                      {&Policy::feedback, &Policy::Feedback::k_min}, 0, INT_MAX, ps));
   r.add(int_knob("k-max", "largest K of the adaptive scheduler", {&Policy::feedback, &Policy::Feedback::k_max}, 1, INT_MAX, ps));
   r.add(float_knob("sched-alpha", "scheduler: EWMA weight of the newest step's timings", {&Policy::feedback, &Policy::Feedback::alpha}, 0.01f,
                    1.0f, ps));
@@ -65,6 +39,16 @@ void register_sched_knobs(KnobRegistry& r) {
                    "scheduler, CPU device: the most of the device's time the host workers may take from it on shared "
                    "cores (the host's budget is min(1, loss / host share) T_dev)",
                    {&Policy::feedback, &Policy::Feedback::shared_loss}, 0.01f, 1.0f, ps));
+  r.add(float_knob("k-min-share",
+                   "scheduler: the floor of K follows the context: window + sinks + K >= this share of it (0: the "
+                   "floor is --k-min)",
+                   {&Policy::feedback, &Policy::Feedback::k_min_share}, 0.0f, 1.0f, ps));
+  r.add(float_knob("k-max-share", "scheduler: --k-max rises with the context the same way (0: fixed)",
+                   {&Policy::feedback, &Policy::Feedback::k_max_share}, 0.0f, 1.0f, ps));
+  r.add(float_knob("sched-min-recall",
+                   "scheduler: Pre-QK selection only while its predictor's tokens get this share of the attention "
+                   "Post-QK's top K gets, measured before a switch and at every probe (0: no check)",
+                   {&Policy::feedback, &Policy::Feedback::min_recall}, 0.0f, 1.0f, ps));
   r.add(float_knob("sched-post-margin", "scheduler: ... fit within (1 - post-margin) T_dev", {&Policy::feedback, &Policy::Feedback::post_margin},
                    0.0f, 0.9f, ps));
 }

@@ -135,7 +135,9 @@ TEST(Sched, SlowHostSwitchesToPreAndBack) {
     StepTiming timing;  // spread over the layers, as the step clock measures it
     timing.step = step;
     timing.layers.assign(kLayers, LayerStepTiming{kDevice / kLayers, t_host / kLayers, 0, 0, 0});
-    sched.after_step(std::span(&seq, 1), timing, std::span(&host_tokens, 1));
+    // A predictor that finds 90% of Post's top-K where a step measures it: the recall rule allows Pre.
+    const double recall = plan.measure_recall ? 0.9 : -1.0;
+    sched.after_step(std::span(&seq, 1), timing, std::span(&host_tokens, 1), std::span(&recall, 1));
   }
   const nlohmann::json j = sched.to_json();
   const std::string summary = sched.summary(seq);
@@ -216,10 +218,11 @@ TEST(Sched, DelayedHostStageRunsThePlansItsSchedulerMakes) {
     if (static_cast<int64_t>(step) >= kSlowFrom && static_cast<int64_t>(step) < kSlowUntil) {
       EXPECT_GE(e.t_host, kSlowHostSeconds - 1e-6) << "step " << step;
     }
+    EXPECT_EQ(e.recall >= 0, ran[step].measure_recall) << "step " << step;  // measured where planned
     StepTiming timing;
     timing.step = static_cast<int64_t>(step);
     timing.layers.assign(1, LayerStepTiming{e.t_dev, e.t_host, e.t_tx, 0, 0});
-    replay.after_step(std::span(&seq, 1), timing, std::span(&e.host_tokens, 1));
+    replay.after_step(std::span(&seq, 1), timing, std::span(&e.host_tokens, 1), std::span(&e.recall, 1));
   }
   EXPECT_EQ(replay.switches(seq), engine.scheduler()->switches(seq));
   EXPECT_EQ(replay.summary(seq), summary);

@@ -20,6 +20,7 @@ struct Machine {
   double per_token = 5e-6;   // s per selected token (selection, gather, transfer)
   double noise = 0;          // uniform multiplicative noise, ±noise
   int64_t host_tokens = 4096;
+  double recall = -1;        // the predictor's recall of Post's top-K where a step measures it
 };
 
 class Sim {
@@ -36,6 +37,7 @@ class Sim {
     t.t_host = 0.9 * host * jitter(m.noise);
     t.t_tx = 0.1 * host;
     t.host_tokens = m.host_tokens;
+    t.recall = plan.measure_recall && plan.select == Selection::Post ? m.recall : -1;
     return sched.update(t);
   }
   void run(const Machine& m, int steps) {
@@ -456,6 +458,118 @@ TEST(Feedback, DescribeTrace) {
   EXPECT_NE(d.find("K 64..64"), std::string::npos) << d;
   EXPECT_NE(d.find("1 switches"), std::string::npos) << d;
   EXPECT_NE(d.find("pre "), std::string::npos) << d;
+}
+
+// The floor and the ceiling follow the context: device + K tokens >= k_min_share of it.
+TEST(Feedback, FloorAndCeilingFollowTheContext) {
+  FeedbackParams p;
+  p.k_min = 64;
+  p.k_max = 1024;
+  p.k_min_share = 0.125;
+  p.k_max_share = 0.25;
+  p.device_tokens = 1028;  // window 1024 + 4 sinks
+  p.min_recall = 0.8;
+  FeedbackScheduler f(p);
+  EXPECT_EQ(f.k_floor(3068), 64);      // 4K: the window alone is 25% of the context
+  EXPECT_EQ(f.k_floor(15356), 1020);   // 16K: 2048 attended
+  EXPECT_EQ(f.k_floor(31740), 3068);   // 32K: 4096 attended, 12.5%
+  EXPECT_EQ(f.k_ceiling(3068), 1024);
+  EXPECT_EQ(f.k_ceiling(31740), 8192 - 1028);
+  p.k_min_share = p.k_max_share = 0;  // off: the fixed bounds
+  EXPECT_EQ(FeedbackScheduler(p).k_floor(31740), 64);
+  EXPECT_EQ(FeedbackScheduler(p).k_ceiling(31740), 1024);
+
+  // Host-bound with a predictor too poor for Pre: K sits on the floor, which rises as the
+  // context grows (the trace says so), and the run never leaves Post.
+  p.k_min_share = 0.125;
+  p.k_max_share = 0.25;
+  Sim sim(p);
+  Machine m;
+  m.scan = 1e-5;  // Post's scan alone is host-bound
+  m.recall = 0.5;
+  for (int64_t n = 3068; n <= 31740; n += 256) {
+    m.host_tokens = n;
+    const SchedPlan plan = sim.step(m);
+    EXPECT_EQ(plan.K, sim.sched.k_floor(n)) << n;
+    EXPECT_EQ(plan.select, Selection::Post) << n;
+  }
+  const auto& tr = sim.sched.trace();
+  EXPECT_TRUE(std::any_of(tr.begin(), tr.end(), [](const SchedTraceEntry& e) { return e.rule == SchedRule::Floor; }));
+  EXPECT_EQ(tr.back().k_floor, sim.sched.k_floor(tr.back().host_tokens));
+  EXPECT_EQ(sim.sched.switches(), 0);
+  const std::string d = describe_trace(tr, 0, 64, 1024);
+  EXPECT_NE(d.find("floor 3068 at 31740 host tokens"), std::string::npos) << d;
+
+  // Device-bound at 32K: K climbs past k_max to the ceiling the context allows.
+  Sim fast(p);
+  Machine cheap;
+  cheap.t_dev = 1.0;
+  cheap.host_tokens = 31740;
+  fast.run(cheap, 60);
+  EXPECT_EQ(fast.sched.plan().K, 8192 - 1028);
+}
+
+// Pre-QKᵀ only while its predictor finds what Post-QKᵀ would: a switch needs the recall measured
+// beside Post to reach min_recall, and a probe that measures less returns to Post.
+TEST(Feedback, RecallDecidesPreAndAPoorPredictorLeavesIt) {
+  FeedbackParams p;
+  p.k_min = 64;
+  p.min_recall = 0.8;
+  p.probe_every = 8;
+  Machine m;
+  m.scan = 5e-6;  // Post at k_min: 0.5 + 20.5 + 0.3 ms against T_dev 10 ms: host-bound
+  m.recall = 0.5;
+  Sim poor(p);
+  int measured = 0;
+  for (int i = 0; i < 200; ++i) {
+    measured += poor.sched.plan().measure_recall;
+    poor.step(m);
+    ASSERT_EQ(poor.sched.plan().select, Selection::Post) << "step " << i;
+  }
+  EXPECT_EQ(poor.sched.switches(), 0);
+  // Each refusal doubles the wait before the next measurement (8, 16, ... 64 steps).
+  EXPECT_GE(measured, 3);
+  EXPECT_LE(measured, 8);
+  const auto& tr = poor.sched.trace();
+  EXPECT_TRUE(std::any_of(tr.begin(), tr.end(), [](const SchedTraceEntry& e) {
+    return e.rule == SchedRule::PreRefused && e.recall == 0.5;
+  }));
+  EXPECT_NE(describe_trace(tr, 0, 64, 1024).find("Pre refused"), std::string::npos);
+
+  // A good predictor: Pre at the first measurement; when its recall drops, the next probe
+  // (every 8 Pre steps, doubling) measures it and the scheduler returns to Post.
+  Sim good(p);
+  m.recall = 0.95;
+  int first_pre = -1;
+  for (int i = 0; i < 30 && first_pre < 0; ++i) {
+    good.step(m);
+    if (good.sched.plan().select == Selection::Pre) first_pre = i;
+  }
+  ASSERT_GE(first_pre, 0) << describe_trace(good.sched.trace(), good.sched.switches(), 64, 1024);
+  EXPECT_LE(first_pre, p.warmup_steps + p.pre_after + 1);
+  EXPECT_EQ(good.sched.trace().back().rule, SchedRule::ToPre);
+  m.recall = 0.4;
+  int back = -1;
+  for (int i = 0; i < 40 && back < 0; ++i) {
+    good.step(m);
+    if (good.sched.plan().select == Selection::Post && !good.sched.plan().probe) back = i;
+  }
+  ASSERT_GE(back, 0);
+  EXPECT_LE(back, p.probe_every + 1);
+  EXPECT_EQ(good.sched.trace().back().rule, SchedRule::RecallLow);
+  EXPECT_EQ(good.sched.trace().back().recall, 0.4);
+  // Back in Post, the poor predictor is refused at the next attempts.
+  good.run(m, 100);
+  EXPECT_EQ(good.sched.plan().select, Selection::Post);
+  EXPECT_EQ(good.sched.switches(), 2);
+
+  // min_recall 0: no measurement, the timing rules alone (the paper's scheduler).
+  p.min_recall = 0;
+  Sim unchecked(p);
+  m.recall = 0.1;
+  unchecked.run(m, 20);
+  EXPECT_EQ(unchecked.sched.plan().select, Selection::Pre);
+  for (const auto& e : unchecked.sched.trace()) EXPECT_LT(e.recall, 0);
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ namespace {
 std::string other_value(const Knob& k, const Policy& p) {
   const std::string cur = k.describe(p);
   if (k.type == "INT") return std::to_string(std::stoi(cur) == 1 ? 2 : 1);
-  if (k.type == "INT|auto") return cur == "auto" ? "64" : "auto";  // --k-min
+  if (k.type == "INT|auto") return cur == "auto" ? "1" : "auto";  // --k-min, --host-threads
   if (k.type == "FLOAT") return cur == "0.5" ? "0.25" : "0.5";
   if (k.type == "BOOL") return cur == "true" ? "false" : "true";
   // NAME: the first name in the range that differs
@@ -128,9 +128,13 @@ TEST(Knobs, OutOfRangeAndBadTypeAreOneLineErrorsNamingTheFlag) {
   EXPECT_EQ(message({"--k", "-1"}), "");
   EXPECT_EQ(message({"--window", "-1"}), "--window must be >= 0, got -1");
   EXPECT_EQ(message({"--window", "12x"}), "--window: '12x' is not an integer >= 0");
-  EXPECT_EQ(message({"--host-threads", "-1"}), "--host-threads must be in [1, " +
-                                                   std::to_string(hardware_threads()) +
-                                                   "] (or 0 for every core of the run, cpu-attn's default), got -1");
+  EXPECT_EQ(message({"--host-threads", "-1"}),
+            "--host-threads must be in [1, " + std::to_string(hardware_threads()) +
+                "] (or 0 for the host stage inline on every core of the run, cpu-attn's default) (or auto), got -1");
+  EXPECT_EQ(message({"--host-threads", "auto"}), "");
+  EXPECT_EQ(message({"--host-threads", "two"}),
+            "--host-threads: 'two' is not auto or an integer in [1, " + std::to_string(hardware_threads()) +
+                "] (or 0 for the host stage inline on every core of the run, cpu-attn's default)");
   EXPECT_EQ(message({"--host-threads", "0"}), "");
   EXPECT_EQ(message({"--evict-block", "0"}), "--evict-block must be >= 1, got 0");
   EXPECT_EQ(message({"--select", "some"}), "--select: 'some' is not all|post|pre");
@@ -194,7 +198,8 @@ TEST(Knobs, ValidatePolicyChecksKnobRangesOfPoliciesBuiltInCode) {
 // hybrid selects with q̃ and scores the chosen tokens with the true q (refine); the paper's
 // speculative logits stay one knob away. The query-aware baselines rank with their own sources.
 TEST(Knobs, EachPresetsQuerySource) {
-  EXPECT_EQ(policy_preset("hybrid").query, QuerySource::Refine);
+  EXPECT_EQ(policy_preset("hybrid").query, QuerySource::Auto);  // the device chooses (test_cores.cpp)
+  EXPECT_EQ(from_cli("hybrid", {"--query", "refine"}).query, QuerySource::Refine);
   EXPECT_EQ(from_cli("hybrid", {"--query", "speculative"}).query, QuerySource::Speculative);
   EXPECT_EQ(policy_preset("hgca").query, QuerySource::Exact);
   EXPECT_EQ(policy_preset("quest").query, QuerySource::Exact);

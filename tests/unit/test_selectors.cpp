@@ -1,6 +1,7 @@
 // The selectors against a direct reference on small hand-made inputs: Post-QKᵀ top-K (ties go to
 // the more recent token, K = 0, K = every token), Recent, Partial (all dimensions = exact
-// scores; a few dimensions = the reference's partial scores), Quest's pages (against its rule
+// scores; a few dimensions = the reference's partial scores), q4 (keys its 4-bit copy holds
+// exactly rank as the reference; its recall of Post's top-K on Gaussian keys), Quest's pages (against its rule
 // written out) and the H2O predictor's accumulator, for GQA groups of 1 to 8 query heads per kv-head.
 #include <gtest/gtest.h>
 
@@ -14,10 +15,12 @@
 #include "attention/selectors/partial.h"
 #include "attention/selectors/post_top_k.h"
 #include "attention/selectors/predictors.h"
+#include "attention/selectors/quant_keys.h"
 #include "attention/selectors/recent.h"
 #include "attention/selectors/top_k.h"
 #include "kv/host_store.h"
 #include "mem/topology.h"
+#include "test_expect.h"
 #include "util/thread_pool.h"
 
 namespace hg::test {
@@ -235,6 +238,107 @@ TEST_P(SelectorGroups, PartialFollowsAGrowingStoreAcrossTiles) {
   check(300, other, "after reset");
   check(650, other, "grown");
   check(100, all, "shorter store");
+}
+
+// q4's key copy and scan: head_dim 64 (two Q4_1 blocks). exact: keys of 0..15 with a 0 and a 15
+// in every block (Q4_1 holds them exactly: scale 1, minimum 0) and queries of -1, 0, 1 (the
+// scan's int8 query holds them exactly), so its scores are the reference's, ties included.
+// Otherwise Gaussian keys with a few loud channels, as real keys have.
+Inputs make_q4_inputs(int group, int64_t n, uint32_t seed, bool exact) {
+  Inputs in;
+  in.group = group;
+  in.hd = 64;
+  in.n = n;
+  std::mt19937 rng(seed);
+  in.keys.resize(static_cast<size_t>(in.n_kv) * n * in.hd);
+  in.q.resize(static_cast<size_t>(in.n_heads()) * in.hd);
+  if (exact) {
+    std::uniform_int_distribution<int> code(0, 15), sign(-1, 1);
+    for (size_t i = 0; i < in.keys.size(); ++i)
+      in.keys[i] = i % 32 == 0 ? 0.0f : i % 32 == 1 ? 15.0f : static_cast<float>(code(rng));
+    for (auto& x : in.q) x = static_cast<float>(sign(rng));
+    return in;
+  }
+  std::normal_distribution<float> z(0.0f, 1.0f);
+  for (size_t i = 0; i < in.keys.size(); ++i) in.keys[i] = z(rng) * (i % 64 < 4 ? 6.0f : 1.0f);
+  for (auto& x : in.q) x = z(rng);
+  return in;
+}
+
+QuantKeySelector make_q4(const Inputs& in) {
+  const ModelSpec spec = attention_spec(1, in.n_heads(), in.n_kv, in.hd);
+  return QuantKeySelector(SelectorContext{spec, policy_preset("hybrid"), static_cast<int>(std::max<int64_t>(in.n, 1)), 1});
+}
+
+std::vector<float> reference_scores(const Inputs& in, int g, int64_t n) {
+  std::vector<float> score(static_cast<size_t>(n), -INFINITY);
+  for (int h = g * in.group; h < (g + 1) * in.group; ++h)
+    for (int64_t t = 0; t < n; ++t) score[static_cast<size_t>(t)] = std::max(score[static_cast<size_t>(t)], in.dot(h, t));
+  return score;
+}
+
+TEST_P(SelectorGroups, Q4RanksExactlyWhereItsCopyIsExact) {
+  const Inputs in = make_q4_inputs(GetParam(), 300, 41, true);
+  QuantKeySelector sel = make_q4(in);
+  for (int K : {0, 1, 37, 300}) {
+    const Result r = run(sel, in, K);
+    for (int g = 0; g < in.n_kv; ++g)
+      EXPECT_EQ(std::vector<int32_t>(r.idx.begin() + g * K, r.idx.begin() + (g + 1) * K),
+                reference_top_k(reference_scores(in, g, in.n), K))
+          << "K " << K << " kv-head " << g;
+    expect_logits(in, r, K);  // the chosen tokens' logits are the cache's, exact
+  }
+}
+
+// On keys it rounds, it finds most of Post-QKᵀ's top-K (the scheduler's recall rule measures this
+// in a run); `partial` with 16 of 64 dimensions finds fewer on the same keys.
+TEST_P(SelectorGroups, Q4FindsMostOfPostsTopK) {
+  const Inputs in = make_q4_inputs(GetParam(), 2000, 43, false);
+  QuantKeySelector q4 = make_q4(in);
+  PostTopKSelector post;
+  PartialSelector partial = make_partial(in, 16);
+  const int K = 100;
+  const Result a = run(q4, in, K), b = run(post, in, K), c = run(partial, in, K);
+  auto recall = [&](const Result& x) {
+    int64_t hits = 0;
+    for (int g = 0; g < in.n_kv; ++g) {
+      const auto* p = b.idx.data() + g * K;
+      for (int j = 0; j < K; ++j) hits += std::binary_search(p, p + K, x.idx[static_cast<size_t>(g * K + j)]);
+    }
+    return static_cast<double>(hits) / (in.n_kv * K);
+  };
+  EXPECT_GE(recall(a), 0.85);
+  EXPECT_GT(recall(a), recall(c));
+  for (int h = 0; h < in.n_heads(); ++h)  // the chosen tokens' logits come from the cache (fp32 here)
+    for (int j = 0; j < K; ++j) {
+      const int32_t t = a.idx[static_cast<size_t>((h / in.group) * K + j)];
+      EXPECT_NEAR(a.logits[static_cast<size_t>(h * K + j)], 0.5f * in.dot(h, t), 1e-4f) << "head " << h;
+    }
+}
+
+// The copy follows the host store: it grows between steps (folding only the new tokens) and a new
+// request (reset, or a shorter store) starts over; each answer equals a fresh selector's.
+TEST_P(SelectorGroups, Q4FollowsAGrowingStore) {
+  const Inputs all = make_q4_inputs(GetParam(), 700, 47, false);
+  Inputs other = make_q4_inputs(GetParam(), 700, 53, false);
+  other.q = all.q;
+  QuantKeySelector sel = make_q4(all);
+  const int K = 9;
+  auto check = [&](int64_t n, const Inputs& in, const char* what) {
+    QuantKeySelector fresh = make_q4(in);
+    EXPECT_EQ(run(sel, in, K, 0, 0, n).idx, run(fresh, in, K, 0, 0, n).idx) << what << ": n " << n;
+  };
+  for (const int64_t n : {10, 33, 256, 600, 700}) check(n, all, "growing");
+  sel.reset(0);
+  check(300, other, "after reset");
+  check(650, other, "grown");
+  check(100, all, "shorter store");
+}
+
+TEST(Selectors, Q4NeedsWholeBlocksOfHeadDim) {
+  const ModelSpec spec = attention_spec(1, 4, 2, 48);
+  test::expect_error([&] { QuantKeySelector(SelectorContext{spec, policy_preset("hybrid"), 16, 1}); },
+                     {"--predictor q4", "head_dim 48", "multiple of 32"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Heads, SelectorGroups, ::testing::Values(1, 2, 3, 4, 8));

@@ -14,15 +14,9 @@ namespace hg {
 using cpu::kChannelTile;
 
 PartialSelector::PartialSelector(const SelectorContext& c)
-    : dims_(c.policy.partial_dims),
-      n_layers_(c.spec.n_layers),
-      n_kv_heads_(c.spec.n_kv_heads),
-      columns_(static_cast<size_t>(c.n_seqs) * c.spec.n_layers * c.spec.n_kv_heads) {}
+    : dims_(c.policy.partial_dims), columns_(c.n_seqs, c.spec.n_layers, c.spec.n_kv_heads) {}
 
-void PartialSelector::reset(int seq) {
-  for (int l = 0; l < n_layers_; ++l)
-    for (int g = 0; g < n_kv_heads_; ++g) columns(seq, l, g).n_tokens = 0;
-}
+void PartialSelector::reset(int seq) { columns_.reset(seq); }
 
 void PartialSelector::catch_up(Columns& c, const KvLayout& k, int g, int64_t n_tokens, SelectorScratch& s) const {
   const int hd = k.head_dim;
@@ -59,7 +53,7 @@ void PartialSelector::select(const SelectionRequest& r, int g_begin, int g_end, 
     };
     std::partial_sort(s.dims.begin(), s.dims.begin() + dims, s.dims.end(),
                       [&](int a, int b) { return weight(a) > weight(b); });
-    Columns& c = columns(r.seq, r.layer, g);
+    Columns& c = columns_.at(r.seq, r.layer, g);
     catch_up(c, k, g, r.n_tokens, s);
     const float* qg = q + static_cast<size_t>(g) * group * hd;
     s.wide.resize(static_cast<size_t>(dims) * kChannelTile);

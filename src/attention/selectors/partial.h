@@ -12,6 +12,7 @@
 #pragma once
 #include <vector>
 
+#include "attention/selectors/key_copies.h"
 #include "attention/selectors/selector.h"
 
 namespace hg {
@@ -29,13 +30,10 @@ class PartialSelector final : public Selector {
     int64_t n_tokens = 0;        // host tokens folded in
     std::vector<uint16_t> bf16;  // [tiles][head_dim][kChannelTile]
   };
-  Columns& columns(int seq, int layer, int g) {
-    return columns_[(static_cast<size_t>(seq) * n_layers_ + layer) * n_kv_heads_ + g];
-  }
   void catch_up(Columns& c, const KvLayout& k, int g, int64_t n_tokens, SelectorScratch& s) const;
 
-  int dims_, n_layers_, n_kv_heads_;
-  std::vector<Columns> columns_;  // [seq][layer][kv-head]
+  int dims_;
+  KeyCopies<Columns> columns_;
 };
 
 }  // namespace hg

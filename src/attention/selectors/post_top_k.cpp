@@ -11,9 +11,13 @@ void PostTopKSelector::select(const SelectionRequest& r, int g_begin, int g_end,
                               SelectorScratch& s) {
   const int n_kv = r.k.n_kv_heads, group = r.n_heads / n_kv, K = r.K;
   const int64_t n = r.n_tokens;
-  // logits of every host token of the range's heads  [n_heads][n]
-  s.all_logits.resize(static_cast<size_t>(r.n_heads) * n);
-  host_logits(r.k, r.q, r.n_heads, r.scale, g_begin, g_end, 0, n, s.all_logits.data(), n);
+  // logits of every host token of the range's heads  [n_heads][n]: the driver's, or computed here
+  const float* logits = r.logits;
+  if (!logits) {
+    s.all_logits.resize(static_cast<size_t>(r.n_heads) * n);
+    host_logits(r.k, r.q, r.n_heads, r.scale, g_begin, g_end, 0, n, s.all_logits.data(), n);
+    logits = s.all_logits.data();
+  }
   s.scores.resize(static_cast<size_t>(n));
   for (int g = g_begin; g < g_end; ++g) {
     int32_t* idx = out.idx + static_cast<int64_t>(g) * K;
@@ -21,7 +25,7 @@ void PostTopKSelector::select(const SelectionRequest& r, int g_begin, int g_end,
       for (int j = 0; j < K; ++j) idx[j] = j;  // every host token: no ranking
     } else {
       // group score: the max over the group's heads
-      const float* first = s.all_logits.data() + static_cast<int64_t>(g) * group * n;
+      const float* first = logits + static_cast<int64_t>(g) * group * n;
       std::copy(first, first + n, s.scores.begin());
       for (int h = 1; h < group; ++h)
         for (int64_t t = 0; t < n; ++t)
@@ -30,7 +34,7 @@ void PostTopKSelector::select(const SelectionRequest& r, int g_begin, int g_end,
     }
     for (int h = g * group; h < (g + 1) * group; ++h)
       for (int j = 0; j < K; ++j)
-        out.logits[static_cast<int64_t>(h) * K + j] = s.all_logits[static_cast<size_t>(h * n + idx[j])];
+        out.logits[static_cast<int64_t>(h) * K + j] = logits[static_cast<int64_t>(h) * n + idx[j]];
   }
 }
 

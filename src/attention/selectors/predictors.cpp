@@ -3,6 +3,7 @@
 #include "attention/selectors/h2o_predictor.h"
 #include "attention/selectors/infinigen.h"
 #include "attention/selectors/partial.h"
+#include "attention/selectors/quant_keys.h"
 #include "attention/selectors/recent.h"
 #include "hybridgen/error.h"
 #include "util/strings.h"
@@ -26,6 +27,7 @@ const std::vector<PredictorInfo>& predictor_table() {
        [](const SelectorContext&) -> std::unique_ptr<Selector> { return std::make_unique<RecentSelector>(); }},
       {"h2o", "the host tokens of largest accumulated attention", make<H2oPredictor>},
       {"partial", "top-K of logits over --partial-dims query dimensions", make<PartialSelector>},
+      {"q4", "top-K of logits over a 4-bit (Q4_1) copy of the host keys", make<QuantKeySelector>},
       {"infinigen", "InfiniGen's skewed partial scores, tokens within --alpha of the max, K and V fetched",
        make<InfinigenSelector>},
       {"quest", "Quest's pages of 16 host tokens ranked by the upper bound of their logits, K and V fetched",

@@ -50,6 +50,9 @@ struct SelectionRequest {
   float scale = 1.0f;    // 1/√head_dim: logits are scale · q·k
   int64_t n_tokens = 0;  // host tokens of the sequence
   int K = 0;             // tokens to select per kv-head, 0 <= K <= n_tokens (the driver clamps)
+  // Every host token's logit, [n_heads][n_tokens], when the driver computed them beforehand (a
+  // Post-QKᵀ selector's scan, split over every worker by token ranges); null otherwise.
+  const float* logits = nullptr;
 };
 
 // Where a selector writes; rows of kv-heads outside its range are left alone.
