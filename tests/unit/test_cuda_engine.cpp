@@ -127,6 +127,32 @@ TEST(CudaEngine, AutoPicksTheGpuWhereThereIsOne) {
   EXPECT_EQ(emulated.device().name().rfind("cuda-emu:0", 0), 0u) << emulated.device().name();
 }
 
+// hybrid's host stage and query are the device's choice: one worker overlapping the GPU with the
+// refine query on a CUDA device (emulated or not), inline on every core with the exact query on
+// the CPU device; the engine keeps the resolved policy and says why.
+TEST(CudaEngine, HybridsDefaultsFollowTheDevice) {
+  auto model = load_model(tiny_model("llama-gqa").string());
+  EngineOptions o;
+  o.ctx = 64;
+  o.threads = 2;
+  o.policy = policy_preset("hybrid");
+  o.policy.window = 16;
+  o.device = cuda_test_device();
+  Engine gpu(*model, o);
+  EXPECT_EQ(gpu.options().policy.host_threads, 1);
+  EXPECT_EQ(gpu.options().policy.query, QuerySource::Refine);
+  EXPECT_EQ(gpu.device_defaults().rfind("CUDA device defaults: 1 host worker", 0), 0u) << gpu.device_defaults();
+  o.device = "cpu";
+  Engine cpu(*model, o);
+  EXPECT_EQ(cpu.options().policy.host_threads, 2);  // every core of the run, inline
+  EXPECT_EQ(cpu.options().policy.query, QuerySource::Exact);
+  EXPECT_EQ(cpu.device_defaults().rfind("CPU device defaults: host stage inline", 0), 0u) << cpu.device_defaults();
+  o.policy.query = QuerySource::Speculative;  // given: kept, and only the host stage is chosen
+  Engine given(*model, o);
+  EXPECT_EQ(given.options().policy.query, QuerySource::Speculative);
+  EXPECT_EQ(given.device_defaults().find("query"), std::string::npos) << given.device_defaults();
+}
+
 class CudaSyntheticModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaSyntheticModel, Bf16LogitsTrackCpuDevice) {
