@@ -117,8 +117,8 @@ struct StepPlan {
   int K = 256;                         // host tokens per kv-head that take part (-1: all)
   Selection select = Selection::Post;  // Post-QKᵀ top-K, Pre-QKᵀ prediction, or all host tokens
   std::string predictor = "recent";    // the Pre-QKᵀ predictor
-  // A Post step that also runs the predictor and counts how many of Post's top-K it chose
-  // (LayerAttention::last_recall): the feedback scheduler's recall rule.
+  // A Post step that also runs the predictor and measures how much of the attention Post's top-K
+  // gets falls on the predictor's tokens (LayerAttention::last_recall): the scheduler's recall rule.
   bool measure_recall = false;
 };
 // The plan a policy starts every request with.

@@ -163,14 +163,9 @@ void HostSelection::measure_recall(HostResult& r, int g_begin, int g_end, Select
     double mass = 0;
     for (int h = g * group; h < (g + 1) * group; ++h) {
       const float* l = r.logits.data() + static_cast<size_t>(h) * K;
-      const float top = *std::max_element(l, l + K);
-      double all = 0, found = 0;
-      for (int i = 0; i < K; ++i) {
-        const double e = std::exp(static_cast<double>(l[i] - top));
-        all += e;
-        found += sc.dims[static_cast<size_t>(i)] ? e : 0.0;
-      }
-      mass += found / all;
+      sc.p.assign(l, l + K);
+      cpu::softmax_inplace(sc.p.data(), K);
+      for (int i = 0; i < K; ++i) mass += sc.dims[static_cast<size_t>(i)] ? sc.p[static_cast<size_t>(i)] : 0.0f;
     }
     r.pred_mass[static_cast<size_t>(g)] = mass;
   }

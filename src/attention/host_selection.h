@@ -57,7 +57,7 @@ class HostSelection {
   // The host part of one sequence's layer with the query r.q: the plan's selector picks K tokens
   // per kv-head and scores them, observers see the probabilities, then V rows (and K rows for a
   // fetch) are gathered, or with --merge lse the partial result + LSE computed. With the plan's
-  // measure_recall a Post step also runs the plan's predictor and counts the tokens both chose.
+  // measure_recall a Post step also runs the plan's predictor and measures its recall (pred_mass).
   void select(ThreadPool& pool, int layer, int seq, const StepPlan& plan, const HostStore& host, HostResult& r);
   // --query refine: r.q is now the true query; the selected tokens' logits (and partial) again.
   void rescore(ThreadPool& pool, int layer, const HostStore& host, HostResult& r);

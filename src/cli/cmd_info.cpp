@@ -97,13 +97,14 @@ void run_info(const InfoOptions& o) {
   // Whether `full` attention at this context fits the device (`auto`: the GPU if there is one),
   // with the weights counted as that device stores them.
   std::unique_ptr<Device> device = make_named_cuda_device(o.device, 0);
-  if (!device) device = make_cpu_device(1);
+  const bool cpu_device = !device;
+  if (cpu_device) device = make_cpu_device(1);
   const DeviceMemoryPlan plan = plan_device_memory(*model, Policy{}, kv_dtype, ctx, o.batch, *device);
   j["device_plan"] = plan.to_json();
   j["fits"] = plan.fits();
   // What `--policy hybrid` leaves to this device, chosen as a run here would choose it.
   Policy hybrid = policy_preset("hybrid");
-  const std::string chosen = resolve_device_defaults(hybrid, device->memory().host, 0, available_cpus());
+  const std::string chosen = resolve_device_defaults(hybrid, cpu_device, 0, available_cpus());
   j["hybrid_defaults"] = {{"host_threads", hybrid.host_threads},
                           {"query", std::string(enum_name(hybrid.query))},
                           {"why", chosen}};

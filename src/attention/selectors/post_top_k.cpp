@@ -1,7 +1,5 @@
 #include "attention/selectors/post_top_k.h"
 
-#include <algorithm>
-
 #include "attention/host_ops.h"
 #include "attention/selectors/top_k.h"
 
@@ -24,12 +22,7 @@ void PostTopKSelector::select(const SelectionRequest& r, int g_begin, int g_end,
     if (K == n) {
       for (int j = 0; j < K; ++j) idx[j] = j;  // every host token: no ranking
     } else {
-      // group score: the max over the group's heads
-      const float* first = logits + static_cast<int64_t>(g) * group * n;
-      std::copy(first, first + n, s.scores.begin());
-      for (int h = 1; h < group; ++h)
-        for (int64_t t = 0; t < n; ++t)
-          s.scores[static_cast<size_t>(t)] = std::max(s.scores[static_cast<size_t>(t)], first[h * n + t]);
+      group_max_scores(logits + static_cast<int64_t>(g) * group * n, group, n, s.scores.data());
       top_k_indices(s.scores.data(), n, K, idx, s.order);
     }
     for (int h = g * group; h < (g + 1) * group; ++h)

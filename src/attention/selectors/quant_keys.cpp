@@ -49,11 +49,7 @@ void QuantKeySelector::select(const SelectionRequest& r, int g_begin, int g_end,
     // [group][n]: the group's query heads against every key of the copy (unscaled: only the order counts)
     cpu::matmul_rows(kCopyType, c.rows.data(), hd, r.q + static_cast<size_t>(g) * group * hd, group,
                      s.all_logits.data(), n, 0, n);
-    std::copy(s.all_logits.begin(), s.all_logits.begin() + n, s.scores.begin());
-    for (int h = 1; h < group; ++h) {
-      const float* lh = s.all_logits.data() + static_cast<size_t>(h) * n;
-      for (int64_t t = 0; t < n; ++t) s.scores[static_cast<size_t>(t)] = std::max(s.scores[static_cast<size_t>(t)], lh[t]);
-    }
+    group_max_scores(s.all_logits.data(), group, n, s.scores.data());
     top_k_indices(s.scores.data(), n, r.K, out.idx + static_cast<int64_t>(g) * r.K, s.order);
   }
   if (out.logits) host_logits_selected(k, r.q, r.n_heads, r.scale, out.idx, r.K, g_begin, g_end, out.logits);

@@ -1,5 +1,6 @@
 #include "attention/selectors/top_k.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -70,6 +71,14 @@ uint32_t kth_largest_key(const uint32_t* keys, int64_t n, int64_t& need, uint32_
   return prefix;
 }
 }  // namespace
+
+void group_max_scores(const float* logits, int group, int64_t n, float* scores) {
+  std::copy(logits, logits + n, scores);
+  for (int h = 1; h < group; ++h) {
+    const float* lh = logits + static_cast<int64_t>(h) * n;
+    for (int64_t t = 0; t < n; ++t) scores[t] = std::max(scores[t], lh[t]);
+  }
+}
 
 void top_k_indices(const float* scores, int64_t n, int K, int32_t* out, std::vector<int32_t>& order) {
   if (K <= 0) return;
