@@ -35,6 +35,32 @@ void add_bias(float* y, const float* bias, int n, int dim, cudaStream_t stream);
 // y = x rounded to nearest even in `to` (F16 or BF16): GEMM inputs for 16-bit weights.
 void convert_from_f32(const float* x, int64_t count, DType to, void* y, cudaStream_t stream);
 
+// matmul_quant.cu — weights in their GGUF blocks (quant.cuh: Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K,
+// Q6_K), dequantized in registers. Twin: cpu::dequantize_row, then the fp32 dot / bf16 rounding.
+// y[n, rows] (+= with accumulate) x[n, cols] · Wᵀ for n <= kQuantizedMatmulMaxRows (x 16-byte aligned):
+constexpr int kQuantizedMatmulMaxRows = 8;
+// The block types the GPU keeps in their blocks (others are expanded to bf16 at upload).
+inline bool held_quantized(DType t) {
+  switch (t) {
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q8_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return true;
+    default: return false;
+  }
+}
+void matmul_quantized(DType wt, const void* w, int64_t rows, int64_t cols, const float* x, int n, float* y,
+                      bool accumulate, cudaStream_t stream);
+// Rows [r0, r0 + n_rows) of W as bf16 [n_rows, cols] (a prefill GEMM's tile).
+void dequantize_rows_bf16(DType wt, const void* w, int64_t cols, int64_t r0, int64_t n_rows, void* out,
+                          cudaStream_t stream);
+// out[i, :] = table[ids[i], :] dequantized to fp32.
+void embed_quantized(DType wt, const void* table, int64_t cols, const int32_t* ids, int n, float* out,
+                     cudaStream_t stream);
+
 // kv_store.cu — twin: cpu::kv_store_rows.  k, v: [n, n_kv_heads * head_dim] -> slots pos0 .. pos0+n-1
 void kv_store(DType kv_dtype, void* k_cache, void* v_cache, int64_t capacity, int n_kv_heads, int head_dim,
               const float* k, const float* v, int n, int64_t pos0, cudaStream_t stream);

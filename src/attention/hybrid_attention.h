@@ -50,6 +50,9 @@ class HybridAttention final : public LayerAttention, public PromptState {
   void layer_input(int layer, const float* x, const std::vector<TokenRow>& rows) override;
   void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
               float* out) override;
+  void layers_done() override {
+    if (!prefill_) clock_.layers_done();
+  }
   void end_step(const std::vector<TokenRow>& rows) override;
   // hybrid_fill.cpp
   void fill(int seq, int n_tokens, const KvRowSource& source) override;

@@ -72,6 +72,8 @@ class LayerAttention {
   // q: [n, q_dim] after RoPE; k, v: [n, kv_dim]. Stores k and v, writes out [n, q_dim].
   virtual void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
                       float* out) = 0;
+  // Every layer of the step has been issued; the output head and the logits' copy follow.
+  virtual void layers_done() {}
   virtual void end_step(const std::vector<TokenRow>& rows) = 0;
   // Makes `seq` (empty) n_tokens long with the K/V rows of `rows`, written where a prefill of that
   // length puts them; no attention runs (attention/kv_fill.h: random rows for benchmarks, a

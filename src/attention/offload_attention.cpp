@@ -39,7 +39,8 @@ class OffloadAttention final : public LayerAttention {
         clock_(c.device, c.model.spec.n_layers) {
     const size_t bytes = static_cast<size_t>(spec_.kv_dim()) * ctx_ * dtype_block_bytes(dtype_);
     for (int s = 0; s < c.n_seqs; ++s) {
-      host_.push_back(std::make_unique<HostStore>(spec_, dtype_, ctx_, topology_, placement_));
+      host_.push_back(std::make_unique<HostStore>(spec_, dtype_, ctx_, topology_, placement_,
+                                                   HostStore::kDefaultBlockTokens, device_.dma_registrar()));
       for (auto& buf : staging_) {
         KvView v;
         v.dtype = dtype_;
@@ -102,12 +103,6 @@ class OffloadAttention final : public LayerAttention {
 
     const int n = static_cast<int>(rows.size());
     const int kv_dim = spec_.kv_dim();
-    // store_cache: the new rows' k, v go to the host store (where the next steps load them from)
-    k_host_.resize(static_cast<size_t>(n) * kv_dim);
-    v_host_.resize(static_cast<size_t>(n) * kv_dim);
-    device_.copy_to_host(k_host_.data(), k, sizeof(float) * k_host_.size());
-    device_.copy_to_host(v_host_.data(), v, sizeof(float) * v_host_.size());
-    store_host(layer, rows, k_host_.data(), v_host_.data());
     // attn = softmax(q·Kᵀ/√d)·V over the staged prefix and the new rows, per sequence
     for (int begin = 0; begin < n;) {
       int end = begin + 1;
@@ -116,10 +111,15 @@ class OffloadAttention final : public LayerAttention {
       const KvView& view = buf.views[static_cast<size_t>(first.seq)];
       device_.kv_store(view, k + static_cast<int64_t>(begin) * kv_dim, v + static_cast<int64_t>(begin) * kv_dim,
                        end - begin, first.pos);
+      write_back(layer, first.seq, view, first.pos, end - begin);
       device_.attention(q + static_cast<int64_t>(begin) * spec_.q_dim(), end - begin, spec_.n_heads, view, first.pos,
                         scale_, out + static_cast<int64_t>(begin) * spec_.q_dim());
       begin = end;
     }
+  }
+
+  void layers_done() override {
+    if (!prefill_) clock_.layers_done();
   }
 
   void end_step(const std::vector<TokenRow>& rows) override {
@@ -131,7 +131,7 @@ class OffloadAttention final : public LayerAttention {
     for (int l = 0; l < spec_.n_layers; ++l) {
       LayerStats& st = clock_.stats(l);
       st.steps += 1;
-      st.bytes_h2d += clock_.last()->layers[static_cast<size_t>(l)].bytes_h2d;
+      st.bytes_h2d += clock_.bytes_h2d(l);
       for (int seq : seqs_) st.host_tokens += lengths_[static_cast<size_t>(seq)] * spec_.n_kv_heads;
     }
   }
@@ -167,7 +167,8 @@ class OffloadAttention final : public LayerAttention {
     int64_t bytes = 0;          // what its load copies host -> device
   };
 
-  // k_host, v_host: [rows][kv_dim] fp32, each row's into its sequence's host store at its position.
+  // k_host, v_host: [rows][kv_dim] fp32, each row's into its sequence's host store at its position
+  // (fill's rows, which come from the host).
   void store_host(int layer, const std::vector<TokenRow>& rows, const float* k_host, const float* v_host) {
     const int kv_dim = spec_.kv_dim();
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -178,6 +179,24 @@ class OffloadAttention final : public LayerAttention {
         cpu::store_kv_row(dtype_, h.v_row(layer, g, rows[i].pos), v_host + src, spec_.head_dim);
       }
     }
+  }
+
+  // store_cache: the new rows, as kv_store wrote them into the staging view (the cache dtype),
+  // copied device -> host into the sequence's host store, where the next steps load them from.
+  // The copies are queued behind kv_store and ahead of the next load (copies_after_compute), so
+  // with the store registered for DMA nothing here waits for the device.
+  void write_back(int layer, int seq, const KvView& view, int64_t pos0, int n) {
+    HostStore& h = *host_[static_cast<size_t>(seq)];
+    const KvLayout kl = h.k_layout(layer);
+    const size_t row = kl.row_bytes();
+    for (int g = 0; g < spec_.n_kv_heads; ++g)
+      for (int64_t t = pos0; t < pos0 + n;) {  // runs contiguous in the store: one token block
+        const int64_t run = std::min<int64_t>(pos0 + n - t, kl.block_tokens - t % kl.block_tokens);
+        const size_t src = (static_cast<size_t>(g) * ctx_ + static_cast<size_t>(t)) * row;
+        device_.copy_to_host_async(h.k_row(layer, g, t), static_cast<const std::byte*>(view.k) + src, run * row);
+        device_.copy_to_host_async(h.v_row(layer, g, t), static_cast<const std::byte*>(view.v) + src, run * row);
+        t += run;
+      }
   }
 
   // load_cache(layer): the prefix each sequence of the step had before it, host -> staging.
@@ -221,7 +240,6 @@ class OffloadAttention final : public LayerAttention {
   Staging staging_[2];                            // double buffer: layer ℓ in staging_[ℓ % 2]
   bool prefill_ = false;
   std::vector<int> seqs_;               // the step's sequences
-  std::vector<float> k_host_, v_host_;  // [rows][kv_dim]: the new rows on the host
   StepClock clock_;  // the step's timings and the run's statistics
 };
 

@@ -24,11 +24,23 @@ void StepClock::host(int layer, double t_host, double t_wait) {
 }
 
 void StepClock::end_step() {
-  const int end = device_.timing_mark(false);
+  if (end_mark_ < 0) end_mark_ = device_.timing_mark(false);
+  pending_ = true;
+  ++ended_;
+}
+
+void StepClock::resolve() const {
+  if (!pending_) return;
+  pending_ = false;
+  const int end = end_mark_;
+  end_mark_ = -1;
   const auto seconds = [&](int a, int b) {
     return a < 0 || b < 0 ? 0.0 : std::max(0.0, device_.timing_elapsed_ms(a, b)) * 1e-3;
   };
   const size_t n_layers = marks_.size();
+  // Every mark is on the compute stream: reading the step's end first waits once for all of them
+  // (none at all once the step's logits were copied back).
+  if (n_layers > 0) seconds(marks_[0].start, end);
   for (size_t l = 0; l < n_layers; ++l) {
     const Marks& m = marks_[l];
     const int next = l + 1 < n_layers ? marks_[l + 1].start : end;

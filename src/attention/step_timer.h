@@ -1,9 +1,11 @@
 // The step clock of an attention stage: the per-layer times of each decode step from Device
 // timing marks (CUDA events; the steady clock on the CPU device) and the run's per-layer
 // statistics. A mark when each layer starts and around its host -> device transfer; the host's
-// time and the device's wait as the stage measured them; at the step's end one wait for the
-// device turns the marks into that step's StepTiming (what the feedback scheduler reads) and adds
-// them to the run's LayerStats (what --stats prints). Prefill steps are not clocked.
+// time and the device's wait as the stage measured them; the step's end is one more mark. The
+// marks become that step's StepTiming (what the feedback scheduler reads) and go to the run's
+// LayerStats (what --stats prints) when either is first read, or when the next step starts: by
+// then the step's logits have been copied back, so a CUDA device reads its events without
+// waiting for them. Prefill steps are not clocked.
 #pragma once
 #include <vector>
 
@@ -16,20 +18,32 @@ class StepClock {
   StepClock(Device& device, int n_layers);
 
   // The decode step being clocked (0-based): the number of steps ended so far.
-  int64_t step() const { return timing_.step + 1; }
-  void layer_start(int layer) { marks_[static_cast<size_t>(layer)].start = device_.timing_mark(false); }
+  int64_t step() const { return ended_; }
+  void layer_start(int layer) {
+    resolve();
+    marks_[static_cast<size_t>(layer)].start = device_.timing_mark(false);
+  }
   void transfer_begin(int layer) { marks_[static_cast<size_t>(layer)].tx_begin = device_.timing_mark(false); }
   // The transfer is done: `bytes` crossed host -> device for this layer in this step.
   void transfer_end(int layer, int64_t bytes);
   // The layer's host job ran t_host seconds, of which the device waited t_wait.
   void host(int layer, double t_host, double t_wait);
-  // The step's end: t_tx from the transfer marks, t_dev = the layer's span less t_wait and t_tx;
-  // span and t_tx go to the run's statistics, and the step counts.
+  // The last layer's end (marked before the logits' copy, which then waits for it).
+  void layers_done() { end_mark_ = device_.timing_mark(false); }
+  // The step's end (marked now if layers_done was not called): the step counts.
   void end_step();
 
-  const StepTiming* last() const { return timing_.step >= 0 ? &timing_ : nullptr; }
+  const StepTiming* last() const {
+    resolve();
+    return timing_.step >= 0 ? &timing_ : nullptr;
+  }
   LayerStats& stats(int layer) { return stats_[static_cast<size_t>(layer)]; }
-  std::vector<LayerStats>* all_stats() { return &stats_; }
+  // What transfer_end recorded for the layer in the current step.
+  int64_t bytes_h2d(int layer) const { return timing_.layers[static_cast<size_t>(layer)].bytes_h2d; }
+  std::vector<LayerStats>* all_stats() {
+    resolve();
+    return &stats_;
+  }
 
  private:
   struct Marks {
@@ -37,10 +51,17 @@ class StepClock {
     int tx_begin = -1;  // around its host -> device transfer (-1: none)
     int tx_end = -1;
   };
+  // The ended step's marks into timing_ and stats_: t_tx from the transfer marks, t_dev = the
+  // layer's span less t_wait and t_tx; span and t_tx go to the run's statistics.
+  void resolve() const;
+
   Device& device_;
   std::vector<Marks> marks_;  // this step's, per layer
-  StepTiming timing_;
-  std::vector<LayerStats> stats_;
+  int64_t ended_ = 0;         // steps ended
+  mutable int end_mark_ = -1;  // the step's last mark, until the step is resolved
+  mutable bool pending_ = false;
+  mutable StepTiming timing_;
+  mutable std::vector<LayerStats> stats_;
 };
 
 }  // namespace hg

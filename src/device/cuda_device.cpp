@@ -2,10 +2,16 @@
 // The ops are in cuda_device_ops.cpp.
 //
 // Weights as stored on the GPU (see upload_weight):
-//   - F32 / F16 / BF16 matrices keep their dtype: F32 stays exact (fp32 SGEMM, no TF32), which
-//     is what the CPU-vs-GPU logits tests lean on; 16-bit weights run bf16/f16 tensor-core GEMMs.
-//   - GGUF block types (Q8_0 … IQ4_XS, every type hybridgen reads) are dequantized on the host, row by row
-//     (cpu::dequantize_row), and stored as bf16: one GEMM path for all of them, at 2 bytes/weight.
+//   - F32 and BF16 matrices keep their dtype: F32 stays exact (fp32 SGEMM, no TF32), which is
+//     what the CPU-vs-GPU logits tests lean on; BF16 runs bf16 tensor-core GEMMs.
+//   - F16 matrices are converted to bf16 at upload: a GEMM takes inputs of its weights' type, and
+//     activations rounded to f16 overflow past 65,504 (Qwen2's down_proj inputs reach that), where
+//     bf16 has fp32's range. The cost is 3 bits of the weights' mantissa.
+//   - The GGUF block types real files use for most of their weights (Q4_0, Q4_1, Q5_0, Q8_0,
+//     Q4_K, Q5_K, Q6_K; cuda::held_quantized) stay in their blocks, at the file's size: decode
+//     multiplies them in registers (kernels/cuda/matmul_quant.cu), prefill runs cuBLAS on bf16
+//     tiles dequantized on the fly. The other block types (Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS) are
+//     dequantized on the host, row by row (cpu::dequantize_row), and stored as bf16.
 //   - vectors (norm weights, biases) become fp32.
 // Uploads stream through two pinned 32 MiB buffers on the copy stream, so filling one buffer
 // (memcpy from the mapped file, or dequantization) overlaps the DMA of the other.
@@ -19,6 +25,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/kernels.h"
 
 namespace hg {
 inline namespace HG_CUDA_BACKEND {
@@ -30,6 +37,12 @@ constexpr const char* kDeviceKind = "cuda-emu";
 #else
 constexpr const char* kDeviceKind = "cuda";
 #endif
+
+// Matrices the GPU holds as bf16 rather than as stored: f16 (see above) and the block types it
+// cannot multiply in their blocks.
+bool expanded_to_bf16(DType t) {
+  return t == DType::F16 || (dtype_is_quantized(t) && !cuda::held_quantized(t));
+}
 
 std::string gib(size_t bytes) {
   char buf[32];
@@ -55,7 +68,12 @@ CudaDevice::CudaDevice(int gpu) : gpu_(gpu), launches_base_(cuda::launches_issue
   HG_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   HG_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
   HG_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
-  for (auto& slot : stage_) HG_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
+  for (auto& slot : stage_) {
+    HG_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
+    slot.bytes = kStageBytes;  // a decode step's arrays fit: staging them never allocates (nor waits)
+    HG_CUDA_CHECK(cudaMallocHost(&slot.host, slot.bytes));
+    HG_CUDA_CHECK(cudaMalloc(&slot.dev, slot.bytes));
+  }
   for (int b = 0; b < 2; ++b) {
     HG_CUDA_CHECK(cudaEventCreateWithFlags(&upload_done_[static_cast<size_t>(b)], cudaEventDisableTiming));
     HG_CUDA_CHECK(cudaMallocHost(&upload_host_[static_cast<size_t>(b)], kUploadChunk));
@@ -80,6 +98,7 @@ CudaDevice::~CudaDevice() {
   for (auto& t : rope_tables_) cudaFree(t.inv_freq);
   cudaFree(gemm_input_.ptr);
   cudaFree(attention_ws_.ptr);
+  cudaFree(dequant_tile_.ptr);
   for (auto& slot : stage_) {
     cudaFreeHost(slot.host);
     cudaFree(slot.dev);
@@ -114,6 +133,9 @@ bool CudaDevice::pinned(const void* host) {
 void CudaDevice::sync_stream(cudaStream_t s) {
   ++counters_.syncs;
   HG_CUDA_CHECK(cudaStreamSynchronize(s));
+  const size_t stream = s == compute_ ? 0 : 1;
+  done_seq_[stream] = recorded_seq_[stream];  // every mark recorded on it has completed
+  if (s == compute_) ++compute_syncs_;
 }
 
 void CudaDevice::sync_event(cudaEvent_t e) {
@@ -183,6 +205,14 @@ void CudaDevice::copy_to_host(void* dst_host, const void* src, size_t bytes) {
   sync_stream(compute_);
 }
 
+void CudaDevice::copy_to_host_async(void* dst_host, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  make_current();
+  HG_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, compute_));
+  counters_.d2h_bytes += bytes;
+  if (!pinned(dst_host)) sync_stream(compute_);  // into pageable memory the runtime waits for the copy
+}
+
 void CudaDevice::synchronize() {
   make_current();
   sync_stream(copy_);
@@ -201,11 +231,22 @@ void* CudaDevice::grow(Scratch& s, size_t bytes) {
   return s.ptr;
 }
 
+// The same array staged again (every layer's RoPE takes the step's positions) reuses the slot
+// that holds it: the slot's device copy stays valid until the slot is restaged, and every reader
+// is on `compute`, in order with that restaging. A slot is restaged only once its copy has run:
+// known without a wait when the host has waited for the compute stream since (every decode step
+// ends with the logits' copy), so a decode step stages its ids and positions without a sync.
 const int32_t* CudaDevice::stage_ints(const int32_t* host, int n) {
+  const size_t n_bytes = sizeof(int32_t) * static_cast<size_t>(std::max(n, 0));
+  for (int back = 1; back <= kStageSlots; ++back) {
+    const StageSlot& s = stage_[static_cast<size_t>((stage_next_ - back + kStageSlots) % kStageSlots)];
+    if (s.n == n && s.host && std::memcmp(s.host, host, n_bytes) == 0) return static_cast<const int32_t*>(s.dev);
+  }
   StageSlot& slot = stage_[static_cast<size_t>(stage_next_)];
   stage_next_ = (stage_next_ + 1) % kStageSlots;
   const size_t bytes = sizeof(int32_t) * static_cast<size_t>(std::max(n, 1));
-  sync_event(slot.done);  // the slot's previous copy has run
+  if (slot.n >= 0 && slot.epoch == compute_syncs_) sync_event(slot.done);  // its copy may not have run yet
+  slot.n = -1;
   if (bytes > slot.bytes) {
     sync_stream(compute_);
     if (slot.host) HG_CUDA_CHECK(cudaFreeHost(slot.host));
@@ -213,16 +254,17 @@ const int32_t* CudaDevice::stage_ints(const int32_t* host, int n) {
     slot.host = nullptr;
     slot.dev = nullptr;
     slot.bytes = 0;
-    const size_t cap = std::max<size_t>(bytes, 16384);
+    const size_t cap = std::max(bytes, kStageBytes);
     HG_CUDA_CHECK(cudaMallocHost(&slot.host, cap));
     slot.dev = alloc(cap);
     slot.bytes = cap;
   }
-  std::memcpy(slot.host, host, sizeof(int32_t) * static_cast<size_t>(n));
-  HG_CUDA_CHECK(cudaMemcpyAsync(slot.dev, slot.host, sizeof(int32_t) * static_cast<size_t>(n),
-                                cudaMemcpyHostToDevice, compute_));
-  counters_.h2d_bytes += sizeof(int32_t) * static_cast<size_t>(n);
+  std::memcpy(slot.host, host, n_bytes);
+  HG_CUDA_CHECK(cudaMemcpyAsync(slot.dev, slot.host, n_bytes, cudaMemcpyHostToDevice, compute_));
+  counters_.h2d_bytes += n_bytes;
   HG_CUDA_CHECK(cudaEventRecord(slot.done, compute_));
+  slot.n = n;
+  slot.epoch = compute_syncs_;
   return static_cast<const int32_t*>(slot.dev);
 }
 
@@ -266,12 +308,12 @@ uint64_t CudaDevice::stored_bytes(const TensorView& t) const {
   if (t.shape.size() < 2) return sizeof(float) * static_cast<uint64_t>(cols);  // vectors: fp32
   const int64_t rows = t.numel() / std::max<int64_t>(cols, 1);
   const uint64_t row =
-      dtype_is_quantized(t.dtype) ? sizeof(uint16_t) * static_cast<uint64_t>(cols) : dtype_row_bytes(t.dtype, cols);
+      expanded_to_bf16(t.dtype) ? sizeof(uint16_t) * static_cast<uint64_t>(cols) : dtype_row_bytes(t.dtype, cols);
   return row * static_cast<uint64_t>(rows);
 }
 
 void* CudaDevice::upload_matrix(const TensorView& t, int64_t rows, int64_t cols, DType* stored) {
-  const bool quantized = dtype_is_quantized(t.dtype);
+  const bool quantized = expanded_to_bf16(t.dtype);
   *stored = quantized ? DType::BF16 : t.dtype;
   const size_t row_bytes = quantized ? sizeof(uint16_t) * static_cast<size_t>(cols) : dtype_row_bytes(t.dtype, cols);
   const size_t total = row_bytes * static_cast<size_t>(rows);
@@ -338,20 +380,37 @@ int CudaDevice::timing_mark(bool copy_stream) {
   make_current();
   if (timing_.empty()) {
     timing_.resize(kTimingEvents);
+    timing_seq_.assign(kTimingEvents, 0);
+    timing_stream_.assign(kTimingEvents, 0);
     for (auto& e : timing_) HG_CUDA_CHECK(cudaEventCreate(&e));
   }
   const int handle = timing_next_;
   timing_next_ = (timing_next_ + 1) % kTimingEvents;
-  HG_CUDA_CHECK(cudaEventRecord(timing_[static_cast<size_t>(handle)], copy_stream ? copy_ : compute_));
+  const auto h = static_cast<size_t>(handle);
+  HG_CUDA_CHECK(cudaEventRecord(timing_[h], copy_stream ? copy_ : compute_));
+  const size_t stream = copy_stream ? 1 : 0;
+  timing_seq_[h] = timing_seq_next_++;
+  timing_stream_[h] = static_cast<uint8_t>(stream);
+  recorded_seq_[stream] = timing_seq_[h];
   return handle;
+}
+
+// Marks on one stream complete in the order they were recorded: a wait for the latest covers
+// every earlier one, so a step's per-layer durations cost one wait, not two per layer.
+void CudaDevice::sync_mark(int handle) {
+  const auto h = static_cast<size_t>(handle);
+  const size_t stream = timing_stream_[h];
+  if (timing_seq_[h] <= done_seq_[stream]) return;
+  sync_event(timing_[h]);
+  done_seq_[stream] = std::max(done_seq_[stream], timing_seq_[h]);
 }
 
 double CudaDevice::timing_elapsed_ms(int begin, int end) {
   if (begin < 0 || end < 0 || begin >= static_cast<int>(timing_.size()) || end >= static_cast<int>(timing_.size()))
     return -1.0;
   make_current();
-  sync_event(timing_[static_cast<size_t>(end)]);
-  sync_event(timing_[static_cast<size_t>(begin)]);
+  sync_mark(end);
+  sync_mark(begin);
   float ms = 0.0f;
   HG_CUDA_CHECK(cudaEventElapsedTime(&ms, timing_[static_cast<size_t>(begin)], timing_[static_cast<size_t>(end)]));
   return ms;

@@ -12,11 +12,13 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "device/device.h"
 #include "kernels/cuda/backend.h"
+#include "mem/arena.h"
 
 namespace hg {
 inline namespace HG_CUDA_BACKEND {
@@ -35,10 +37,14 @@ class CudaDevice final : public Device {
   uint64_t weight_bytes() const override { return weight_bytes_; }
   uint64_t stored_bytes(const TensorView& t) const override;
 
+  mem::DmaRegistrar* dma_registrar() override { return &registrar_; }
+  // Host bytes registered for DMA through dma_registrar() now.
+  size_t registered_bytes() const { return registrar_.bytes(); }
   void* alloc(size_t bytes) override;
   void free(void* ptr) override;
   void copy_to_device(void* dst, const void* src_host, size_t bytes) override;
   void copy_to_host(void* dst_host, const void* src, size_t bytes) override;
+  void copy_to_host_async(void* dst_host, const void* src, size_t bytes) override;
   void synchronize() override;
   DeviceTensor upload_weight(const TensorView& t) override;
 
@@ -78,10 +84,14 @@ class CudaDevice final : public Device {
     size_t bytes = 0;
   };
   // One pinned slot of the staging ring for small host arrays; `done` fires when its copy ran.
+  // `n` ints are staged in it; `epoch` is compute_syncs_ when they were: once the host has waited
+  // for the compute stream since, the copy has run and the slot is free without a wait.
   struct StageSlot {
     void* host = nullptr;
     void* dev = nullptr;
     size_t bytes = 0;
+    int n = -1;
+    uint64_t epoch = 0;
     cudaEvent_t done = nullptr;
   };
   struct RopeTable {
@@ -89,7 +99,24 @@ class CudaDevice final : public Device {
     std::vector<float> freq_factors;  // host copy of params.freq_factors (empty: none)
     float* inv_freq = nullptr;        // device [rotary_dim / 2]
   };
+  // The host KV arenas' blocks pinned with cudaHostRegister, so offload's streamed KV and the
+  // evictions copy by DMA instead of through the driver's staging. A block the driver refuses to
+  // pin (a limit on locked memory) stays pageable: logged once, its copies merely synchronous.
+  class HostRegistrar final : public mem::DmaRegistrar {
+   public:
+    explicit HostRegistrar(const CudaDevice& device) : device_(device) {}
+    void register_range(void* addr, size_t bytes) override;
+    void unregister_range(void* addr, size_t bytes) override;
+    size_t bytes() const { return bytes_; }
+
+   private:
+    const CudaDevice& device_;
+    std::set<void*> ranges_;  // registered block starts
+    size_t bytes_ = 0;
+    bool warned_ = false;
+  };
   static constexpr int kStageSlots = 16;
+  static constexpr size_t kStageBytes = 16384;
   static constexpr int kTimingEvents = 512;
   static constexpr int kCopyFences = 64;
   static constexpr size_t kUploadChunk = size_t{32} << 20;
@@ -100,11 +127,15 @@ class CudaDevice final : public Device {
   // The host waits for the device: counted in counters_.syncs.
   void sync_stream(cudaStream_t s);
   void sync_event(cudaEvent_t e);
+  // Waits for timing mark `handle` unless a wait since its record has covered it.
+  void sync_mark(int handle);
   void* grow(Scratch& s, size_t bytes);
   // Copies n int32 from the host to a device buffer valid for the ops issued next on `compute`.
   const int32_t* stage_ints(const int32_t* host, int n);
   const float* rope_table(const RopeParams& p);
   void* upload_matrix(const TensorView& t, int64_t rows, int64_t cols, DType* stored);
+  // y[n, w.rows] (+)= x · Wᵀ for a weight held in its GGUF blocks and many rows x (bf16).
+  void quantized_gemm(const DeviceTensor& w, const void* x_bf16, int n, float* y, bool accumulate);
 
   int gpu_ = 0;
   cudaDeviceProp prop_{};
@@ -121,12 +152,23 @@ class CudaDevice final : public Device {
   size_t weight_bytes_ = 0;
   Scratch gemm_input_;    // activations converted to the weight dtype
   Scratch attention_ws_;  // split-K partials of decode attention (plain and hybrid)
+  Scratch dequant_tile_;  // a quantized weight's rows in bf16, for a prefill GEMM
+  static constexpr int64_t kDequantTileElems = int64_t{8} << 20;  // 16 MiB of bf16
   std::vector<RopeTable> rope_tables_;
   std::vector<cudaEvent_t> timing_;
   int timing_next_ = 0;
+  // Per timing event: the sequence number of its latest record and the stream it was recorded on
+  // (0 compute, 1 copy); done_seq_: per stream, the latest sequence known to have completed.
+  std::vector<uint64_t> timing_seq_;
+  std::vector<uint8_t> timing_stream_;
+  uint64_t timing_seq_next_ = 1;
+  std::array<uint64_t, 2> done_seq_{};
+  std::array<uint64_t, 2> recorded_seq_{};  // per stream, the latest sequence recorded on it
+  uint64_t compute_syncs_ = 0;              // host waits for the whole compute stream so far
   std::vector<cudaEvent_t> copy_fences_;   // ring: fence f is copy_fences_[f % kCopyFences]
   int64_t copy_fence_next_ = 0;
   cudaEvent_t compute_done_ = nullptr;     // copies_after_compute
+  HostRegistrar registrar_{*this};
   DeviceCounters counters_;                // launches: cuBLAS calls only (kernels: launches_issued)
   uint64_t launches_base_ = 0;             // cuda::launches_issued() when this device was made
 };

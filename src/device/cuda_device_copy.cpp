@@ -4,12 +4,38 @@
 // waits for a fence, later copies wait for the compute work issued so far (double buffering).
 // Copies from pageable host memory are staged by the driver; HostStore arenas registered for DMA
 // (mem::DmaRegistrar) copy asynchronously.
+#include <spdlog/spdlog.h>
+
 #include "device/cuda_device.h"
 #include "hybridgen/error.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace hg {
 inline namespace HG_CUDA_BACKEND {
+
+void CudaDevice::HostRegistrar::register_range(void* addr, size_t bytes) {
+  device_.make_current();
+  const cudaError_t e = cudaHostRegister(addr, bytes, cudaHostRegisterDefault);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    if (!warned_)
+      spdlog::warn("{}: cannot pin host KV memory for DMA ({}); its copies go through the driver's staging",
+                   device_.name(), cudaGetErrorString(e));
+    warned_ = true;
+    return;
+  }
+  ranges_.insert(addr);
+  bytes_ += bytes;
+}
+
+void CudaDevice::HostRegistrar::unregister_range(void* addr, size_t bytes) {
+  if (ranges_.erase(addr) == 0) return;  // never pinned
+  // Called from arena destructors: an error (the process unwinding from a CUDA failure) is left
+  // for the next checked call rather than thrown here.
+  cudaSetDevice(device_.gpu());
+  if (cudaHostUnregister(addr) != cudaSuccess) cudaGetLastError();
+  bytes_ -= bytes;
+}
 
 void CudaDevice::copy_on_device(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;

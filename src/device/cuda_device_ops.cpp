@@ -3,8 +3,8 @@
 //
 // Dense projections: y[n, rows] = x[n, cols] · Wᵀ is, in cuBLAS's column-major terms,
 // C(rows × n) = op(A)ᵀ · B with A = W (cols × rows, lda = cols) and B = x (cols × n, ldb = cols).
-// fp32 weights run with fp32 inputs and compute (no TF32); f16/bf16 weights need inputs of the
-// same type (cublasGemmEx takes no mixed A/B types), so x is first rounded into a scratch buffer;
+// fp32 weights run with fp32 inputs and compute (no TF32); bf16 weights (f16 ones are converted at
+// upload) need inputs of the same type (cublasGemmEx takes no mixed A/B types), so x is first rounded into a scratch buffer;
 // accumulation and output stay fp32 either way.
 #include <cmath>
 
@@ -55,6 +55,10 @@ void CudaDevice::embed(const DeviceTensor& table, const int32_t* ids_host, int n
                   std::to_string(table.rows) + ")");
   }
   make_current();
+  if (cuda::held_quantized(table.dtype)) {
+    cuda::embed_quantized(table.dtype, table.data, table.cols, stage_ints(ids_host, n), n, out, compute_);
+    return;
+  }
   cuda_type(table.dtype, "embed");
   cuda::embed(table.dtype, table.data, table.cols, stage_ints(ids_host, n), n, out, compute_);
 }
@@ -74,6 +78,22 @@ void CudaDevice::matmul_group(const float* x, int n, const MatmulOut* outs, int 
   for (int i = 0; i < count; ++i) {
     const DeviceTensor& w = *outs[i].w;
     if (!w.present()) throw Error("matmul: weight not uploaded");
+    if (cuda::held_quantized(w.dtype)) {
+      if (n <= cuda::kQuantizedMatmulMaxRows) {
+        cuda::matmul_quantized(w.dtype, w.data, w.rows, w.cols, x, n, outs[i].y, outs[i].accumulate, compute_);
+      } else {
+        if (converted_to != DType::BF16) {
+          const int64_t elems = static_cast<int64_t>(n) * w.cols;
+          void* converted = grow(gemm_input_, sizeof(uint16_t) * static_cast<size_t>(elems));
+          cuda::convert_from_f32(x, elems, DType::BF16, converted, compute_);
+          input = converted;
+          converted_to = DType::BF16;
+        }
+        quantized_gemm(w, input, n, outs[i].y, outs[i].accumulate);
+      }
+      if (outs[i].bias && outs[i].bias->present()) add_bias(outs[i].y, *outs[i].bias, n, static_cast<int>(w.rows));
+      continue;
+    }
     const cudaDataType_t type = cuda_type(w.dtype, "matmul");
     if (w.dtype == DType::F32) {
       input = x;
@@ -91,6 +111,23 @@ void CudaDevice::matmul_group(const float* x, int n, const MatmulOut* outs, int 
                                  CUBLAS_GEMM_DEFAULT));
     ++counters_.launches;
     if (outs[i].bias && outs[i].bias->present()) add_bias(outs[i].y, *outs[i].bias, n, static_cast<int>(w.rows));
+  }
+}
+
+// Many rows (prefill): W in bf16 tiles of rows, each dequantized on the fly into a scratch tile
+// and multiplied by cuBLAS into its rows of y (C's leading dimension stays w.rows).
+void CudaDevice::quantized_gemm(const DeviceTensor& w, const void* x_bf16, int n, float* y, bool accumulate) {
+  const int64_t tile_rows = std::min<int64_t>(w.rows, std::max<int64_t>(1, kDequantTileElems / w.cols));
+  void* tile = grow(dequant_tile_, sizeof(uint16_t) * static_cast<size_t>(tile_rows * w.cols));
+  const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  for (int64_t r0 = 0; r0 < w.rows; r0 += tile_rows) {
+    const int64_t tr = std::min(tile_rows, w.rows - r0);
+    cuda::dequantize_rows_bf16(w.dtype, w.data, w.cols, r0, tr, tile, compute_);
+    HG_CUBLAS_CHECK(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(tr), n, static_cast<int>(w.cols),
+                                 &one, tile, CUDA_R_16BF, static_cast<int>(w.cols), x_bf16, CUDA_R_16BF,
+                                 static_cast<int>(w.cols), &beta, y + r0, CUDA_R_32F, static_cast<int>(w.rows),
+                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    ++counters_.launches;
   }
 }
 

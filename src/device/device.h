@@ -17,6 +17,9 @@
 namespace hg {
 
 class ThreadPool;
+namespace mem {
+struct DmaRegistrar;
+}
 
 // A weight as the device holds it. Matrices stay in their stored dtype ([rows, cols], row-major);
 // vectors (norm weights, biases) are converted to fp32 at upload.
@@ -102,10 +105,23 @@ class Device {
   // Bytes upload_weight(t) would take in the device's memory, for the memory plan (0 where
   // weights stay in host memory).
   virtual uint64_t stored_bytes(const TensorView& /*t*/) const { return 0; }
+  // Registers host memory the device copies from and into (the host KV arenas, per committed
+  // block), so that those copies are asynchronous DMA: CUDA's cudaHostRegister. nullptr where
+  // copies need no registration (the CPU device). It outlives every arena that uses it.
+  virtual mem::DmaRegistrar* dma_registrar() { return nullptr; }
   virtual void* alloc(size_t bytes) = 0;
   virtual void free(void* ptr) = 0;
   virtual void copy_to_device(void* dst, const void* src_host, size_t bytes) = 0;
   virtual void copy_to_host(void* dst_host, const void* src, size_t bytes) = 0;
+  // Queues a device -> host copy behind the compute work issued so far, without waiting for it:
+  // dst_host must not be read by the host, nor freed, before a later synchronization (copies the
+  // device itself reads back later, such as offload's write-back of new K/V rows to the host
+  // store its next steps stream from, are ordered on the device). A CUDA device copies by DMA
+  // into memory registered through dma_registrar() and waits as copy_to_host does otherwise. The
+  // default is copy_to_host.
+  virtual void copy_to_host_async(void* dst_host, const void* src, size_t bytes) {
+    copy_to_host(dst_host, src, bytes);
+  }
   // Device -> device, in order with the compute stream's work (moving a token's K/V rows between
   // cache slots). The default goes through a host buffer.
   virtual void copy_on_device(void* dst, const void* src, size_t bytes);

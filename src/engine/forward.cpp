@@ -188,6 +188,7 @@ void forward(Device& d, const ModelSpec& spec, const DeviceWeights& w, LayerAtte
 
   for (int layer = 0; layer < spec.n_layers; ++layer)
     transformer_layer(d, spec, w.layers[static_cast<size_t>(layer)], attn, s, layer, rows);
+  attn.layers_done();
 
   if (logits_all) output_head(d, spec, w, s, 0, n, logits_all);
   if (logits_last) output_head(d, spec, w, s, n - 1, 1, logits_last);

@@ -37,6 +37,7 @@ class RecordingAttention final : public LayerAttention {
   void layer_input(int layer, const float* x, const std::vector<TokenRow>& rows) override {
     inner_.layer_input(layer, x, rows);
   }
+  void layers_done() override { inner_.layers_done(); }
   void end_step(const std::vector<TokenRow>& rows) override { inner_.end_step(rows); }
   bool exact_prefill() const override { return inner_.exact_prefill(); }
   std::string describe() const override { return inner_.describe(); }

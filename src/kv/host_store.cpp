@@ -5,7 +5,7 @@
 namespace hg {
 
 HostStore::HostStore(const ModelSpec& spec, DType dtype, int capacity_tokens, const mem::Topology& topology,
-                     const mem::Placement& placement, int block_tokens)
+                     const mem::Placement& placement, int block_tokens, mem::DmaRegistrar* dma)
     : n_layers_(spec.n_layers),
       n_kv_heads_(spec.n_kv_heads),
       head_dim_(spec.head_dim),
@@ -16,7 +16,7 @@ HostStore::HostStore(const ModelSpec& spec, DType dtype, int capacity_tokens, co
   block_bytes_ = layer_bytes_ * n_layers_;
   bytes_per_token_ = block_bytes_ / static_cast<size_t>(block_tokens_);
   const size_t n_blocks = static_cast<size_t>((capacity_tokens + block_tokens - 1) / block_tokens) + 1;
-  auto arenas = mem::make_kv_arenas(topology, placement, n_blocks * block_bytes_, n_blocks * block_bytes_);
+  auto arenas = mem::make_kv_arenas(topology, placement, n_blocks * block_bytes_, n_blocks * block_bytes_, dma);
   k_ = std::make_unique<mem::Arena>(std::move(arenas.k));
   v_ = std::make_unique<mem::Arena>(std::move(arenas.v));
 }

@@ -23,7 +23,8 @@ class HostStore {
   static constexpr int kDefaultBlockTokens = 256;
 
   HostStore(const ModelSpec& spec, DType dtype, int capacity_tokens, const mem::Topology& topology,
-            const mem::Placement& placement, int block_tokens = kDefaultBlockTokens);
+            const mem::Placement& placement, int block_tokens = kDefaultBlockTokens,
+            mem::DmaRegistrar* dma = nullptr);
 
   int64_t n_tokens() const { return n_tokens_; }
   int capacity() const { return capacity_; }

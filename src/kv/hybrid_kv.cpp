@@ -33,7 +33,8 @@ HybridKv::HybridKv(Device& device, const ModelSpec& spec, const HybridKvLayout& 
       s.window.push_back(v);
     }
     const int host_capacity = layout.keep_evicted ? std::max(1, ctx - sink_slots_) : 1;
-    s.host = std::make_unique<HostStore>(spec, dtype, host_capacity, topology, placement);
+    s.host = std::make_unique<HostStore>(spec, dtype, host_capacity, topology, placement,
+                                          HostStore::kDefaultBlockTokens, device.dma_registrar());
     s.map.resize(static_cast<size_t>(ctx));
     const size_t tables = static_cast<size_t>(n_tables());
     s.slot.resize(std::max<size_t>(slots, 1) * tables);
@@ -115,6 +116,10 @@ void HybridKv::evict(int seq, Seq& s, int n) {
   int64_t host_first = 0;
   if (layout_.keep_evicted) {
     host_first = s.host->append_tokens(n);
+    // Every run but the last is queued without a wait (DMA into the registered host store); the
+    // last one's copy_to_host waits for it and, the compute stream being in order, for them all:
+    // the host stage reads these rows next. One wait per eviction.
+    evict_runs_.clear();
     for (int l = 0; l < spec_.n_layers; ++l) {
       const KvView& w = s.window[static_cast<size_t>(l)];
       for (int g = 0; g < spec_.n_kv_heads; ++g) {
@@ -126,11 +131,18 @@ void HybridKv::evict(int seq, Seq& s, int n) {
           const int block_left = s.host->k_layout(l).block_tokens - static_cast<int>(t % s.host->k_layout(l).block_tokens);
           const int run = std::min({n - j, ring_slots_ - ring_off, block_left});
           const size_t src = (static_cast<size_t>(g) * w.capacity + sink_slots_ + ring_off) * row;
-          device_.copy_to_host(s.host->k_row(l, g, t), static_cast<const std::byte*>(w.k) + src, row * run);
-          device_.copy_to_host(s.host->v_row(l, g, t), static_cast<const std::byte*>(w.v) + src, row * run);
+          evict_runs_.push_back({s.host->k_row(l, g, t), static_cast<const std::byte*>(w.k) + src, row * run});
+          evict_runs_.push_back({s.host->v_row(l, g, t), static_cast<const std::byte*>(w.v) + src, row * run});
           j += run;
         }
       }
+    }
+    for (size_t i = 0; i < evict_runs_.size(); ++i) {
+      const EvictRun& r = evict_runs_[i];
+      if (i + 1 < evict_runs_.size())
+        device_.copy_to_host_async(r.host, r.device, r.bytes);
+      else
+        device_.copy_to_host(r.host, r.device, r.bytes);
     }
     evicted_bytes_ += 2ull * n * row * spec_.n_kv_heads * spec_.n_layers;
     // Past the K budget, the oldest K blocks move to the V node (same addresses).

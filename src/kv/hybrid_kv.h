@@ -116,6 +116,12 @@ class HybridKv {
   int sink_slots_, ring_slots_, heavy_slots_;
   Retainer retainer_;
   std::vector<std::byte> row_k_, row_v_;  // one K and one V row, staging for heavy-slot copies
+  struct EvictRun {
+    void* host;
+    const void* device;
+    size_t bytes;
+  };
+  std::vector<EvictRun> evict_runs_;  // an eviction's device -> host copies (reused)
   std::vector<Seq> seqs_;
   uint64_t evicted_bytes_ = 0;
   uint64_t spilled_k_blocks_ = 0;

@@ -16,8 +16,8 @@ nlohmann::json json_of(const RunResult& r) {
   return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
 }
 
-// Per decode token of `full` on a 2-layer model: one embed id and a position per layer staged,
-// the sampled logits copied back; launches are every kernel and GEMM of a step.
+// Per decode token of `full` and `offload` on a 2-layer model: the embed id and the positions
+// staged, the sampled logits copied back, one wait; launches are every kernel and GEMM of a step.
 TEST(CudaEmuCli, BenchCountsWhatADecodeTokenAsksOfTheDevice) {
   const std::string model = tiny_model("llama-gqa").string();
   const nlohmann::json rows = json_of(
@@ -33,7 +33,10 @@ TEST(CudaEmuCli, BenchCountsWhatADecodeTokenAsksOfTheDevice) {
     EXPECT_GE(r["launches_per_token"].get<double>(), 1 + layers * 10 + 2);
     EXPECT_LE(r["launches_per_token"].get<double>(), 1 + layers * 20 + 2);
     EXPECT_EQ(r["graph_launches_per_token"].get<double>(), 0.0) << "no CUDA graphs yet";
-    EXPECT_GE(r["syncs_per_token"].get<double>(), 1.0) << "the logits' copy waits for the device";
+    // The logits' copy is the host's one wait: positions are staged once per step, offload's
+    // streamed KV and its write-back go by DMA to and from the host store (registered for it),
+    // and the step's timing marks are read after the logits' copy.
+    EXPECT_EQ(r["syncs_per_token"].get<double>(), 1.0) << "the logits' copy is the step's one wait";
     EXPECT_GE(r["d2h_bytes_per_token"].get<double>(), 4 * vocab);
     EXPECT_GT(r["h2d_bytes_per_token"].get<double>(), 0.0);
   }
@@ -69,16 +72,28 @@ TEST(CudaEmuCli, InfoPlansTheWeightsAsTheDeviceStoresThem) {
   EXPECT_NE(bad.err.find("is not one of auto, cpu, cuda, cuda-emu"), std::string::npos) << bad.err;
 }
 
-// A quantized GGUF model on the CUDA device: 3.2x its file's bytes in device memory (Q4_1 expanded
-// to bf16), which the plan says before anything is allocated.
-TEST(CudaEmuCli, InfoOnAGgufModelCountsTheBf16Expansion) {
+// A quantized GGUF model on the CUDA device: its Q4_1 and Q8_0 weights stay in their blocks, so the
+// device holds the file's bytes (issue 48's bound: 1.15x; bf16 expansion took 2.79x), which the plan
+// says before anything is allocated. Its perplexity matches the CPU device's, both through the
+// prefill GEMMs on bf16 tiles and, eight tokens at a time, through the decode GEMV that multiplies
+// the blocks in registers (the CPU device's decode GEMV quantizes its inputs to int8: ~1% apart).
+TEST(CudaEmuCli, AGgufModelKeepsItsBlocksOnTheDevice) {
   const std::string smollm2 = smollm2_path();
   if (smollm2.empty()) GTEST_SKIP() << kNoSmolLM2Message;
   const nlohmann::json j = json_of(run_hybridgen("info -m '" + smollm2 + "' --device cuda-emu --json"));
   const double file_bytes = j["weight_bytes"].get<double>(),
                device_bytes = j["device_plan"]["weight_bytes"].get<double>();
-  EXPECT_GT(device_bytes, 2.5 * file_bytes);
-  EXPECT_GE(device_bytes, 2 * j["n_params"].get<double>());
+  EXPECT_LE(device_bytes, 1.15 * file_bytes);
+  EXPECT_GE(device_bytes, file_bytes) << "the fp32 vectors are the file's too";
+  const std::string text = (source_dir() / "data/text/moby-dick/chapter_1.txt").string();
+  const std::string args =
+      "perplexity -m '" + smollm2 + "' -f '" + text + "' --ctx 33 --max-windows 1 --json --no-progress --device ";
+  const double cpu = json_of(run_hybridgen(args + "cpu"))["ppl"].get<double>();
+  const double tiles = json_of(run_hybridgen(args + "cuda-emu"))["ppl"].get<double>();
+  const double gemv = json_of(run_hybridgen(args + "cuda-emu --ubatch 8"))["ppl"].get<double>();
+  EXPECT_NEAR(tiles, cpu, 0.01 * cpu);
+  EXPECT_NEAR(gemv, cpu, 0.02 * cpu);
+  EXPECT_NEAR(gemv, tiles, 0.02 * cpu);
 }
 
 // Every command that runs the engine takes the emulated device.

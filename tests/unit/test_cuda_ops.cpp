@@ -15,6 +15,8 @@
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/rope.h"
 #include "matmul_test_util.h"
+#include "mem/arena.h"
+#include "mem/topology.h"
 #include "test_cuda_common.h"
 
 namespace hg::test {
@@ -44,18 +46,20 @@ std::vector<uint8_t> f32_bytes(const std::vector<float>& f) {
 
 using cpu::random_weights;  // matmul_test_util.h
 
-// The weights as the GPU holds them, in fp32: quantized types are bf16-rounded at upload.
-std::vector<float> held_weights(DType wt, const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+// The weights as the GPU multiplies them, in fp32: f16 and the block types it expands are
+// bf16-rounded at upload; the block types it holds (`stored` is the type uploaded) are exact in a
+// decode GEMV and bf16-rounded in a prefill GEMM's tiles (`rounded`).
+std::vector<float> held_weights(DType wt, const std::vector<uint8_t>& w, int64_t rows, int64_t cols,
+                                bool rounded = true) {
   std::vector<float> out(static_cast<size_t>(rows * cols));
   for (int64_t r = 0; r < rows; ++r) cpu::dequantize_row(wt, w.data(), cols, r, out.data() + r * cols);
-  if (dtype_is_quantized(wt))
+  if (rounded && wt != DType::F32 && wt != DType::BF16)
     for (auto& v : out) v = cpu::bf16_to_fp32(fp32_to_bf16(v));
   return out;
 }
 
 float round_like(DType held, float x) {
-  if (held == DType::F16) return cpu::f16_to_fp32(fp32_to_f16(x));
-  if (held == DType::BF16 || dtype_is_quantized(held)) return cpu::bf16_to_fp32(fp32_to_bf16(x));
+  if (held == DType::BF16 || held == DType::F16 || dtype_is_quantized(held)) return cpu::bf16_to_fp32(fp32_to_bf16(x));
   return x;
 }
 
@@ -106,6 +110,68 @@ TEST(CudaDevice, CopiesRoundTripAndTimingMarks) {
   EXPECT_GE(d->timing_elapsed_ms(a, b), 0.0);
   const int c = d->timing_mark(true), e = d->timing_mark(true);
   EXPECT_GE(d->timing_elapsed_ms(c, e), 0.0);
+}
+
+uint64_t syncs(const Device& d) { return d.counters()->syncs; }
+
+// Host KV arenas registered through the device's DmaRegistrar: copies from and into them are
+// queued without the host waiting (the counters say so), copies into pageable memory still wait,
+// and what crossed is right once the device is synchronized. Unregistered with the arena.
+TEST(CudaDevice, HostKvArenasRegisteredForDmaCopyWithoutWaiting) {
+  auto d = gpu();
+  mem::DmaRegistrar* dma = d->dma_registrar();
+  ASSERT_NE(dma, nullptr);
+  const size_t n = 1 << 16, bytes = sizeof(float) * n;
+  std::mt19937 rng(5);
+  const auto values = uniform_floats(n, rng);
+  auto dev = to_device(*d, values);
+  auto back = std::make_unique<DeviceBuffer>(*d, bytes);
+  {
+    mem::ArenaOptions o;
+    o.name = "K";
+    o.reserve_bytes = size_t{8} << 20;
+    o.dma = dma;
+    mem::Arena arena(mem::Topology::discover(), o);
+    arena.grow_to(bytes);
+    float* host = reinterpret_cast<float*>(arena.data());
+    const uint64_t before = syncs(*d);
+    d->copy_to_host_async(host, dev->get(), bytes);     // device -> registered host, on compute
+    d->copies_after_compute();                          // the copy stream's next copy follows it
+    d->copy_to_device_async(back->get(), host, bytes);  // registered host -> device, on the copy stream
+    EXPECT_EQ(syncs(*d), before) << "DMA to and from registered memory is queued, not waited for";
+    d->synchronize();
+    EXPECT_EQ(std::vector<float>(host, host + n), values);
+    std::vector<float> pageable(n);
+    const uint64_t s0 = syncs(*d);
+    d->copy_to_host_async(pageable.data(), dev->get(), bytes);
+    EXPECT_EQ(syncs(*d), s0 + 1) << "into pageable memory the copy waits";
+    EXPECT_EQ(pageable, values);
+  }
+  EXPECT_EQ(to_host<float>(*d, *back, n), values);
+}
+
+// A decode step's small host arrays: the same positions staged for every layer's RoPE cross once,
+// and once the host has waited for the device (the logits' copy) restaging waits for nothing.
+TEST(CudaDevice, StagedPositionsCrossOncePerStep) {
+  auto d = gpu();
+  const int n_heads = 2, head_dim = 8;
+  RopeParams p;
+  p.head_dim = p.rotary_dim = head_dim;
+  std::mt19937 rng(6);
+  auto x = to_device(*d, uniform_floats(n_heads * head_dim, rng));
+  std::vector<float> out(n_heads * head_dim);
+  for (int step = 0; step < 40; ++step) {
+    const int32_t pos = 100 + step;
+    const DeviceCounters c0 = *d->counters();
+    for (int layer = 0; layer < 24; ++layer) d->rope(x->f32(), &pos, 1, n_heads, p);
+    const DeviceCounters c1 = *d->counters();
+    if (step > 0) {  // the first step also uploads the frequency table once
+      EXPECT_EQ(c1.h2d_bytes - c0.h2d_bytes, sizeof(int32_t)) << "step " << step;
+      EXPECT_EQ(c1.syncs, c0.syncs) << "step " << step;
+    }
+    d->copy_to_host(out.data(), x->get(), sizeof(float) * out.size());
+    EXPECT_EQ(d->counters()->syncs, c1.syncs + 1);
+  }
 }
 
 TEST(CudaOps, Elementwise) {
@@ -238,7 +304,8 @@ TEST(CudaOps, EmbedEveryTableDtype) {
       if (dtype_is_quantized(t) && cols % dtype_block_elems(t) != 0) continue;
       const auto w = random_weights(t, rows, cols, rng);
       const DeviceTensor table = d->upload_weight(view(t, {rows, cols}, w));
-      const auto held = held_weights(t, w, rows, cols);
+      const bool in_blocks = dtype_is_quantized(t) && table.dtype == t;
+      const auto held = held_weights(t, w, rows, cols, /*rounded=*/!in_blocks);
       for (int n : {1, 7, 33}) {
         std::vector<int32_t> ids(static_cast<size_t>(n));
         std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(rows - 1));
@@ -281,9 +348,11 @@ TEST(CudaOps, MatmulEveryWeightDtype) {
       DeviceBuffer dy(*d, sizeof(float) * static_cast<size_t>(s.n * s.rows));
       d->matmul(dw, db, dx->f32(), s.n, dy.f32());
       const auto got = to_host<float>(*d, dy, static_cast<size_t>(s.n * s.rows));
-      // Oracle: the held weights times x rounded to the GEMM input type, in double.
-      const auto held = held_weights(t, w, s.rows, s.cols);
-      const DType gemm_type = t == DType::F32 ? DType::F32 : (t == DType::F16 ? DType::F16 : DType::BF16);
+      // Oracle: the held weights times x rounded to the GEMM input type, in double. Block types
+      // held in their blocks: a decode GEMV (n <= 8) multiplies the exact values by fp32 x.
+      const bool gemv = dtype_is_quantized(t) && dw.dtype == t && s.n <= 8;
+      const auto held = held_weights(t, w, s.rows, s.cols, /*rounded=*/!gemv);
+      const DType gemm_type = t == DType::F32 || gemv ? DType::F32 : DType::BF16;
       for (int i = 0; i < s.n; ++i) {
         for (int64_t r = 0; r < s.rows; ++r) {
           double want = bias[static_cast<size_t>(r)], mag = std::fabs(bias[static_cast<size_t>(r)]);
@@ -298,6 +367,80 @@ TEST(CudaOps, MatmulEveryWeightDtype) {
         }
       }
     }
+  }
+}
+
+// The block types real GGUF files use for most weights stay in their blocks on the device (the
+// memory plan and the device count the file's bytes); the rest are expanded to bf16. A decode
+// step's 1-8 input rows are multiplied in registers, with the residual add fused (accumulate),
+// against the CPU twin's dequantized values and fp32 inputs.
+TEST(CudaOps, QuantizedWeightsStayInTheirBlocks) {
+  auto d = gpu();
+  std::mt19937 rng(9);
+  const int64_t rows = 45, cols = 512;
+  for (DType t : cpu::kAllTypes) {
+    if (!dtype_is_quantized(t)) continue;
+    SCOPED_TRACE(dtype_name(t));
+    const bool in_blocks = t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q8_0 ||
+                           t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+    const auto w = random_weights(t, rows, cols, rng);
+    const TensorView tv = view(t, {rows, cols}, w);
+    const uint64_t before = d->weight_bytes();
+    const DeviceTensor dw = d->upload_weight(tv);
+    const uint64_t held_bytes = in_blocks ? dtype_row_bytes(t, cols) * rows : sizeof(uint16_t) * rows * cols;
+    EXPECT_EQ(dw.dtype, in_blocks ? t : DType::BF16);
+    EXPECT_EQ(d->stored_bytes(tv), held_bytes);
+    EXPECT_EQ(d->weight_bytes() - before, held_bytes);
+    if (!in_blocks) continue;
+    const auto held = held_weights(t, w, rows, cols, /*rounded=*/false);
+    for (int n = 1; n <= 8; ++n) {
+      const auto x = uniform_floats(static_cast<size_t>(n * cols), rng);
+      const auto y0 = uniform_floats(static_cast<size_t>(n * rows), rng);
+      auto dx = to_device(*d, x);
+      auto dy = to_device(*d, y0);
+      const Device::MatmulOut out{&dw, nullptr, dy->f32(), /*accumulate=*/true};
+      d->matmul_group(dx->f32(), n, &out, 1);
+      const auto got = to_host<float>(*d, *dy, static_cast<size_t>(n * rows));
+      for (int i = 0; i < n; ++i)
+        for (int64_t r = 0; r < rows; ++r) {
+          double want = y0[static_cast<size_t>(i * rows + r)], mag = std::fabs(want);
+          for (int64_t c = 0; c < cols; ++c) {
+            const double p = static_cast<double>(held[static_cast<size_t>(r * cols + c)]) * x[static_cast<size_t>(i * cols + c)];
+            want += p;
+            mag += std::fabs(p);
+          }
+          ASSERT_NEAR(got[static_cast<size_t>(i * rows + r)], want, 1e-5 * mag + 1e-6) << "n " << n << " at " << i << "," << r;
+        }
+    }
+  }
+}
+
+// An f16 checkpoint's GEMM inputs past f16's range (65,504; Qwen2's down_proj inputs reach it):
+// the weights are held in bf16, so the activations are rounded to bf16, not to f16's inf.
+TEST(CudaOps, F16WeightsTakeActivationsPastTheF16Range) {
+  auto d = gpu();
+  std::mt19937 rng(8);
+  const int64_t rows = 16, cols = 64;
+  const auto w = random_weights(DType::F16, rows, cols, rng);
+  const DeviceTensor dw = d->upload_weight(view(DType::F16, {rows, cols}, w));
+  EXPECT_EQ(dw.dtype, DType::BF16);
+  std::vector<float> x(static_cast<size_t>(cols));
+  for (int64_t c = 0; c < cols; ++c) x[static_cast<size_t>(c)] = (c % 2 ? -1.0f : 1.0f) * (70000.0f + 1000.0f * c);
+  auto dx = to_device(*d, x);
+  DeviceBuffer dy(*d, sizeof(float) * rows);
+  d->matmul(dw, DeviceTensor{}, dx->f32(), 1, dy.f32());
+  const auto got = to_host<float>(*d, dy, rows);
+  const auto held = held_weights(DType::F16, w, rows, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    double want = 0, mag = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      const double p = static_cast<double>(held[static_cast<size_t>(r * cols + c)]) *
+                       round_like(DType::BF16, x[static_cast<size_t>(c)]);
+      want += p;
+      mag += std::fabs(p);
+    }
+    ASSERT_TRUE(std::isfinite(got[static_cast<size_t>(r)])) << r;
+    EXPECT_NEAR(got[static_cast<size_t>(r)], want, 1e-5 * mag) << r;
   }
 }
 

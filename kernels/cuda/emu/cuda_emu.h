@@ -79,6 +79,7 @@ struct __attribute__((aligned(4))) __nv_bfloat162 {
   __nv_bfloat16 x, y;
 };
 inline float __half2float(__half h) { return hg::cpu::f16_to_fp32(h.bits); }
+inline __half __ushort_as_half(unsigned short bits) { return {bits}; }
 inline __half __float2half_rn(float f) { return {hg::cpu::fp32_to_f16(f)}; }
 inline __half __float2half(float f) { return __float2half_rn(f); }
 inline float2 __half22float2(__half2 h) { return {__half2float(h.x), __half2float(h.y)}; }
@@ -107,6 +108,16 @@ inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __expf(float x) { return std::exp(x); }
 inline float __logf(float x) { return std::log(x); }
 inline float __fdividef(float a, float b) { return a / b; }
+// Rounded products and sums that the compiler may not fuse into an FMA (host C++ built without
+// -ffp-contract=fast contracts nothing here either).
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+// A load through the read-only data cache.
+template <class T>
+T __ldg(const T* p) {
+  return *p;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Runtime API: errors, devices, memory, streams, events
