@@ -29,15 +29,21 @@ struct DeviceTokens {
 // What the host shipped for one sequence's layer (device memory). Logits and KeyValue both put
 // K host tokens per kv-head into the union; KeyValue (InfiniGen's fetch) carries their K rows, so
 // the device computes their logits with its own, true query.
+// Compact shipments (HostShipment over a 16-bit cache): K and V rows in the cache's dtype, as the
+// host store holds them (lossless), and logits in f16 less their head's maximum (logit_max), which
+// keeps the largest weights' logits to within 2^-11 of a unit; half the bytes of fp32.
 struct HostPart {
   enum class Kind { None, Logits, KeyValue, Partial };
   Kind kind = Kind::None;
-  int K = 0;                      // Logits, KeyValue: host tokens per kv-head
-  const float* logits = nullptr;  // Logits: [n_heads][K], already scaled, in token order
-  const float* k = nullptr;       // KeyValue: [n_kv_heads][K][head_dim], in token order
-  const float* v = nullptr;       // Logits, KeyValue: [n_kv_heads][K][head_dim]
-  const float* out = nullptr;     // Partial: [n_rows][n_heads][head_dim]
-  const float* lse = nullptr;     // Partial: [n_rows][n_heads]
+  int K = 0;                        // Logits, KeyValue: host tokens per kv-head
+  const void* logits = nullptr;     // Logits: [n_heads][K] in logits_dtype, already scaled, in token order
+  DType logits_dtype = DType::F32;  // F32, or F16 (then logit_max[h] + logits[h][j] is the logit)
+  const float* logit_max = nullptr;  // [n_heads], with f16 logits
+  const void* k = nullptr;           // KeyValue: [n_kv_heads][K][head_dim] in rows_dtype, in token order
+  const void* v = nullptr;           // Logits, KeyValue: [n_kv_heads][K][head_dim] in rows_dtype
+  DType rows_dtype = DType::F32;     // F32, or the cache's kv_dtype
+  const float* out = nullptr;        // Partial: [n_rows][n_heads][head_dim]
+  const float* lse = nullptr;        // Partial: [n_rows][n_heads]
 };
 
 // What every attention kernel of the device reads: n query rows of n_heads heads, q and out

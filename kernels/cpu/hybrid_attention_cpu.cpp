@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/half.h"
 #include "kernels/cpu/hybrid_attention.h"
 
 namespace hg::cpu {
@@ -24,6 +25,19 @@ void for_each_slot_run(const int32_t* slot, int64_t begin, int64_t end, Fn&& fn)
     fn(static_cast<int64_t>(slot[j]), run);
     j += run;
   }
+}
+
+// Head h's K host logits into out, as floats (a compact shipment's f16 values plus their max).
+void host_logits_row(const HostPart& host, int h, float* out) {
+  const int64_t K = host.K;
+  if (host.logits_dtype == DType::F32) {
+    const float* l = static_cast<const float*>(host.logits) + h * K;
+    std::copy(l, l + K, out);
+    return;
+  }
+  const auto* l = static_cast<const uint16_t*>(host.logits) + h * K;
+  const float m = host.logit_max ? host.logit_max[h] : 0.0f;
+  for (int64_t j = 0; j < K; ++j) out[j] = m + f16_to_fp32(l[j]);
 }
 
 }  // namespace
@@ -68,7 +82,8 @@ void hybrid_attention_items(const HybridAttentionArgs& a, int heads_per_item, fl
     // The row sees the device tokens at positions <= its own: a prefix of the table.
     const int64_t visible = std::upper_bound(pos, pos + tok.count, a.pos0 + i) - pos;
     const int64_t lead = std::min<int64_t>(tok.n_lead, visible);
-    const float* host_v = host.v + static_cast<int64_t>(g) * K * head_dim;
+    const size_t host_row_bytes = static_cast<size_t>(head_dim) * dtype_block_bytes(host.rows_dtype);
+    const auto* host_v = static_cast<const uint8_t*>(host.v) + static_cast<size_t>(g * K) * host_row_bytes;
 
     // scores over the union, in position order: lead tokens, host tokens, the rest; the item's
     // heads share each pass over K and V
@@ -82,11 +97,10 @@ void hybrid_attention_items(const HybridAttentionArgs& a, int heads_per_item, fl
     };
     device_scores(0, lead);
     if (fetched)
-      dot_rows_heads(DType::F32, host.k + static_cast<int64_t>(g) * K * head_dim, head_dim, K, q, H, head_dim, head_dim,
-                     a.scale, scores + at, ld);
+      dot_rows_heads(host.rows_dtype, static_cast<const uint8_t*>(host.k) + static_cast<size_t>(g * K) * host_row_bytes,
+                     head_dim, K, q, H, head_dim, head_dim, a.scale, scores + at, ld);
     else if (K > 0)
-      for (int j = 0; j < H; ++j)
-        std::copy(host.logits + (h0 + j) * K, host.logits + (h0 + j + 1) * K, scores + j * ld + at);
+      for (int j = 0; j < H; ++j) host_logits_row(host, h0 + j, scores + j * ld + at);
     at += K;
     device_scores(lead, visible);
     const int64_t n_scores = at;
@@ -105,7 +119,8 @@ void hybrid_attention_items(const HybridAttentionArgs& a, int heads_per_item, fl
         });
       };
       device_values(0, lead);
-      if (K > 0) axpy_rows_heads(DType::F32, host_v, head_dim, K, scores + at, H, ld, head_dim, acc, head_dim);
+      if (K > 0)
+        axpy_rows_heads(host.rows_dtype, host_v, head_dim, K, scores + at, H, ld, head_dim, acc, head_dim);
       at += K;
       device_values(lead, visible);
     }

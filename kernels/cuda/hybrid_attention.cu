@@ -2,8 +2,9 @@
 // merged with the host's part.
 //
 // Each query row attends over a "union" sequence in token order: its visible lead tokens (the
-// sinks), then the host's K selected tokens (Logits: scores and fp32 V rows given; KeyValue: fp32
-// K and V rows given, scored like window tokens), then the rest of its visible device tokens. A row sees the table's
+// sinks), then the host's K selected tokens (Logits: scores and V rows given; KeyValue: K and V rows
+// given, scored like window tokens; rows in fp32 or, compact, in the cache's type, H below; logits
+// in fp32 or f16 less their head's max), then the rest of its visible device tokens. A row sees the table's
 // prefix of positions <= its own (a binary search per block); union index t maps to a cache slot through the table, so
 // any block can start anywhere in the union and the device may hold any tokens per kv-head.
 //
@@ -102,7 +103,15 @@ __device__ __forceinline__ float finish(const HybridAttentionArgs& a, int64_t ro
   return (wd * out_dev + wh * a.host.out[row_head * a.head_dim + d]) / (wd + wh);
 }
 
-template <typename T>
+// Head h's logit of host token j.
+__device__ __forceinline__ float host_logit(const HostPart& h, int head, int j) {
+  const int64_t at = static_cast<int64_t>(head) * h.K + j;
+  if (h.logits_dtype == DType::F32) return static_cast<const float*>(h.logits)[at];
+  return (h.logit_max ? h.logit_max[head] : 0.0f) + to_float(static_cast<const __half*>(h.logits)[at]);
+}
+
+// T: the cache's element type; H: the host rows' (float, or T in a compact shipment).
+template <typename T, typename H>
 __global__ void __launch_bounds__(kThreads)
     hybrid_attention_kernel(HybridAttentionArgs a, int chunk, int n_sub, float* __restrict__ partial) {
   HG_SHARED(float, s_q, kMaxGroup* kMaxHeadDim);      // scaled queries [gh][D]
@@ -129,8 +138,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t head_stride = a.capacity * D;
   const T* kbase = static_cast<const T*>(a.k_cache) + g * head_stride;
   const T* vbase = static_cast<const T*>(a.v_cache) + g * head_stride;
-  const float* host_v = a.host.v + static_cast<int64_t>(g) * host_k * D;                         // [K][D] of kv head g
-  const float* host_keys = fetched ? a.host.k + static_cast<int64_t>(g) * host_k * D : nullptr;  // [K][D]
+  const H* host_v = static_cast<const H*>(a.host.v) + static_cast<int64_t>(g) * host_k * D;  // [K][D] of kv head g
+  const H* host_keys = fetched ? static_cast<const H*>(a.host.k) + static_cast<int64_t>(g) * host_k * D : nullptr;
   const int64_t row_head0 = static_cast<int64_t>(i) * a.n_heads + h0;
 
   for (int idx = threadIdx.x; idx < gh * D; idx += kThreads) s_q[idx] = a.q[row_head0 * D + idx] * a.scale;
@@ -154,7 +163,7 @@ __global__ void __launch_bounds__(kThreads)
       const int t = tile + tt;
       const bool host = is_host(u, t);
       if (host && !fetched) {
-        if (lane < gh) s_p[lane * kTile + tt] = a.host.logits[static_cast<int64_t>(h0 + lane) * host_k + (t - u.lead)];
+        if (lane < gh) s_p[lane * kTile + tt] = host_logit(a.host, h0 + lane, t - u.lead);
         continue;
       }
       float2 kk[kMaxPairs];
@@ -258,6 +267,10 @@ __global__ void __launch_bounds__(kThreads)
 
 void check_args(const HybridAttentionArgs& a) {
   check_heads(a, "cuda hybrid_attention");
+  if (a.host.rows_dtype != DType::F32 && a.host.rows_dtype != a.kv_dtype)
+    throw Error("cuda hybrid_attention: host rows must be fp32 or the cache's dtype");
+  if (a.host.logits_dtype != DType::F32 && a.host.logits_dtype != DType::F16)
+    throw Error("cuda hybrid_attention: host logits must be fp32 or f16");
   if (a.n > 65535) throw Error("cuda hybrid_attention: " + std::to_string(a.n) + " rows > 65535");
 }
 
@@ -289,9 +302,14 @@ void hybrid_attention(const HybridAttentionArgs& a, int splits, float* workspace
   chunk = std::max<int64_t>(kTile, (chunk + kTile - 1) / kTile * kTile);
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.n_kv_heads * n_sub),
                   static_cast<unsigned>(a.n));
+  const bool compact = a.host.rows_dtype != DType::F32;
   dispatch_float_type(a.kv_dtype, "hybrid_attention", [&](auto tag) {
     using T = decltype(tag);
-    HG_LAUNCH(grid, kThreads, 0, stream, hybrid_attention_kernel<T>)(a, static_cast<int>(chunk), n_sub, workspace);
+    if (compact)
+      HG_LAUNCH(grid, kThreads, 0, stream, hybrid_attention_kernel<T, T>)(a, static_cast<int>(chunk), n_sub, workspace);
+    else
+      HG_LAUNCH(grid, kThreads, 0, stream, hybrid_attention_kernel<T, float>)(a, static_cast<int>(chunk), n_sub,
+                                                                               workspace);
   });
   HG_CUDA_CHECK_LAUNCH("hybrid_attention_kernel");
   if (splits > 1) {

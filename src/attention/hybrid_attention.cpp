@@ -44,7 +44,7 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
       host_job_hook_(c.host_job_hook),
       query_(c.model, policy_),
       selection_(SelectorContext{spec_, policy_, c.ctx, c.n_seqs}, policy_.host_threads),
-      shipment_(c.device, spec_, c.n_seqs),
+      shipment_(c.device, spec_, c.n_seqs, c.kv_dtype),
       clock_(c.device, spec_.n_layers) {
   // --host-threads 0 (every core of the run) is resolved once, by the engine (sched/cores.h), from -t
   if (policy_.host_threads < 1)

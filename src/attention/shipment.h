@@ -3,6 +3,10 @@
 // log-sum-exp (--merge lse, and every prefill chunk), or the K and V rows of a fetch (InfiniGen),
 // the last on the copy stream into a staging area per layer. The buffers grow with the host tokens
 // (doubling), so no step allocates once warm.
+// Beside a GPU over a 16-bit cache the shipment is compact (kernels/device_tokens.h, HostPart): K
+// and V rows in the cache's dtype, as the host store holds them, and logits in f16 less their
+// head's maximum, half the bytes of fp32 over the bus. On the CPU device nothing crosses a bus, and
+// an fp32 cache asks for fp32: both ship fp32.
 #pragma once
 #include <span>
 #include <vector>
@@ -14,7 +18,7 @@ namespace hg {
 
 class HostShipment {
  public:
-  HostShipment(Device& device, const ModelSpec& spec, int n_seqs);
+  HostShipment(Device& device, const ModelSpec& spec, int n_seqs, DType kv_dtype);
   ~HostShipment();
   HostShipment(const HostShipment&) = delete;
   HostShipment& operator=(const HostShipment&) = delete;
@@ -33,14 +37,19 @@ class HostShipment {
     float* v = nullptr;
     float* out = nullptr;
     float* lse = nullptr;
+    float* logit_max = nullptr;
     size_t capacity = 0;  // floats each buffer holds
   };
   struct FetchStaging {   // one layer's fetched K and V rows of one row, on the device
     float* k = nullptr;   // [n_kv_heads][K][head_dim]
     float* v = nullptr;   // [n_kv_heads][K][head_dim]
     size_t capacity = 0;  // floats each buffer holds
+    std::vector<std::byte> k_host, v_host;  // a compact fetch's rows, kept until its copy ran
   };
   RowBuffers& row_buffers(int row, size_t floats);
+  // The compact form of a row's rows (into `out`) and logits (into logits16_ / logit_max_).
+  size_t compact_rows(const std::vector<float>& rows, std::vector<std::byte>& out) const;
+  void compact_logits(const HostResult& r);
 
   Device& device_;
   const ModelSpec& spec_;
@@ -52,6 +61,11 @@ class HostShipment {
   std::vector<FetchStaging> fetched_;
   bool fetch_ordered_ = false;
   std::vector<HostPart> parts_;  // per row
+  DType kv_dtype_;
+  bool compact_;                          // see above
+  std::vector<std::byte> v16_;            // a compact Logits part's V rows
+  std::vector<float> shifted_, logit_max_;  // logits less their head's max; the maxes [n_heads]
+  std::vector<std::byte> logits16_;       // the shifted logits in f16
 };
 
 // Grows device buffers that share one capacity (floats) to hold `floats` each; amortized

@@ -99,7 +99,8 @@ struct Case {
   Table table;
   int pos0, n;
   HostPart::Kind kind;
-  int K;  // host tokens (Logits and KeyValue only)
+  int K;                 // host tokens (Logits and KeyValue only)
+  bool compact = false;  // ship as HostShipment does beside a GPU: rows in the cache dtype, f16 logits
 };
 
 const char* kind_name(HostPart::Kind k) {
@@ -120,7 +121,7 @@ std::string case_name(const Case& c) {
   return std::string(dtype_name(c.dtype)) + " heads " + std::to_string(c.shape.n_heads) + "/" +
          std::to_string(c.shape.n_kv_heads) + " d " + std::to_string(c.shape.head_dim) + " " + c.table.name +
          " | rows " + std::to_string(c.pos0) + "+" + std::to_string(c.n) + " " + kind_name(c.kind) + " K " +
-         std::to_string(c.K);
+         std::to_string(c.K) + (c.compact ? " compact" : "");
 }
 
 void store(DType t, std::vector<uint8_t>& bytes, size_t index, float x) {
@@ -216,6 +217,56 @@ void run_case(Device& d, const Case& c, uint32_t seed) {
     host_gpu.lse = hlse_dev->f32();
   }
 
+  // A compact shipment: rows in the cache dtype, logits in f16 less their head's max. `exact_host`
+  // is the same part in fp32, its values read back from the compact one: the twin gives the same.
+  std::vector<uint8_t> hk16, hv16, logits16;
+  std::vector<float> maxes, hk_back, hv_back, logits_back;
+  std::unique_ptr<DeviceBuffer> hk16_dev, hv16_dev, logits16_dev, maxes_dev;
+  HostPart exact_host = host_cpu;
+  if (c.compact) {
+    const auto pack = [&](DType t, const std::vector<float>& f, std::vector<uint8_t>& out, std::vector<float>& back) {
+      out.assign(f.size() * dtype_block_bytes(t), 0);
+      back.resize(f.size());
+      for (size_t e = 0; e < f.size(); ++e) {
+        store(t, out, e, f[e]);
+        uint16_t h;
+        std::memcpy(&h, out.data() + 2 * e, 2);
+        back[e] = t == DType::BF16 ? cpu::bf16_to_fp32(h) : cpu::f16_to_fp32(h);
+      }
+    };
+    pack(c.dtype, hv, hv16, hv_back);
+    hv16_dev = to_device(d, hv16);
+    host_cpu.v = hv16.data();
+    host_gpu.v = hv16_dev->get();
+    exact_host.v = hv_back.data();
+    if (c.kind == HostPart::Kind::KeyValue) {
+      pack(c.dtype, hk, hk16, hk_back);
+      hk16_dev = to_device(d, hk16);
+      host_cpu.k = hk16.data();
+      host_gpu.k = hk16_dev->get();
+      exact_host.k = hk_back.data();
+    } else {
+      const size_t K = static_cast<size_t>(std::max(c.K, 1));
+      std::vector<float> shifted(logits.size());
+      maxes.resize(static_cast<size_t>(H));
+      for (size_t h = 0; h < maxes.size(); ++h) {
+        maxes[h] = *std::max_element(logits.begin() + h * K, logits.begin() + (h + 1) * K);
+        for (size_t j = 0; j < K; ++j) shifted[h * K + j] = logits[h * K + j] - maxes[h];
+      }
+      pack(DType::F16, shifted, logits16, logits_back);
+      for (size_t e = 0; e < logits_back.size(); ++e) logits_back[e] += maxes[e / K];
+      logits16_dev = to_device(d, logits16);
+      maxes_dev = to_device(d, maxes);
+      host_cpu.logits = logits16.data();
+      host_gpu.logits = logits16_dev->get();
+      host_cpu.logit_max = maxes.data();
+      host_gpu.logit_max = maxes_dev->f32();
+      host_cpu.logits_dtype = host_gpu.logits_dtype = DType::F16;
+      exact_host.logits = logits_back.data();
+    }
+    host_cpu.rows_dtype = host_gpu.rows_dtype = c.dtype;
+  }
+
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   DeviceBuffer out(d, sizeof(float) * q_count);
   HybridAttentionArgs a;
@@ -248,6 +299,13 @@ void run_case(Device& d, const Case& c, uint32_t seed) {
   cpu.host = host_cpu;
   cpu::hybrid_attention_items(cpu, 1, scores.data(), 0, static_cast<int64_t>(c.n) * H);
   EXPECT_LE(max_abs_diff(got, want), 5e-5);
+  if (c.compact) {
+    std::vector<float> want_exact(q_count);
+    cpu.out = want_exact.data();
+    cpu.host = exact_host;
+    cpu::hybrid_attention_items(cpu, 1, scores.data(), 0, static_cast<int64_t>(c.n) * H);
+    EXPECT_LE(max_abs_diff(want, want_exact), 1e-6) << "the twin reads the compact part as its values";
+  }
 }
 
 Table span(int n_sinks, int sink_slots, int ring_slots, int ring_head, int ring_count, int ring_pos0) {
@@ -280,6 +338,21 @@ const DecodeSpan kDecodeSpans[] = {
 };
 
 const Shape kShapes[] = {{4, 4, 16}, {9, 3, 64}, {16, 4, 128}, {12, 1, 64}, {4, 2, 256}};
+
+// HostShipment's compact parts beside a GPU (bf16 and f16 caches): V and fetched K rows in the
+// cache's dtype, logits in f16 less their head's max; the kernel against the twin, and the twin
+// against the same part spelled in fp32.
+TEST(CudaHybridAttention, CompactHostParts) {
+  auto d = make_cuda_test_device();
+  uint32_t seed = 700;
+  for (DType t : {DType::BF16, DType::F16})
+    for (const Shape& sh : {Shape{9, 3, 64}, Shape{16, 4, 128}})
+      for (HostPart::Kind kind : {HostPart::Kind::Logits, HostPart::Kind::KeyValue})
+        for (int K : {1, 37, 300}) {
+          run_case(*d, {t, sh, kDecodeSpans[1].span, kDecodeSpans[1].pos, 1, kind, K, true}, seed++);
+          run_case(*d, {t, sh, kDecodeSpans[8].span, kDecodeSpans[8].pos, 1, kind, K, true}, seed++);
+        }
+}
 
 TEST(CudaHybridAttention, DecodeOverSpansAndHostParts) {
   auto d = make_cuda_test_device();
