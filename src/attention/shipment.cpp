@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/attention.h"
 
@@ -26,7 +27,7 @@ HostShipment::HostShipment(Device& device, const ModelSpec& spec, int n_seqs, DT
 
 HostShipment::~HostShipment() {
   for (auto& b : rows_)
-    for (float* p : {b.logits, b.v, b.out, b.lse, b.logit_max})
+    for (float* p : {b.logits, b.v, b.out, b.lse})
       if (p) device_.free(p);
   for (auto& f : fetched_)
     for (float* p : {f.k, f.v})
@@ -41,8 +42,13 @@ void HostShipment::begin_step(size_t n_rows) {
 
 HostShipment::RowBuffers& HostShipment::row_buffers(int row, size_t floats) {
   RowBuffers& b = rows_[static_cast<size_t>(row)];
-  grow_device_buffers(device_, {&b.logits, &b.v, &b.out, &b.lse, &b.logit_max}, b.capacity, floats);
+  grow_device_buffers(device_, {&b.logits, &b.v, &b.out, &b.lse}, b.capacity, floats);
   return b;
+}
+
+size_t HostShipment::compact_max_offset(int K) const {
+  const size_t logits_bytes = sizeof(uint16_t) * static_cast<size_t>(spec_.n_heads) * K;
+  return (logits_bytes + 3) / 4 * 4;
 }
 
 size_t HostShipment::compact_rows(const std::vector<float>& rows, std::vector<std::byte>& out) const {
@@ -63,8 +69,11 @@ void HostShipment::compact_logits(const HostResult& r) {
     logit_max_[h] = m;
     for (size_t j = 0; j < K; ++j) shifted_[h * K + j] = l[j] - m;
   }
-  logits16_.resize(heads * K * sizeof(uint16_t));
+  // One buffer, one copy: the f16 logits, then (4-byte aligned) the maxima.
+  const size_t max_at = compact_max_offset(K);
+  logits16_.resize(max_at + sizeof(float) * heads);
   cpu::store_kv_row(DType::F16, logits16_.data(), shifted_.data(), static_cast<int>(heads * K));
+  std::memcpy(logits16_.data() + max_at, logit_max_.data(), sizeof(float) * heads);
 }
 
 int64_t HostShipment::ship(int layer, std::span<const HostResult> results, int n_rows, bool prefill, bool lse_merge) {
@@ -106,18 +115,18 @@ int64_t HostShipment::ship(int layer, std::span<const HostResult> results, int n
     } else if (r.K > 0) {
       const size_t nv = static_cast<size_t>(spec_.n_kv_heads) * r.K * spec_.head_dim;
       const size_t nl = static_cast<size_t>(spec_.n_heads) * r.K;
-      RowBuffers& b = row_buffers(i, std::max(nv, nl));
+      RowBuffers& b = row_buffers(i, std::max(nv, nl + spec_.n_heads));
       part = {.kind = HostPart::Kind::Logits, .K = r.K, .logits = b.logits, .v = b.v};
       if (compact_) {
         compact_logits(r);
         const size_t v_bytes = compact_rows(r.v, v16_);
         device_.copy_to_device(b.logits, logits16_.data(), logits16_.size());
-        device_.copy_to_device(b.logit_max, logit_max_.data(), sizeof(float) * logit_max_.size());
         device_.copy_to_device(b.v, v16_.data(), v_bytes);
         part.logits_dtype = DType::F16;
-        part.logit_max = b.logit_max;
+        part.logit_max =
+            reinterpret_cast<const float*>(reinterpret_cast<const std::byte*>(b.logits) + compact_max_offset(r.K));
         part.rows_dtype = kv_dtype_;
-        bytes += static_cast<int64_t>(logits16_.size() + sizeof(float) * logit_max_.size() + v_bytes);
+        bytes += static_cast<int64_t>(logits16_.size() + v_bytes);
       } else {
         device_.copy_to_device(b.logits, r.logits.data(), sizeof(float) * nl);
         device_.copy_to_device(b.v, r.v.data(), sizeof(float) * nv);

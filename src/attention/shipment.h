@@ -37,7 +37,6 @@ class HostShipment {
     float* v = nullptr;
     float* out = nullptr;
     float* lse = nullptr;
-    float* logit_max = nullptr;
     size_t capacity = 0;  // floats each buffer holds
   };
   struct FetchStaging {   // one layer's fetched K and V rows of one row, on the device
@@ -47,7 +46,10 @@ class HostShipment {
     std::vector<std::byte> k_host, v_host;  // a compact fetch's rows, kept until its copy ran
   };
   RowBuffers& row_buffers(int row, size_t floats);
-  // The compact form of a row's rows (into `out`) and logits (into logits16_ / logit_max_).
+  // Where a compact Logits part's maxima follow its f16 logits (bytes, 4-aligned).
+  size_t compact_max_offset(int K) const;
+  // The compact form of a row's rows (into `out`) and logits (into logits16_: the f16 logits,
+  // then the maxima).
   size_t compact_rows(const std::vector<float>& rows, std::vector<std::byte>& out) const;
   void compact_logits(const HostResult& r);
 

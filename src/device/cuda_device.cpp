@@ -17,7 +17,10 @@
 // (memcpy from the mapped file, or dequantization) overlaps the DMA of the other.
 #include "device/cuda_device.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "hybridgen/error.h"
@@ -78,6 +81,7 @@ CudaDevice::CudaDevice(int gpu) : gpu_(gpu), launches_base_(cuda::launches_issue
     HG_CUDA_CHECK(cudaEventCreateWithFlags(&upload_done_[static_cast<size_t>(b)], cudaEventDisableTiming));
     HG_CUDA_CHECK(cudaMallocHost(&upload_host_[static_cast<size_t>(b)], kUploadChunk));
   }
+  if (const char* g = std::getenv("HG_CUDA_GRAPHS"); g && std::string(g) == "0") graphs_ = false;
   HG_CUBLAS_CHECK(cublasCreate(&blas_));
   HG_CUBLAS_CHECK(cublasSetStream(blas_, compute_));
   // Our own workspace: cuBLAS then allocates nothing per call (and stays graph-capturable).
@@ -92,6 +96,9 @@ CudaDevice::~CudaDevice() {
   // Errors are ignored here: a destructor must not throw, and the process may be unwinding from
   // a CUDA error already.
   cudaSetDevice(gpu_);
+  abort_capture();
+  for (cudaGraphExec_t e : graph_execs_)
+    if (e) cudaGraphExecDestroy(e);
   cudaStreamSynchronize(compute_);
   cudaStreamSynchronize(copy_);
   for (void* p : weights_) cudaFree(p);
@@ -131,6 +138,7 @@ bool CudaDevice::pinned(const void* host) {
 }
 
 void CudaDevice::sync_stream(cudaStream_t s) {
+  if (s == compute_) flush_capture();
   ++counters_.syncs;
   HG_CUDA_CHECK(cudaStreamSynchronize(s));
   const size_t stream = s == compute_ ? 0 : 1;
@@ -139,6 +147,7 @@ void CudaDevice::sync_stream(cudaStream_t s) {
 }
 
 void CudaDevice::sync_event(cudaEvent_t e) {
+  flush_capture();
   ++counters_.syncs;
   HG_CUDA_CHECK(cudaEventSynchronize(e));
 }
@@ -146,7 +155,78 @@ void CudaDevice::sync_event(cudaEvent_t e) {
 std::optional<DeviceCounters> CudaDevice::counters() const {
   DeviceCounters c = counters_;
   c.launches += cuda::launches_issued().load(std::memory_order_relaxed) - launches_base_;
+  c.launches -= launches_in_graphs_;  // counted as their graphs' launches
   return c;
+}
+
+// ---- CUDA graphs ----
+
+void CudaDevice::decode_step_begin() {
+  abort_capture();
+  in_step_ = graphs_;
+  segment_ = 0;
+}
+
+void CudaDevice::decode_step_end() {
+  flush_capture();
+  in_step_ = false;
+  if (graphs_ && segment_ > kMaxSegments) {
+    spdlog::debug("{}: a decode step took {} host waits: CUDA graphs off", name(), segment_);
+    graphs_ = false;
+    for (cudaGraphExec_t& e : graph_execs_) {
+      if (e) HG_CUDA_CHECK(cudaGraphExecDestroy(e));
+      e = nullptr;
+    }
+  }
+}
+
+void CudaDevice::issue() {
+  make_current();
+  if (!in_step_ || capturing_) return;
+  HG_CUDA_CHECK(cudaStreamBeginCapture(compute_, cudaStreamCaptureModeRelaxed));
+  capturing_ = true;
+  capture_kernels_ = cuda::launches_issued().load(std::memory_order_relaxed);
+  capture_blas_ = counters_.launches;
+  capture_copies_ = 0;
+}
+
+void CudaDevice::flush_capture() {
+  if (!capturing_) return;
+  capturing_ = false;
+  cudaGraph_t g = nullptr;
+  HG_CUDA_CHECK(cudaStreamEndCapture(compute_, &g));
+  const uint64_t launches = cuda::launches_issued().load(std::memory_order_relaxed) - capture_kernels_ +
+                            (counters_.launches - capture_blas_);
+  launches_in_graphs_ += launches;
+  if (launches + capture_copies_ == 0) {  // nothing was captured
+    HG_CUDA_CHECK(cudaGraphDestroy(g));
+    return;
+  }
+  if (static_cast<size_t>(segment_) >= graph_execs_.size()) graph_execs_.resize(static_cast<size_t>(segment_) + 1);
+  cudaGraphExec_t& exec = graph_execs_[static_cast<size_t>(segment_)];
+  if (exec) {
+    cudaGraphExecUpdateResultInfo info{};
+    if (cudaGraphExecUpdate(exec, g, &info) != cudaSuccess) {  // other nodes: instantiate anew
+      cudaGetLastError();
+      HG_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      exec = nullptr;
+    }
+  }
+  if (!exec) HG_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+  HG_CUDA_CHECK(cudaGraphDestroy(g));
+  HG_CUDA_CHECK(cudaGraphLaunch(exec, compute_));
+  ++counters_.graph_launches;
+  ++segment_;
+}
+
+void CudaDevice::abort_capture() {
+  if (!capturing_) return;
+  capturing_ = false;
+  cudaGraph_t g = nullptr;
+  if (cudaStreamEndCapture(compute_, &g) == cudaSuccess && g) cudaGraphDestroy(g);
+  cudaGetLastError();
+  launches_in_graphs_ += cuda::launches_issued().load(std::memory_order_relaxed) - capture_kernels_ +
+                         (counters_.launches - capture_blas_);  // never launched: not counted either
 }
 
 void CudaDevice::make_current() const {
@@ -179,12 +259,14 @@ void* CudaDevice::alloc(size_t bytes) {
 
 void CudaDevice::free(void* ptr) {
   if (!ptr) return;
+  flush_capture();
   make_current();
   HG_CUDA_CHECK(cudaFree(ptr));  // implicitly waits for work that may still use it
 }
 
 void CudaDevice::copy_to_device(void* dst, const void* src_host, size_t bytes) {
   if (bytes == 0) return;
+  flush_capture();
   make_current();
   // From pageable memory the call returns once the source is staged, so the caller may reuse
   // it at once; from pinned memory the copy is truly asynchronous, so wait for it.
@@ -199,6 +281,7 @@ void CudaDevice::copy_to_device(void* dst, const void* src_host, size_t bytes) {
 
 void CudaDevice::copy_to_host(void* dst_host, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  flush_capture();
   make_current();
   HG_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, compute_));
   counters_.d2h_bytes += bytes;
@@ -207,6 +290,7 @@ void CudaDevice::copy_to_host(void* dst_host, const void* src, size_t bytes) {
 
 void CudaDevice::copy_to_host_async(void* dst_host, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  flush_capture();
   make_current();
   HG_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, compute_));
   counters_.d2h_bytes += bytes;
@@ -245,7 +329,12 @@ const int32_t* CudaDevice::stage_ints(const int32_t* host, int n) {
   StageSlot& slot = stage_[static_cast<size_t>(stage_next_)];
   stage_next_ = (stage_next_ + 1) % kStageSlots;
   const size_t bytes = sizeof(int32_t) * static_cast<size_t>(std::max(n, 1));
-  if (slot.n >= 0 && slot.epoch == compute_syncs_) sync_event(slot.done);  // its copy may not have run yet
+  if (slot.n >= 0 && slot.epoch == compute_syncs_) {  // its copy may not have run yet
+    if (slot.in_graph)
+      sync_stream(compute_);  // copied by a graph: no event marks it
+    else
+      sync_event(slot.done);
+  }
   slot.n = -1;
   if (bytes > slot.bytes) {
     sync_stream(compute_);
@@ -262,7 +351,11 @@ const int32_t* CudaDevice::stage_ints(const int32_t* host, int n) {
   std::memcpy(slot.host, host, n_bytes);
   HG_CUDA_CHECK(cudaMemcpyAsync(slot.dev, slot.host, n_bytes, cudaMemcpyHostToDevice, compute_));
   counters_.h2d_bytes += n_bytes;
-  HG_CUDA_CHECK(cudaEventRecord(slot.done, compute_));
+  slot.in_graph = capturing_;
+  if (capturing_)
+    ++capture_copies_;
+  else
+    HG_CUDA_CHECK(cudaEventRecord(slot.done, compute_));
   slot.n = n;
   slot.epoch = compute_syncs_;
   return static_cast<const int32_t*>(slot.dev);
@@ -284,6 +377,7 @@ const float* CudaDevice::rope_table(const RopeParams& p) {
   if (p.rotary_dim <= 0 || p.rotary_dim % 2 != 0 || p.rotary_dim > p.head_dim)
     throw Error("rope: rotary_dim " + std::to_string(p.rotary_dim) + " must be even and at most head_dim " +
                 std::to_string(p.head_dim));
+  flush_capture();  // the table crosses from pageable memory, once per model
   // The same host function as the CPU device, so both rotate by identical fp32 frequencies.
   std::vector<float> inv(static_cast<size_t>(p.rotary_dim / 2));
   cpu::rope_inv_freq(p.rotary_dim, p.theta, p.scaling.llama3, p.scaling.factor, p.scaling.low_freq_factor,
@@ -351,6 +445,7 @@ void* CudaDevice::upload_matrix(const TensorView& t, int64_t rows, int64_t cols,
 DeviceTensor CudaDevice::upload_weight(const TensorView& t) {
   DeviceTensor d;
   if (!t.present()) return d;
+  flush_capture();
   make_current();
   d.cols = t.cols();
   d.rows = t.shape.size() >= 2 ? t.numel() / t.cols() : 1;
@@ -377,6 +472,7 @@ DeviceTensor CudaDevice::upload_weight(const TensorView& t) {
 // ---- timing ----
 
 int CudaDevice::timing_mark(bool copy_stream) {
+  flush_capture();
   make_current();
   if (timing_.empty()) {
     timing_.resize(kTimingEvents);

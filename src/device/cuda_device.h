@@ -70,6 +70,9 @@ class CudaDevice final : public Device {
   void wait_copy_fence(int64_t f) override;
   void copies_after_compute() override;
 
+  void decode_step_begin() override;
+  void decode_step_end() override;
+
   int timing_mark(bool copy_stream) override;
   double timing_elapsed_ms(int begin, int end) override;
 
@@ -92,6 +95,7 @@ class CudaDevice final : public Device {
     size_t bytes = 0;
     int n = -1;
     uint64_t epoch = 0;
+    bool in_graph = false;  // staged inside a capture: `done` was not recorded
     cudaEvent_t done = nullptr;
   };
   struct RopeTable {
@@ -122,6 +126,14 @@ class CudaDevice final : public Device {
   static constexpr size_t kUploadChunk = size_t{32} << 20;
 
   void make_current() const;
+  // Before an op that can be captured (kernels, GEMMs, device copies): the current device, and
+  // inside a decode step a capture of the compute stream, begun here if none is open.
+  void issue();
+  // Before anything a capture cannot hold (a host wait, a copy from pageable memory, the copy
+  // stream, a timing event): the open capture ends and its graph is launched.
+  void flush_capture();
+  // Ends a capture an exception left open, launching nothing.
+  void abort_capture();
   // Whether host memory is pinned or registered (copies from it are asynchronous).
   static bool pinned(const void* host);
   // The host waits for the device: counted in counters_.syncs.
@@ -168,6 +180,21 @@ class CudaDevice final : public Device {
   std::vector<cudaEvent_t> copy_fences_;   // ring: fence f is copy_fences_[f % kCopyFences]
   int64_t copy_fence_next_ = 0;
   cudaEvent_t compute_done_ = nullptr;     // copies_after_compute
+  // CUDA graphs (decode_step_begin): one executable graph per segment of a step (the work between
+  // two host waits), updated in place with each step's capture, re-instantiated when its nodes
+  // change. A policy whose step needs more than kMaxSegments host waits (the hybrid ones wait for
+  // the host stage every layer) runs without graphs: so many small graphs would cost more than
+  // they save. HG_CUDA_GRAPHS=0 turns them off.
+  static constexpr int kMaxSegments = 4;
+  bool graphs_ = true;
+  bool in_step_ = false;
+  bool capturing_ = false;
+  int segment_ = 0;
+  uint64_t capture_kernels_ = 0;  // cuda::launches_issued() when the capture began
+  uint64_t capture_blas_ = 0;     // counters_.launches then
+  uint64_t capture_copies_ = 0;   // copies captured
+  uint64_t launches_in_graphs_ = 0;
+  std::vector<cudaGraphExec_t> graph_execs_;
   HostRegistrar registrar_{*this};
   DeviceCounters counters_;                // launches: cuBLAS calls only (kernels: launches_issued)
   uint64_t launches_base_ = 0;             // cuda::launches_issued() when this device was made

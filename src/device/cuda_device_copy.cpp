@@ -39,12 +39,14 @@ void CudaDevice::HostRegistrar::unregister_range(void* addr, size_t bytes) {
 
 void CudaDevice::copy_on_device(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
-  make_current();
+  issue();
+  if (capturing_) ++capture_copies_;
   HG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, compute_));
 }
 
 void CudaDevice::copy_to_device_async(void* dst, const void* src_host, size_t bytes) {
   if (bytes == 0) return;
+  flush_capture();
   make_current();
   HG_CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, copy_));
   counters_.h2d_bytes += bytes;
@@ -53,6 +55,7 @@ void CudaDevice::copy_to_device_async(void* dst, const void* src_host, size_t by
 }
 
 int64_t CudaDevice::copy_fence() {
+  flush_capture();
   make_current();
   if (copy_fences_.empty()) {
     copy_fences_.resize(kCopyFences);
@@ -66,11 +69,13 @@ int64_t CudaDevice::copy_fence() {
 void CudaDevice::wait_copy_fence(int64_t f) {
   if (f < 0 || copy_fences_.empty()) return;
   if (f < copy_fence_next_ - kCopyFences) throw Error("cuda copy fence " + std::to_string(f) + " was recycled");
+  flush_capture();
   make_current();
   HG_CUDA_CHECK(cudaStreamWaitEvent(compute_, copy_fences_[static_cast<size_t>(f % kCopyFences)], 0));
 }
 
 void CudaDevice::copies_after_compute() {
+  flush_capture();
   make_current();
   if (!compute_done_) HG_CUDA_CHECK(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming));
   HG_CUDA_CHECK(cudaEventRecord(compute_done_, compute_));

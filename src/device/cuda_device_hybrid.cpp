@@ -58,7 +58,7 @@ void CudaDevice::hybrid_attention(const HybridAttentionArgs& a) {
         "device yet; use --device cpu");
   check_tokens(a);
   check_host(a.host);
-  make_current();
+  issue();
   const int splits = cuda::hybrid_attention_splits(a, prop_.multiProcessorCount);
   const size_t ws_floats = cuda::hybrid_attention_workspace_floats(a, splits);
   float* ws = ws_floats ? static_cast<float*>(grow(attention_ws_, sizeof(float) * ws_floats)) : nullptr;

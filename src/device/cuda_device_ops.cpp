@@ -54,7 +54,7 @@ void CudaDevice::embed(const DeviceTensor& table, const int32_t* ids_host, int n
       throw Error("token id " + std::to_string(ids_host[i]) + " is outside the vocabulary [0, " +
                   std::to_string(table.rows) + ")");
   }
-  make_current();
+  issue();
   if (cuda::held_quantized(table.dtype)) {
     cuda::embed_quantized(table.dtype, table.data, table.cols, stage_ints(ids_host, n), n, out, compute_);
     return;
@@ -72,7 +72,7 @@ void CudaDevice::matmul(const DeviceTensor& w, const DeviceTensor& bias, const f
 // conversion to the weights' dtype is shared by consecutive outputs of that dtype.
 void CudaDevice::matmul_group(const float* x, int n, const MatmulOut* outs, int count) {
   if (n <= 0) return;
-  make_current();
+  issue();
   DType converted_to = DType::F32;
   const void* input = x;
   for (int i = 0; i < count; ++i) {
@@ -133,7 +133,7 @@ void CudaDevice::quantized_gemm(const DeviceTensor& w, const void* x_bf16, int n
 
 void CudaDevice::rmsnorm(const float* x, const DeviceTensor& weight, float eps, int n, int dim, float* y) {
   check_vector(weight, dim, "rmsnorm");
-  make_current();
+  issue();
   cuda::rmsnorm(x, weight.f32(), eps, n, dim, y, compute_);
 }
 
@@ -141,50 +141,50 @@ void CudaDevice::layernorm(const float* x, const DeviceTensor& weight, const Dev
                            int dim, float* y) {
   check_vector(weight, dim, "layernorm weight");
   check_vector(bias, dim, "layernorm bias");
-  make_current();
+  issue();
   cuda::layernorm(x, weight.f32(), bias.f32(), eps, n, dim, y, compute_);
 }
 
 void CudaDevice::rope(float* x, const int32_t* pos_host, int n, int n_heads, const RopeParams& p) {
   if (n <= 0) return;
-  make_current();
+  issue();
   const float* inv_freq = rope_table(p);
   cuda::rope(x, stage_ints(pos_host, n), n, n_heads, p.head_dim, p.rotary_dim, inv_freq,
              p.layout == RopeLayout::Interleaved, compute_);
 }
 
 void CudaDevice::silu_mul(float* gate, const float* up, int64_t count) {
-  make_current();
+  issue();
   cuda::silu_mul(gate, up, count, compute_);
 }
 
 void CudaDevice::relu(float* x, int64_t count) {
-  make_current();
+  issue();
   cuda::relu(x, count, compute_);
 }
 
 void CudaDevice::add(float* y, const float* x, int64_t count) {
-  make_current();
+  issue();
   cuda::add(y, x, count, compute_);
 }
 
 void CudaDevice::add_bias(float* y, const DeviceTensor& b, int n, int dim) {
   check_vector(b, dim, "add_bias");
-  make_current();
+  issue();
   cuda::add_bias(y, b.f32(), n, dim, compute_);
 }
 
 void CudaDevice::kv_store(const KvView& kv, const float* k, const float* v, int n, int pos0) {
   check_kv(kv, static_cast<int64_t>(pos0) + n, "kv_store");
   if (pos0 < 0) throw Error("kv_store: negative position " + std::to_string(pos0));
-  make_current();
+  issue();
   cuda::kv_store(kv.dtype, kv.k, kv.v, kv.capacity, kv.n_kv_heads, kv.head_dim, k, v, n, pos0, compute_);
 }
 
 void CudaDevice::attention(const float* q, int n, int n_heads, const KvView& kv, int past, float scale, float* out) {
   if (n <= 0) return;
   check_kv(kv, static_cast<int64_t>(past) + n, "attention");
-  make_current();
+  issue();
   cuda::AttentionArgs a;
   a.q = q;
   a.out = out;

@@ -190,6 +190,13 @@ class Device {
   // Copies queued from now on start after the compute work issued so far (a buffer's reuse).
   virtual void copies_after_compute() {}
 
+  // ---- a decode step (CUDA graphs) ----
+  // The engine's decode step runs between these two calls (its forward pass, logits copy
+  // included). A CUDA device captures the step's work as CUDA graphs: from one host wait to the
+  // next, so a step of `full` is one graph, launched when the logits' copy needs it.
+  virtual void decode_step_begin() {}
+  virtual void decode_step_end() {}
+
   // ---- timing (T_dev / T_tx for the scheduler) ----
   // Records a timestamp behind the work queued so far on the compute stream (copy_stream false)
   // or the copy stream (true); returns its handle, or -1 on a device without timers. CUDA: an

@@ -367,7 +367,9 @@ void Engine::decode(std::span<const int> seqs, std::span<const int32_t> tokens, 
     rows.push_back({seqs[i], pos, tokens[i]});
   }
   im.attn->begin_step(rows, /*prefill=*/false, im.plans);
+  im.device->decode_step_begin();
   forward(*im.device, im.model.spec, *im.weights, *im.attn, *im.scratch, rows, logits, nullptr);
+  im.device->decode_step_end();
   im.attn->end_step(rows);
   if (im.sched && im.attn->last_step_timing()) {
     // The scheduler turns this step's timings into each sequence's plan for the next step.

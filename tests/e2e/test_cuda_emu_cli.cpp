@@ -17,22 +17,30 @@ nlohmann::json json_of(const RunResult& r) {
 }
 
 // Per decode token of `full` and `offload` on a 2-layer model: the embed id and the positions
-// staged, the sampled logits copied back, one wait; launches are every kernel and GEMM of a step.
+// staged, the sampled logits copied back, one wait. `full`'s step is one CUDA graph (no launch
+// outside it); offload, which waits for its copy stream every layer, runs without graphs, and so
+// does `full` with HG_CUDA_GRAPHS=0: every kernel and GEMM of a step a launch.
 TEST(CudaEmuCli, BenchCountsWhatADecodeTokenAsksOfTheDevice) {
   const std::string model = tiny_model("llama-gqa").string();
-  const nlohmann::json rows = json_of(
-      run_hybridgen("bench -m '" + model + "' -p 0 -n 4 -d 16 -r 1 --device cuda-emu --policy full,offload -o json"));
+  const std::string args = "bench -m '" + model + "' -p 0 -n 4 -d 16 -r 1 --device cuda-emu -o json --policy ";
+  const nlohmann::json rows = json_of(run_hybridgen(args + "full,offload"));
+  const nlohmann::json eager = json_of(run_hybridgen_env("HG_CUDA_GRAPHS=0", args + "full"));
   ASSERT_EQ(rows.size(), 2u);
+  ASSERT_EQ(eager.size(), 1u);
   const nlohmann::json info = json_of(run_hybridgen("info -m '" + model + "' --json"));
   const double vocab = info["vocab_size"].get<double>(), layers = info["n_layers"].get<double>();
-  for (const auto& r : rows) {
-    SCOPED_TRACE(r["policy"].get<std::string>());
+  for (const auto& r : {rows[0], rows[1], eager[0]}) {
+    SCOPED_TRACE(r["policy"].get<std::string>() + (r["graph_launches_per_token"].get<double>() > 0 ? " (graphs)" : ""));
     EXPECT_EQ(r["backend"].get<std::string>().rfind("cuda-emu:0", 0), 0u) << r["backend"];
-    // Kernels: embed, then per layer two norms, rope, kv store, attention, two adds, silu and the
-    // GEMMs (14 launches a layer on this model); then the final norm and the head.
-    EXPECT_GE(r["launches_per_token"].get<double>(), 1 + layers * 10 + 2);
-    EXPECT_LE(r["launches_per_token"].get<double>(), 1 + layers * 20 + 2);
-    EXPECT_EQ(r["graph_launches_per_token"].get<double>(), 0.0) << "no CUDA graphs yet";
+    if (r["graph_launches_per_token"].get<double>() > 0) {
+      EXPECT_EQ(r["graph_launches_per_token"].get<double>(), 1.0) << "the step is one graph";
+      EXPECT_EQ(r["launches_per_token"].get<double>(), 0.0) << "nothing launched outside it";
+    } else {
+      // Kernels: embed, then per layer two norms, rope, kv store, attention, two adds, silu and
+      // the GEMMs (14 launches a layer on this model); then the final norm and the head.
+      EXPECT_GE(r["launches_per_token"].get<double>(), 1 + layers * 10 + 2);
+      EXPECT_LE(r["launches_per_token"].get<double>(), 1 + layers * 20 + 2);
+    }
     // The logits' copy is the host's one wait: positions are staged once per step, offload's
     // streamed KV and its write-back go by DMA to and from the host store (registered for it),
     // and the step's timing marks are read after the logits' copy.
@@ -40,6 +48,9 @@ TEST(CudaEmuCli, BenchCountsWhatADecodeTokenAsksOfTheDevice) {
     EXPECT_GE(r["d2h_bytes_per_token"].get<double>(), 4 * vocab);
     EXPECT_GT(r["h2d_bytes_per_token"].get<double>(), 0.0);
   }
+  EXPECT_EQ(rows[0]["graph_launches_per_token"].get<double>(), 1.0);
+  EXPECT_EQ(rows[1]["graph_launches_per_token"].get<double>(), 0.0) << "offload waits every layer";
+  EXPECT_EQ(eager[0]["graph_launches_per_token"].get<double>(), 0.0) << "HG_CUDA_GRAPHS=0";
   // offload streams every past token's K and V each step: more bytes in than full.
   EXPECT_GT(rows[1]["h2d_bytes_per_token"].get<double>(), rows[0]["h2d_bytes_per_token"].get<double>() + 1000);
 

@@ -368,4 +368,75 @@ TEST(CudaEmu, GemmExFollowsCublasSemantics) {
   cublasDestroy(h);
 }
 
+// Stream capture: the captured kernels and copies run only when the graph is launched, in issue
+// order; an update with new arguments changes what the next launch does; a capture refuses a
+// synchronization and a copy from pageable memory (the capture is then invalidated), and an
+// update with other nodes fails, as on the GPU.
+TEST(CudaEmu, StreamCaptureAndGraphs) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  float* x;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&x), sizeof(float) * 32), cudaSuccess);
+  float* pinned;
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), sizeof(float) * 32), cudaSuccess);
+  for (int i = 0; i < 32; ++i) pinned[i] = 1.0f;
+  const auto capture = [&](float v) {
+    EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+    cudaStreamCaptureStatus status;
+    EXPECT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
+    EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+    EXPECT_EQ(cudaMemcpyAsync(x, pinned, sizeof(float) * 32, cudaMemcpyHostToDevice, s), cudaSuccess);
+    HG_LAUNCH(1, 32, 0, s, slow_add_kernel)(x, v);
+    cudaGraph_t g = nullptr;
+    EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+    return g;
+  };
+  cudaGraph_t g = capture(2.0f);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_TRUE(std::isnan(download<float>(x, 32)[0])) << "nothing ran during the capture";
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphDestroy(g), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(download<float>(x, 32), std::vector<float>(32, 3.0f));
+  // The same nodes with a new argument: an update, then the launch adds 5.
+  g = capture(5.0f);
+  cudaGraphExecUpdateResultInfo info{};
+  ASSERT_EQ(cudaGraphExecUpdate(exec, g, &info), cudaSuccess);
+  cudaGraphDestroy(g);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(download<float>(x, 32), std::vector<float>(32, 6.0f));
+  // Other nodes: the update fails and says why.
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  HG_LAUNCH(1, 32, 0, s, slow_add_kernel)(x, 1.0f);
+  ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  EXPECT_EQ(cudaGraphExecUpdate(exec, g, &info), cudaErrorGraphExecUpdateFailure);
+  EXPECT_EQ(info.result, cudaGraphExecUpdateErrorTopologyChanged);
+  cudaGetLastError();
+  cudaGraphDestroy(g);
+  // Refused inside a capture: a synchronization, a copy from pageable memory.
+  std::vector<float> pageable(32, 0.0f);
+  for (int refused = 0; refused < 2; ++refused) {
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+    if (refused == 0)
+      EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorStreamCaptureUnsupported);
+    else
+      EXPECT_EQ(cudaMemcpyAsync(x, pageable.data(), sizeof(float) * 32, cudaMemcpyHostToDevice, s),
+                cudaErrorStreamCaptureUnsupported);
+    cudaStreamCaptureStatus status;
+    EXPECT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
+    EXPECT_EQ(status, cudaStreamCaptureStatusInvalidated);
+    EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    EXPECT_EQ(g, nullptr);
+    cudaGetLastError();
+  }
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  cudaFreeHost(pinned);
+  cudaFree(x);
+  cudaStreamDestroy(s);
+}
+
 }  // namespace

@@ -112,6 +112,49 @@ TEST(CudaEngine, LongPromptThenSplitDecode) {
   EXPECT_LE(c.max_diff, 1e-3 * std::max(1.0, c.max_abs));
 }
 
+// A decode step captured as CUDA graphs gives the logits of the same step launched kernel by
+// kernel, bit for bit: the graph holds the same kernels with the same arguments. `full`'s step is
+// one graph (launched at the logits' copy); `hybrid`'s waits for its host stage every layer, so
+// after its first step it runs without graphs.
+TEST(CudaEngine, GraphsGiveTheEagerLogits) {
+  auto model = load_model(tiny_model("qwen2").string());
+  const auto ids = random_ids(60, 21);
+  for (const char* preset : {"full", "hybrid"}) {
+    SCOPED_TRACE(preset);
+    EngineOptions o = options(cuda_test_device(), DType::BF16, 64);
+    o.policy = policy_preset(preset);
+    o.policy.window = 16;
+    o.policy.n_sinks = 2;
+    const auto run = [&](bool graphs, DeviceCounters* counters) {
+      if (!graphs) setenv("HG_CUDA_GRAPHS", "0", 1);
+      Engine engine(*model, o);
+      unsetenv("HG_CUDA_GRAPHS");
+      const size_t vocab = static_cast<size_t>(engine.vocab_size());
+      std::vector<float> logits(ids.size() * vocab);
+      engine.prefill(0, std::span(ids.data(), 40), nullptr, logits.data());
+      const DeviceCounters before = *engine.device().counters();
+      const int seq = 0;
+      for (size_t i = 40; i < ids.size(); ++i)
+        engine.decode(std::span(&seq, 1), std::span(ids.data() + i, 1), logits.data() + i * vocab);
+      const DeviceCounters after = *engine.device().counters();
+      counters->launches = after.launches - before.launches;
+      counters->graph_launches = after.graph_launches - before.graph_launches;
+      return logits;
+    };
+    DeviceCounters with{}, without{};
+    const auto a = run(true, &with), b = run(false, &without);
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(without.graph_launches, 0u);
+    if (std::string(preset) == "full") {
+      EXPECT_EQ(with.graph_launches, 20u) << "one graph a step";
+      EXPECT_EQ(with.launches, 0u);
+    } else {
+      EXPECT_LE(with.graph_launches, 20u / 2) << "graphs off after the first step's host waits";
+      EXPECT_GT(with.launches, 0u);
+    }
+  }
+}
+
 // `auto` takes the GPU where there is one and the CPU otherwise: never the emulated device,
 // which only an explicit --device cuda-emu chooses.
 TEST(CudaEngine, AutoPicksTheGpuWhereThereIsOne) {

@@ -252,7 +252,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
       ldy = k;
     }
     hg::cpu::sgemm(n, m, k, X, ldx, Y, ldy, beta_v, c, ldc);
-  });
+  }, "cublasGemmEx");
   return CUBLAS_STATUS_SUCCESS;
 }
 

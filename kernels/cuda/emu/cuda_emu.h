@@ -140,6 +140,41 @@ enum cudaError_t {
   cudaErrorNoDevice = 100,
   cudaErrorHostMemoryAlreadyRegistered = 712,
   cudaErrorHostMemoryNotRegistered = 713,
+  cudaErrorIllegalState = 401,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureIsolation = 905,
+  cudaErrorGraphExecUpdateFailure = 910,
+};
+
+// Stream capture and CUDA graphs. The emulation captures what one stream is given (kernels, cuBLAS
+// calls, copies and memsets, each a node in issue order) and refuses, invalidating the capture,
+// what the real runtime refuses in a capture (a synchronization, a copy from or to pageable
+// memory, a wait for an event recorded outside it) and also an event record inside it, which the
+// real runtime would turn into a dependency between captured streams: the engine captures one
+// stream only. An executable graph replays its nodes in order as one task of the launching stream;
+// cudaGraphExecUpdate takes a graph of the same nodes (kinds and kernels) with new parameters.
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2,
+};
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2,
+};
+enum cudaGraphExecUpdateResult {
+  cudaGraphExecUpdateSuccess = 0,
+  cudaGraphExecUpdateError = 1,
+  cudaGraphExecUpdateErrorTopologyChanged = 2,
+  cudaGraphExecUpdateErrorNodeTypeChanged = 3,
+  cudaGraphExecUpdateErrorFunctionChanged = 4,
+};
+struct cudaGraphExecUpdateResultInfo {
+  cudaGraphExecUpdateResult result = cudaGraphExecUpdateSuccess;
+  void* errorNode = nullptr;
+  void* errorFromNode = nullptr;
 };
 
 enum cudaMemcpyKind {
@@ -187,8 +222,12 @@ struct cudaDeviceProp {
 
 struct Stream;
 struct Event;
+struct Graph;
+struct GraphExec;
 using cudaStream_t = Stream*;
 using cudaEvent_t = Event*;
+using cudaGraph_t = Graph*;
+using cudaGraphExec_t = GraphExec*;
 
 constexpr unsigned cudaStreamDefault = 0;
 constexpr unsigned cudaStreamNonBlocking = 1;
@@ -239,6 +278,15 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
 cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags = 0);
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo* info);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 
 // Kernels are registered by address: the attribute raises the kernel's dynamic shared memory
 // limit from 48 KiB to at most sharedMemPerBlockOptin, as on the GPU.

@@ -31,6 +31,18 @@
 
 namespace hg_cuda_emu {
 
+// A captured or instantiated graph: its nodes in issue order, each a kind and a task.
+struct GraphNode {
+  std::string kind;
+  std::function<void()> task;
+};
+struct Graph {
+  std::vector<GraphNode> nodes;
+};
+struct GraphExec {
+  std::shared_ptr<const std::vector<GraphNode>> nodes;
+};
+
 struct Stream {
   std::thread worker;
   std::mutex m;
@@ -38,6 +50,10 @@ struct Stream {
   std::deque<std::function<void()>> queue;
   uint64_t submitted = 0, finished = 0;
   bool stop = false;
+  // Stream capture (only the capturing thread touches these): the graph being built, and whether
+  // something refused in a capture has invalidated it.
+  std::unique_ptr<Graph> capture;
+  bool capture_invalid = false;
 };
 
 struct EventState {
@@ -182,7 +198,11 @@ class Runtime {
     delete s;
   }
 
-  void enqueue(Stream* s, std::function<void()> task) {
+  void enqueue(Stream* s, std::function<void()> task, const char* node = "task") {
+    if (s->capture) {
+      s->capture->nodes.push_back({node, std::move(task)});
+      return;
+    }
     {
       std::lock_guard lock(s->m);
       s->queue.push_back(std::move(task));
@@ -294,6 +314,14 @@ cudaError_t result(cudaError_t e) {
   return e;
 }
 
+// Something a capture does not take: the capture is invalidated (cudaStreamEndCapture then fails)
+// and the call fails, as the real runtime does.
+cudaError_t refuse_in_capture(Stream* s, const std::string& what) {
+  std::fprintf(stderr, "cuda-emu: %s during stream capture: the capture is invalidated\n", what.c_str());
+  s->capture_invalid = true;
+  return result(cudaErrorStreamCaptureUnsupported);
+}
+
 cudaError_t invalid(const std::string& why) {
   std::fprintf(stderr, "cuda-emu: %s\n", why.c_str());
   return result(cudaErrorInvalidValue);
@@ -333,9 +361,9 @@ cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind*
 
 namespace runtime {
 
-void enqueue(cudaStream_t stream, std::function<void()> task) {
+void enqueue(cudaStream_t stream, std::function<void()> task, const char* node) {
   Runtime& r = Runtime::get();
-  r.enqueue(r.resolve(stream), std::move(task));
+  r.enqueue(r.resolve(stream), std::move(task), node);
 }
 
 void set_launch_error(cudaError_t e, const std::string& why) {
@@ -388,6 +416,16 @@ const char* cudaGetErrorName(cudaError_t e) {
       return "cudaErrorHostMemoryAlreadyRegistered";
     case cudaErrorHostMemoryNotRegistered:
       return "cudaErrorHostMemoryNotRegistered";
+    case cudaErrorIllegalState:
+      return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported:
+      return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated:
+      return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureIsolation:
+      return "cudaErrorStreamCaptureIsolation";
+    case cudaErrorGraphExecUpdateFailure:
+      return "cudaErrorGraphExecUpdateFailure";
   }
   return "cudaErrorUnknown";
 }
@@ -426,6 +464,16 @@ const char* cudaGetErrorString(cudaError_t e) {
       return "part or all of the requested memory range is already mapped";
     case cudaErrorHostMemoryNotRegistered:
       return "pointer does not correspond to a registered memory region";
+    case cudaErrorIllegalState:
+      return "the resource is not in a valid state for this operation";
+    case cudaErrorStreamCaptureUnsupported:
+      return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+      return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureIsolation:
+      return "dependency created on uncaptured work in another stream";
+    case cudaErrorGraphExecUpdateFailure:
+      return "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update";
   }
   return "unknown error";
 }
@@ -550,6 +598,13 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (const cudaError_t e = check_copy(dst, src, bytes, &kind, "cudaMemcpyAsync"); e != cudaSuccess) return e;
   Stream* s = r.resolve(stream);
   const auto copy = [dst, src, bytes] { std::memcpy(dst, src, bytes); };
+  if (s->capture) {
+    const bool pageable = (kind == cudaMemcpyHostToDevice && !r.pinned_range(src, bytes)) ||
+                          (kind == cudaMemcpyDeviceToHost && !r.pinned_range(dst, bytes));
+    if (pageable) return refuse_in_capture(s, "cudaMemcpyAsync with pageable host memory");
+    r.enqueue(s, copy, "memcpy");
+    return cudaSuccess;
+  }
   if (kind == cudaMemcpyHostToDevice && !r.pinned_range(src, bytes)) {
     // Pageable source: the runtime synchronizes the stream, then stages the source before it returns.
     r.sync_stream(s);
@@ -578,7 +633,7 @@ cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t str
   if (!r.device_range(dst, bytes))
     return invalid("cudaMemsetAsync: " + ptr_str(dst) + " + " + std::to_string(bytes) +
                    " bytes is not inside one device allocation");
-  r.enqueue(r.resolve(stream), [dst, value, bytes] { std::memset(dst, value, bytes); });
+  r.enqueue(r.resolve(stream), [dst, value, bytes] { std::memset(dst, value, bytes); }, "memset");
   return result(cudaSuccess);
 }
 
@@ -609,6 +664,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   Runtime& r = Runtime::get();
   if (!r.known(stream)) return result(cudaErrorInvalidResourceHandle);
+  if (r.resolve(stream)->capture) return refuse_in_capture(r.resolve(stream), "cudaStreamSynchronize");
   r.sync_stream(r.resolve(stream));
   return result(cudaSuccess);
 }
@@ -616,6 +672,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   Runtime& r = Runtime::get();
   if (!r.known(stream)) return result(cudaErrorInvalidResourceHandle);
+  if (r.resolve(stream)->capture) return refuse_in_capture(r.resolve(stream), "cudaStreamQuery");
   if (r.sticky() != cudaSuccess) return r.sticky();
   return r.stream_idle(r.resolve(stream)) ? cudaSuccess : cudaErrorNotReady;
 }
@@ -623,6 +680,11 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
   Runtime& r = Runtime::get();
   if (!event || !r.known(stream)) return result(cudaErrorInvalidResourceHandle);
+  if (Stream* s = r.resolve(stream); s->capture) {
+    s->capture_invalid = true;  // an event recorded outside the capture
+    std::fprintf(stderr, "cuda-emu: cudaStreamWaitEvent on a capturing stream: the capture is invalidated\n");
+    return result(cudaErrorStreamCaptureIsolation);
+  }
   std::shared_ptr<EventState> e = event->state;
   uint64_t target;
   {
@@ -660,6 +722,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   Runtime& r = Runtime::get();
   if (!event || !r.known(stream)) return result(cudaErrorInvalidResourceHandle);
   if (r.sticky() != cudaSuccess) return r.sticky();
+  if (r.resolve(stream)->capture) return refuse_in_capture(r.resolve(stream), "cudaEventRecord (one-stream capture)");
   std::shared_ptr<EventState> e = event->state;
   uint64_t id;
   {
@@ -706,6 +769,90 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   if (a.recorded == 0 || b.recorded == 0) return result(cudaErrorInvalidResourceHandle);
   if (a.completed < a.recorded || b.completed < b.recorded) return result(cudaErrorNotReady);
   *ms = std::chrono::duration<float, std::milli>(b.when - a.when).count();
+  return result(cudaSuccess);
+}
+
+// ---- stream capture and graphs ----
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
+  Runtime& r = Runtime::get();
+  if (!stream || !r.known(stream)) return result(cudaErrorInvalidResourceHandle);  // not the legacy stream
+  if (stream->capture) return result(cudaErrorIllegalState);
+  stream->capture = std::make_unique<Graph>();
+  stream->capture_invalid = false;
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  Runtime& r = Runtime::get();
+  if (!graph) return result(cudaErrorInvalidValue);
+  *graph = nullptr;
+  if (!stream || !r.known(stream)) return result(cudaErrorInvalidResourceHandle);
+  if (!stream->capture) return result(cudaErrorIllegalState);
+  std::unique_ptr<Graph> g = std::move(stream->capture);
+  if (stream->capture_invalid) {
+    stream->capture_invalid = false;
+    return result(cudaErrorStreamCaptureInvalidated);
+  }
+  *graph = g.release();
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  Runtime& r = Runtime::get();
+  if (!status) return result(cudaErrorInvalidValue);
+  if (!r.known(stream)) return result(cudaErrorInvalidResourceHandle);
+  const Stream* s = r.resolve(stream);
+  *status = !s->capture ? cudaStreamCaptureStatusNone
+                        : (s->capture_invalid ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive);
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  if (!exec || !graph) return result(cudaErrorInvalidValue);
+  *exec = new GraphExec{std::make_shared<const std::vector<GraphNode>>(graph->nodes)};
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo* info) {
+  if (!exec || !graph) return result(cudaErrorInvalidValue);
+  cudaGraphExecUpdateResult why = cudaGraphExecUpdateSuccess;
+  if (graph->nodes.size() != exec->nodes->size()) {
+    why = cudaGraphExecUpdateErrorTopologyChanged;
+  } else {
+    for (size_t i = 0; i < graph->nodes.size() && why == cudaGraphExecUpdateSuccess; ++i)
+      if (graph->nodes[i].kind != (*exec->nodes)[i].kind) why = cudaGraphExecUpdateErrorFunctionChanged;
+  }
+  if (info) *info = cudaGraphExecUpdateResultInfo{why, nullptr, nullptr};
+  if (why != cudaGraphExecUpdateSuccess) return result(cudaErrorGraphExecUpdateFailure);
+  // A launch already queued keeps the nodes it was given (shared_ptr), as on the GPU.
+  exec->nodes = std::make_shared<const std::vector<GraphNode>>(graph->nodes);
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  Runtime& r = Runtime::get();
+  if (!exec || !r.known(stream)) return result(cudaErrorInvalidResourceHandle);
+  if (r.sticky() != cudaSuccess) return r.sticky();
+  Stream* s = r.resolve(stream);
+  if (s->capture) return refuse_in_capture(s, "cudaGraphLaunch");
+  std::shared_ptr<const std::vector<GraphNode>> nodes = exec->nodes;
+  r.enqueue(s, [nodes] {
+    for (const GraphNode& n : *nodes) {
+      if (Runtime::get().sticky() != cudaSuccess) return;  // a faulted context runs nothing more
+      n.task();
+    }
+  });
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
+  return result(cudaSuccess);
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
   return result(cudaSuccess);
 }
 

@@ -13,7 +13,9 @@ namespace hg_cuda_emu::runtime {
 
 // Runs `task` on the stream's worker after everything queued before it (nullptr: the legacy
 // default stream). Tasks after a sticky error are dropped, as a faulted context runs nothing.
-void enqueue(cudaStream_t stream, std::function<void()> task);
+// On a capturing stream the task becomes a node of the graph instead; `node` names its kind (a
+// kernel's name, "cublasGemmEx", "memcpy", "memset"), which cudaGraphExecUpdate compares.
+void enqueue(cudaStream_t stream, std::function<void()> task, const char* node = "task");
 
 // A launch that never started (bad configuration): cudaGetLastError's next answer.
 void set_launch_error(cudaError_t e, const std::string& why);

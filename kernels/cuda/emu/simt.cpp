@@ -577,7 +577,7 @@ void launch(const LaunchConfig& cfg, KernelBody* body_raw) {
     runtime::set_launch_error(cudaErrorInvalidConfiguration, std::string("kernel ") + cfg.kernel_name + ": " + why);
     return;
   }
-  runtime::enqueue(cfg.stream, [cfg, body] { run_grid(cfg, *body); });
+  runtime::enqueue(cfg.stream, [cfg, body] { run_grid(cfg, *body); }, cfg.kernel_name);
 }
 
 Stats stats() {
