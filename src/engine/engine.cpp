@@ -368,7 +368,15 @@ void Engine::decode(std::span<const int> seqs, std::span<const int32_t> tokens, 
   }
   im.attn->begin_step(rows, /*prefill=*/false, im.plans);
   im.device->decode_step_begin();
-  forward(*im.device, im.model.spec, *im.weights, *im.attn, *im.scratch, rows, logits, nullptr);
+  try {
+    forward(*im.device, im.model.spec, *im.weights, *im.attn, *im.scratch, rows, logits, nullptr);
+  } catch (...) {
+    try {
+      im.device->decode_step_end();  // no capture outlives the step (the first error is the one reported)
+    } catch (...) {
+    }
+    throw;
+  }
   im.device->decode_step_end();
   im.attn->end_step(rows);
   if (im.sched && im.attn->last_step_timing()) {
