@@ -1,7 +1,7 @@
 // What the hybrid attention kernels (CPU twin and CUDA) read: the device-resident tokens of one
-// sequence's layer as a slot table, the host's part, and the arguments of one call. The kernels
-// know nothing of rings, windows or eviction: HybridKv's token map (src/kv/) decides which
-// tokens the device holds, in which cache slots, and writes the table.
+// sequence's layer (a slot table, or a ring's parameters), the host's part, and the arguments of
+// one call. The kernels know nothing of windows or eviction: HybridKv's token map (src/kv/)
+// decides which tokens the device holds, in which cache slots, and describes them.
 #pragma once
 #include <cstdint>
 
@@ -9,13 +9,17 @@
 
 namespace hg {
 
-// Device tokens of one sequence's layer, per kv-head, in position order. Row g of the table
-// (row 0 for every kv-head when stride == 0) lists `count` tokens: slot[g * stride + j] is the
-// cache slot (of the [n_kv_heads][capacity][head_dim] K/V caches) holding the j-th one and
-// pos[g * stride + j] its position, increasing in j. A query row at position p attends over the
-// device tokens with pos <= p. Any set of tokens per kv-head can be expressed: a ring with sinks
-// (hybrid, streaming), kept heavy hitters (h2o, keyformer), fetched tokens (infinigen).
-// Both arrays are device memory (host memory on the CPU device).
+// Device tokens of one sequence's layer, per kv-head, in position order, in one of two forms.
+// Table: row g of the table (row 0 for every kv-head when stride == 0) lists `count` tokens:
+// slot[g * stride + j] is the cache slot (of the [n_kv_heads][capacity][head_dim] K/V caches)
+// holding the j-th one and pos[g * stride + j] its position, increasing in j; both arrays are
+// device memory (host memory on the CPU device). Any set of tokens per kv-head can be expressed:
+// kept heavy hitters (h2o, keyformer) need it.
+// Ring (ring == true, no arrays): the n_lead sinks in slots and at positions [0, n_lead), then
+// count - n_lead tokens at positions ring_pos0 + j in slots ring_base + (ring_head + j) % ring_slots,
+// the same for every kv-head: the window of hybrid, streaming and the selection policies, passed
+// as kernel arguments, so nothing is copied to the device when the window moves.
+// A query row at position p attends over the device tokens with pos <= p.
 struct DeviceTokens {
   const int32_t* slot = nullptr;
   const int32_t* pos = nullptr;
@@ -24,7 +28,51 @@ struct DeviceTokens {
   // The first n_lead device tokens (the sinks) precede the host's tokens in the union, the rest
   // follow them: the union is in position order, as full attention visits it.
   int n_lead = 0;
+  bool ring = false;
+  int ring_base = 0;   // ring form: the ring's first cache slot
+  int ring_slots = 0;  // the ring's slots
+  int ring_head = 0;   // the slot (from ring_base) of the ring's oldest token
+  int ring_pos0 = 0;   // the ring's oldest token's position (ring positions are consecutive)
 };
+
+#if defined(__CUDACC__)
+#define HG_TOKENS_FN __host__ __device__ __forceinline__
+#else
+#define HG_TOKENS_FN inline
+#endif
+
+// Cache slot and position of kv-head g's j-th device token (0 <= j < count).
+HG_TOKENS_FN int32_t token_slot(const DeviceTokens& t, int g, int j) {
+  if (!t.ring) return t.slot[static_cast<int64_t>(g) * t.stride + j];
+  return j < t.n_lead ? j : t.ring_base + (t.ring_head + (j - t.n_lead)) % t.ring_slots;
+}
+HG_TOKENS_FN int32_t token_pos(const DeviceTokens& t, int g, int j) {
+  if (!t.ring) return t.pos[static_cast<int64_t>(g) * t.stride + j];
+  return j < t.n_lead ? j : t.ring_pos0 + (j - t.n_lead);
+}
+
+// Device tokens of kv-head g a row at position p sees: the table's prefix of positions <= p
+// (a binary search), or for a ring the visible sinks and ring tokens, counted.
+HG_TOKENS_FN int visible_tokens(const DeviceTokens& t, int g, int64_t p) {
+  if (t.ring) {
+    const int64_t sinks = p + 1 < t.n_lead ? p + 1 : t.n_lead;
+    const int64_t in_ring = p + 1 - t.ring_pos0;
+    const int64_t ring = in_ring < 0 ? 0 : (in_ring > t.count - t.n_lead ? t.count - t.n_lead : in_ring);
+    return static_cast<int>((sinks < 0 ? 0 : sinks) + ring);
+  }
+  const int32_t* pos = t.pos + static_cast<int64_t>(g) * t.stride;
+  int lo = 0, hi = t.count;
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (pos[mid] <= p)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+#undef HG_TOKENS_FN
 
 // What the host shipped for one sequence's layer (device memory). Logits and KeyValue both put
 // K host tokens per kv-head into the union; KeyValue (InfiniGen's fetch) carries their K rows, so

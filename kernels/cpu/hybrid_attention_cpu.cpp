@@ -16,13 +16,15 @@ namespace hg::cpu {
 
 namespace {
 
-// Calls fn(first_slot, count) for each run of consecutive slots in slot[begin, end).
+// Calls fn(first_slot, count) for each run of consecutive slots among kv-head g's device tokens
+// [begin, end).
 template <typename Fn>
-void for_each_slot_run(const int32_t* slot, int64_t begin, int64_t end, Fn&& fn) {
+void for_each_slot_run(const DeviceTokens& tok, int g, int64_t begin, int64_t end, Fn&& fn) {
   for (int64_t j = begin; j < end;) {
+    const int32_t first = token_slot(tok, g, static_cast<int>(j));
     int64_t run = 1;
-    while (j + run < end && slot[j + run] == slot[j] + run) ++run;
-    fn(static_cast<int64_t>(slot[j]), run);
+    while (j + run < end && token_slot(tok, g, static_cast<int>(j + run)) == first + run) ++run;
+    fn(static_cast<int64_t>(first), run);
     j += run;
   }
 }
@@ -77,10 +79,8 @@ void hybrid_attention_items(const HybridAttentionArgs& a, int heads_per_item, fl
     float* out = a.out + rh0 * head_dim;
     const auto* kg = static_cast<const uint8_t*>(a.k_cache) + static_cast<size_t>(g) * a.capacity * row_bytes;
     const auto* vg = static_cast<const uint8_t*>(a.v_cache) + static_cast<size_t>(g) * a.capacity * row_bytes;
-    const int32_t* slot = tok.slot + static_cast<int64_t>(g) * tok.stride;
-    const int32_t* pos = tok.pos + static_cast<int64_t>(g) * tok.stride;
-    // The row sees the device tokens at positions <= its own: a prefix of the table.
-    const int64_t visible = std::upper_bound(pos, pos + tok.count, a.pos0 + i) - pos;
+    // The row sees the device tokens at positions <= its own: a prefix of them.
+    const int64_t visible = visible_tokens(tok, g, a.pos0 + i);
     const int64_t lead = std::min<int64_t>(tok.n_lead, visible);
     const size_t host_row_bytes = static_cast<size_t>(head_dim) * dtype_block_bytes(host.rows_dtype);
     const auto* host_v = static_cast<const uint8_t*>(host.v) + static_cast<size_t>(g * K) * host_row_bytes;
@@ -89,7 +89,7 @@ void hybrid_attention_items(const HybridAttentionArgs& a, int heads_per_item, fl
     // heads share each pass over K and V
     int64_t at = 0;
     const auto device_scores = [&](int64_t begin, int64_t end) {
-      for_each_slot_run(slot, begin, end, [&](int64_t s0, int64_t count) {
+      for_each_slot_run(tok, g, begin, end, [&](int64_t s0, int64_t count) {
         dot_rows_heads(a.kv_dtype, kg + s0 * row_bytes, head_dim, count, q, H, head_dim, head_dim, a.scale, scores + at,
                        ld);
         at += count;
@@ -112,7 +112,7 @@ void hybrid_attention_items(const HybridAttentionArgs& a, int heads_per_item, fl
     if (n_scores > 0) {
       at = 0;
       const auto device_values = [&](int64_t begin, int64_t end) {
-        for_each_slot_run(slot, begin, end, [&](int64_t s0, int64_t count) {
+        for_each_slot_run(tok, g, begin, end, [&](int64_t s0, int64_t count) {
           axpy_rows_heads(a.kv_dtype, vg + s0 * row_bytes, head_dim, count, scores + at, H, ld, head_dim, acc,
                           head_dim);
           at += count;

@@ -1,20 +1,25 @@
-// Hybrid attention on the device: the device's tokens (a slot table, kernels/device_tokens.h)
-// merged with the host's part.
+// Hybrid attention on the device: the device's tokens (a slot table or a ring,
+// kernels/device_tokens.h) merged with the host's part.
 //
 // Each query row attends over a "union" sequence in token order: its visible lead tokens (the
 // sinks), then the host's K selected tokens (Logits: scores and V rows given; KeyValue: K and V rows
 // given, scored like window tokens; rows in fp32 or, compact, in the cache's type, H below; logits
-// in fp32 or f16 less their head's max), then the rest of its visible device tokens. A row sees the table's
-// prefix of positions <= its own (a binary search per block); union index t maps to a cache slot through the table, so
-// any block can start anywhere in the union and the device may hold any tokens per kv-head.
+// in fp32 or f16 less their head's max), then the rest of its visible device tokens. The row's
+// visible count is worked out once per block (a ring's from its parameters, a table's by one
+// binary search), and each tile's union tokens are mapped to cache slots (or host rows) once, into
+// shared memory, for both passes over it.
 //
 // Grid: (split of the union, kv head × query-head subgroup, query row), like attention_decode:
-// a block streams the K and V rows of its split once for all query heads of its GQA group (up to
-// kMaxGroup). Within a split it walks tiles of kTile tokens with an online softmax (running max
-// and sum per head, the accumulator rescaled per tile), so shared memory does not bound the
-// window or K:
-//   phase 1: a warp per token; window and fetched tokens: lanes over (d, d+1) pairs, dot with
-//            every head's query, warp sums; host Logits tokens: the given logits
+// a block streams the K and V rows of its split once for the sub_heads query heads of its
+// subgroup. The launch plan (hybrid_attention_plan) picks splits and subgroups so that a layer
+// puts at least two waves of blocks on the GPU from a union of about 1K tokens: token splits first,
+// no shorter than kMinChunk, then smaller head subgroups (which re-read K and V from L2). The
+// union is cut into equal splits. Within a split a block walks tiles of kTile tokens with an
+// online softmax (running max and sum per head, the accumulator rescaled per tile), so shared
+// memory does not bound the window or K:
+//   phase 1: each warp scores kInFlight tokens at once (their K rows loaded before any sum);
+//            lanes over (d, d+1) pairs, dot with every head's query, warp sums; host Logits
+//            tokens: the given logits
 //   phase 2: per head, the tile's max, the rescale factor and exp(score - max) (a warp per head)
 //   phase 3: threads own (token lane, d pair); P·V accumulated in registers over the tiles,
 //            summed over token lanes in shared memory at the end
@@ -35,8 +40,9 @@ inline namespace HG_CUDA_BACKEND {
 namespace {
 
 // Block shape (kThreads, kMaxGroup, kMaxPairs, kMaxHeadDim): split_attention.cuh.
-constexpr int kTile = 64;       // tokens per online-softmax step (shared memory for the scores)
-constexpr int kMinChunk = 256;  // tokens per split at least: fewer do not pay for the combine
+constexpr int kTile = 64;     // tokens per online-softmax step (shared memory for the scores)
+constexpr int kMinChunk = 8;  // tokens per split at least: two per warp
+constexpr int kInFlight = 4;  // tokens a phase-1 warp loads before it sums
 
 // Where union token t of one row comes from.
 struct RowUnion {
@@ -46,37 +52,22 @@ struct RowUnion {
   __host__ __device__ int size() const { return lead + host + rest; }
 };
 
-// Device tokens at positions <= pos: the length of the table's prefix (positions increase).
-__device__ __forceinline__ int visible_count(const int32_t* pos, int count, int64_t p) {
-  int lo = 0, hi = count;
-  while (lo < hi) {
-    const int mid = (lo + hi) >> 1;
-    if (pos[mid] <= p)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
-// The union of the row at `pos` over kv-head row `pos_row` of the table (cpu twin: the same).
-__device__ __forceinline__ RowUnion row_union(const DeviceTokens& tok, const int32_t* pos_row, int64_t pos,
-                                              int host_k) {
-  const int visible = visible_count(pos_row, tok.count, pos);
-  const int lead = min(tok.n_lead, visible);
-  return {lead, host_k, visible - lead};
-}
-
-// Cache slot of union token t (not a host token).
-__device__ __forceinline__ int64_t window_slot(const int32_t* slot_row, const RowUnion& u, int t) {
-  return slot_row[t < u.lead ? t : t - u.host];
-}
-
-__device__ __forceinline__ bool is_host(const RowUnion& u, int t) { return t >= u.lead && t < u.lead + u.host; }
-
 // Host tokens in the union: K of them for Logits and KeyValue parts, none otherwise.
 __host__ __device__ __forceinline__ int union_host_tokens(const HostPart& h) {
   return h.kind == HostPart::Kind::Logits || h.kind == HostPart::Kind::KeyValue ? h.K : 0;
+}
+
+// A bound on any row's union, the one the splits cut (a decode row's union is exactly this;
+// prefill rows that see fewer tokens leave their last splits short or empty).
+__host__ __device__ __forceinline__ int64_t max_union(const HybridAttentionArgs& a) {
+  return a.n <= 0 ? 0 : static_cast<int64_t>(a.tokens.count) + union_host_tokens(a.host);
+}
+
+// Cache slot of union token t, or -1 - j for host token j.
+__device__ __forceinline__ int union_slot(const DeviceTokens& tok, int g, const RowUnion& u, int t) {
+  if (t < u.lead) return token_slot(tok, g, t);
+  if (t < u.lead + u.host) return -1 - (t - u.lead);
+  return token_slot(tok, g, t - u.host);
 }
 
 // A key row's (d, d+1) pairs owned by this lane (zeros past the row).
@@ -113,10 +104,12 @@ __device__ __forceinline__ float host_logit(const HostPart& h, int head, int j) 
 // T: the cache's element type; H: the host rows' (float, or T in a compact shipment).
 template <typename T, typename H>
 __global__ void __launch_bounds__(kThreads)
-    hybrid_attention_kernel(HybridAttentionArgs a, int chunk, int n_sub, float* __restrict__ partial) {
+    hybrid_attention_kernel(HybridAttentionArgs a, int sub_heads, int n_sub, float* __restrict__ partial) {
   HG_SHARED(float, s_q, kMaxGroup* kMaxHeadDim);      // scaled queries [gh][D]
   HG_SHARED(float, s_p, kMaxGroup* kTile);            // scores, then exp(score - max) [gh][kTile]
   HG_SHARED(float, s_red, kMaxGroup * 2 * kThreads);  // P·V partials [r][gh][D]
+  HG_SHARED(int, s_slot, kTile);                      // the tile's union_slot()s
+  HG_SHARED(int, s_union, 3);                         // the row's RowUnion
   HG_SHARED(float, s_m, kMaxGroup);
   HG_SHARED(float, s_l, kMaxGroup);
   HG_SHARED(float, s_alpha, kMaxGroup);
@@ -125,16 +118,12 @@ __global__ void __launch_bounds__(kThreads)
   const int g = blockIdx.y / n_sub, sub = blockIdx.y % n_sub;
   const int i = blockIdx.z;
   const int group = a.n_heads / a.n_kv_heads;
-  const int h0 = g * group + sub * kMaxGroup;
-  const int gh = min(kMaxGroup, group - sub * kMaxGroup);
+  const int h0 = g * group + sub * sub_heads;
+  const int gh = min(sub_heads, group - sub * sub_heads);
   const int D = a.head_dim, pairs = D / 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int host_k = union_host_tokens(a.host);
   const bool fetched = a.host.kind == HostPart::Kind::KeyValue;
-  const int32_t* slot_row = a.tokens.slot + static_cast<int64_t>(g) * a.tokens.stride;
-  const RowUnion u = row_union(a.tokens, a.tokens.pos + static_cast<int64_t>(g) * a.tokens.stride, a.pos0 + i, host_k);
-  const int t0 = split * chunk;
-  const int t1 = min(u.size(), t0 + chunk);
   const int64_t head_stride = a.capacity * D;
   const T* kbase = static_cast<const T*>(a.k_cache) + g * head_stride;
   const T* vbase = static_cast<const T*>(a.v_cache) + g * head_stride;
@@ -147,7 +136,19 @@ __global__ void __launch_bounds__(kThreads)
     s_m[threadIdx.x] = -INFINITY;
     s_l[threadIdx.x] = 0.0f;
   }
+  if (threadIdx.x == 0) {
+    const int visible = visible_tokens(a.tokens, g, a.pos0 + i);
+    const int lead = min(a.tokens.n_lead, visible);
+    s_union[0] = lead;
+    s_union[1] = host_k;
+    s_union[2] = visible - lead;
+  }
   __syncthreads();
+  const RowUnion u{s_union[0], s_union[1], s_union[2]};
+  // Equal splits of the bound; this row's union may end sooner.
+  const int64_t bound = max_union(a);
+  const int t0 = static_cast<int>(bound * split / splits);
+  const int t1 = min(u.size(), static_cast<int>(bound * (split + 1) / splits));
 
   const int lanes_r = kThreads / pairs;  // token lanes of phase 3
   const int p = threadIdx.x % pairs, r = threadIdx.x / pairs;
@@ -157,34 +158,47 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int tile = t0; tile < t1; tile += kTile) {
     const int len = min(kTile, t1 - tile);
+    for (int tt = threadIdx.x; tt < len; tt += kThreads) s_slot[tt] = union_slot(a.tokens, g, u, tile + tt);
+    __syncthreads();
 
-    // phase 1: scores
-    for (int tt = warp; tt < len; tt += kWarps) {
-      const int t = tile + tt;
-      const bool host = is_host(u, t);
-      if (host && !fetched) {
-        if (lane < gh) s_p[lane * kTile + tt] = host_logit(a.host, h0 + lane, t - u.lead);
-        continue;
+    // phase 1: scores, kInFlight tokens a warp at a time (warp-uniform branches)
+    for (int base = warp * kInFlight; base < len; base += kWarps * kInFlight) {
+      float2 kk[kInFlight][kMaxPairs];
+#pragma unroll
+      for (int f = 0; f < kInFlight; ++f) {
+        const int tt = base + f;
+        const int slot = tt < len ? s_slot[tt] : 0;
+        if (tt < len && slot >= 0)
+          load_key_pairs(kbase + static_cast<int64_t>(slot) * D, lane, pairs, kk[f]);
+        else if (tt < len && fetched)
+          load_key_pairs(host_keys + static_cast<int64_t>(-1 - slot) * D, lane, pairs, kk[f]);
+        else
+          for (float2& x : kk[f]) x = make_float2(0.0f, 0.0f);  // no key: a host logit, or past the tile
       }
-      float2 kk[kMaxPairs];
-      if (host)
-        load_key_pairs(host_keys + static_cast<int64_t>(t - u.lead) * D, lane, pairs, kk);
-      else
-        load_key_pairs(kbase + window_slot(slot_row, u, t) * D, lane, pairs, kk);
 #pragma unroll
-      for (int hh = 0; hh < kMaxGroup; ++hh) {
-        if (hh < gh) {
-          float s = 0.0f;
+      for (int f = 0; f < kInFlight; ++f) {
+        const int tt = base + f;
+        if (tt >= len) break;
+        const int slot = s_slot[tt];
+        if (slot < 0 && !fetched) {
+          if (lane < gh) s_p[lane * kTile + tt] = host_logit(a.host, h0 + lane, -1 - slot);
+          continue;
+        }
 #pragma unroll
-          for (int j = 0; j < kMaxPairs; ++j) {
-            const int pp = lane + 32 * j;
-            if (pp < pairs) {
-              const float2 qq = *reinterpret_cast<const float2*>(&s_q[hh * D + 2 * pp]);
-              s += qq.x * kk[j].x + qq.y * kk[j].y;
+        for (int hh = 0; hh < kMaxGroup; ++hh) {
+          if (hh < gh) {
+            float s = 0.0f;
+#pragma unroll
+            for (int j = 0; j < kMaxPairs; ++j) {
+              const int pp = lane + 32 * j;
+              if (pp < pairs) {
+                const float2 qq = *reinterpret_cast<const float2*>(&s_q[hh * D + 2 * pp]);
+                s += qq.x * kk[f][j].x + qq.y * kk[f][j].y;
+              }
             }
+            s = warp_sum(s);
+            if (lane == 0) s_p[hh * kTile + tt] = s;
           }
-          s = warp_sum(s);
-          if (lane == 0) s_p[hh * kTile + tt] = s;
         }
       }
     }
@@ -224,10 +238,11 @@ __global__ void __launch_bounds__(kThreads)
           acc[hh].y *= s_alpha[hh];
         }
       }
+#pragma unroll 4
       for (int tt = r; tt < len; tt += lanes_r) {
-        const int t = tile + tt;
-        const float2 vv = is_host(u, t) ? load2(host_v + static_cast<int64_t>(t - u.lead) * D + 2 * p)
-                                        : load2(vbase + window_slot(slot_row, u, t) * D + 2 * p);
+        const int slot = s_slot[tt];
+        const float2 vv = slot < 0 ? load2(host_v + static_cast<int64_t>(-1 - slot) * D + 2 * p)
+                                   : load2(vbase + static_cast<int64_t>(slot) * D + 2 * p);
 #pragma unroll
         for (int hh = 0; hh < kMaxGroup; ++hh) {
           if (hh < gh) {
@@ -238,7 +253,7 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
     }
-    __syncthreads();  // s_p and s_alpha are rewritten by the next tile
+    __syncthreads();  // s_slot, s_p and s_alpha are rewritten by the next tile
   }
 
   if (r < lanes_r) {
@@ -272,48 +287,59 @@ void check_args(const HybridAttentionArgs& a) {
   if (a.host.logits_dtype != DType::F32 && a.host.logits_dtype != DType::F16)
     throw Error("cuda hybrid_attention: host logits must be fp32 or f16");
   if (a.n > 65535) throw Error("cuda hybrid_attention: " + std::to_string(a.n) + " rows > 65535");
-}
-
-// A bound on any row's union (the table lives on the device; rows that see fewer of its tokens
-// leave their last splits empty).
-int64_t max_union(const HybridAttentionArgs& a) {
-  if (a.n <= 0) return 0;
-  return static_cast<int64_t>(a.tokens.count) + union_host_tokens(a.host);
+  if (max_union(a) > (int64_t{1} << 30)) throw Error("cuda hybrid_attention: the token union exceeds 2^30");
 }
 
 }  // namespace
 
-int hybrid_attention_splits(const HybridAttentionArgs& a, int n_sms) {
+HybridLaunch hybrid_attention_plan(const HybridAttentionArgs& a, int n_sms) {
   check_args(a);
-  return static_cast<int>(std::clamp<int64_t>(wave_splits(a, n_sms, max_union(a), kMinChunk), 1, 65535));
+  const int group = a.n_heads / a.n_kv_heads;
+  const int64_t target = 2 * static_cast<int64_t>(std::max(n_sms, 1));
+  const int64_t most_splits = std::clamp<int64_t>(max_union(a) / kMinChunk, 1, 65535);
+  HybridLaunch plan;
+  // From the largest head subgroup down: the first that reaches two waves with splits of at
+  // least kMinChunk tokens, else the smallest.
+  for (int n_sub = (group + kMaxGroup - 1) / kMaxGroup; n_sub <= group; ++n_sub) {
+    const int sub_heads = (group + n_sub - 1) / n_sub;
+    if ((group + sub_heads - 1) / sub_heads != n_sub) continue;  // the same subgroups as a smaller n_sub
+    const int64_t per_split = std::max<int64_t>(1, static_cast<int64_t>(a.n) * a.n_kv_heads * n_sub);
+    plan.sub_heads = sub_heads;
+    plan.n_sub = n_sub;
+    plan.splits = static_cast<int>(std::min((target + per_split - 1) / per_split, most_splits));
+    if (plan.splits * per_split >= target) break;
+  }
+  plan.splits = std::max(plan.splits, 1);
+  return plan;
 }
 
-size_t hybrid_attention_workspace_floats(const HybridAttentionArgs& a, int splits) {
-  return split_workspace_floats(a, splits);
+size_t hybrid_attention_workspace_floats(const HybridAttentionArgs& a, const HybridLaunch& plan) {
+  return split_workspace_floats(a, plan.splits);
 }
 
-void hybrid_attention(const HybridAttentionArgs& a, int splits, float* workspace, cudaStream_t stream) {
+void hybrid_attention(const HybridAttentionArgs& a, const HybridLaunch& plan, float* workspace, cudaStream_t stream) {
   check_args(a);
   if (a.n <= 0) return;
-  splits = std::max(splits, 1);
-  if (splits > 1 && !workspace) throw Error("cuda hybrid_attention: several splits need a workspace");
-  const int n_sub = head_subgroups(a);
-  int64_t chunk = (max_union(a) + splits - 1) / splits;
-  chunk = std::max<int64_t>(kTile, (chunk + kTile - 1) / kTile * kTile);
-  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.n_kv_heads * n_sub),
+  const int group = a.n_heads / a.n_kv_heads;
+  if (plan.splits < 1 || plan.sub_heads < 1 || plan.sub_heads > kMaxGroup ||
+      plan.n_sub != (group + plan.sub_heads - 1) / plan.sub_heads)
+    throw Error("cuda hybrid_attention: a launch plan that does not fit the heads");
+  if (plan.splits > 1 && !workspace) throw Error("cuda hybrid_attention: several splits need a workspace");
+  const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(a.n_kv_heads * plan.n_sub),
                   static_cast<unsigned>(a.n));
   const bool compact = a.host.rows_dtype != DType::F32;
   dispatch_float_type(a.kv_dtype, "hybrid_attention", [&](auto tag) {
     using T = decltype(tag);
     if (compact)
-      HG_LAUNCH(grid, kThreads, 0, stream, hybrid_attention_kernel<T, T>)(a, static_cast<int>(chunk), n_sub, workspace);
+      HG_LAUNCH(grid, kThreads, 0, stream, hybrid_attention_kernel<T, T>)(a, plan.sub_heads, plan.n_sub, workspace);
     else
-      HG_LAUNCH(grid, kThreads, 0, stream, hybrid_attention_kernel<T, float>)(a, static_cast<int>(chunk), n_sub,
+      HG_LAUNCH(grid, kThreads, 0, stream, hybrid_attention_kernel<T, float>)(a, plan.sub_heads, plan.n_sub,
                                                                                workspace);
   });
   HG_CUDA_CHECK_LAUNCH("hybrid_attention_kernel");
-  if (splits > 1) {
-    HG_LAUNCH(static_cast<unsigned>(a.n * a.n_heads), kThreads, 0, stream, hybrid_combine_kernel)(a, workspace, splits);
+  if (plan.splits > 1) {
+    HG_LAUNCH(static_cast<unsigned>(a.n * a.n_heads), kThreads, 0, stream, hybrid_combine_kernel)(a, workspace,
+                                                                                                  plan.splits);
     HG_CUDA_CHECK_LAUNCH("hybrid_combine_kernel");
   }
 }

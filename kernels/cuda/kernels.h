@@ -65,6 +65,19 @@ void embed_quantized(DType wt, const void* table, int64_t cols, const int32_t* i
 void kv_store(DType kv_dtype, void* k_cache, void* v_cache, int64_t capacity, int n_kv_heads, int head_dim,
               const float* k, const float* v, int n, int64_t pos0, cudaStream_t stream);
 
+// kv_store.cu — twin: Device::gather_ring_rows (its default). Rows ring_base + (ring_head + j) %
+// ring_slots, j < n, of each of `blocks` blocks (block_bytes apart) of src0 then src1, to dst
+// [2][blocks][n][row_bytes]; row_bytes and block_bytes whole 4-byte words. One kernel.
+struct RingGather {
+  const void* src0 = nullptr;
+  const void* src1 = nullptr;
+  int64_t blocks = 0;
+  size_t block_bytes = 0;
+  size_t row_bytes = 0;
+  int ring_base = 0, ring_slots = 0, ring_head = 0, n = 0;
+};
+void gather_ring_rows(const RingGather& g, void* dst, cudaStream_t stream);
+
 // attention_decode.cu / attention_prefill.cu — twin: cpu::attention_items.
 // Causal attention of n query rows at positions past .. past+n-1 over a cache
 // [n_kv_heads][capacity][head_dim]; q, out: [n, n_heads, head_dim]. head_dim even, <= 256.
@@ -85,13 +98,21 @@ void attention_prefill(const AttentionArgs& a, cudaStream_t stream);
 
 // hybrid_attention.cu — twin: cpu::hybrid_attention_items. HybridAttentionArgs
 // (kernels/device_tokens.h): n query rows attend over their visible device tokens (a slot table
-// over [n_kv_heads][capacity][head_dim] caches) merged with the host's part; every pointer is
-// device memory. head_dim even, <= 256.
+// or a ring over [n_kv_heads][capacity][head_dim] caches) merged with the host's part; every
+// pointer is device memory. head_dim even, <= 256.
 // Split-K over each row's token union (online softmax within a split), then a combine kernel that
-// also merges a host Partial. `workspace` holds hybrid_attention_workspace_floats(...) floats.
-int hybrid_attention_splits(const HybridAttentionArgs& a, int n_sms);
-size_t hybrid_attention_workspace_floats(const HybridAttentionArgs& a, int splits);
-void hybrid_attention(const HybridAttentionArgs& a, int splits, float* workspace, cudaStream_t stream);
+// also merges a host Partial. The plan: `splits` equal splits of the union, query heads in n_sub
+// subgroups of up to sub_heads heads per kv head; blocks() of them, at least two waves over
+// n_sms SMs where the union allows. `workspace` holds hybrid_attention_workspace_floats(...) floats.
+struct HybridLaunch {
+  int splits = 1;
+  int sub_heads = 1;
+  int n_sub = 1;
+  int64_t blocks(const AttentionRows& a) const { return int64_t{splits} * a.n_kv_heads * n_sub * a.n; }
+};
+HybridLaunch hybrid_attention_plan(const HybridAttentionArgs& a, int n_sms);
+size_t hybrid_attention_workspace_floats(const HybridAttentionArgs& a, const HybridLaunch& plan);
+void hybrid_attention(const HybridAttentionArgs& a, const HybridLaunch& plan, float* workspace, cudaStream_t stream);
 
 }  // namespace HG_CUDA_BACKEND
 }  // namespace hg::cuda

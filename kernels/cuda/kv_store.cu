@@ -2,6 +2,8 @@
 // the [n_kv_heads][capacity][head_dim] cache, rounded to nearest even into f16/bf16 like the twin
 // (cpu::kv_store_rows). One thread per element; reads are coalesced, writes are contiguous per
 // (token, kv head) run of head_dim elements.
+// Ring gather (an eviction's rows of every layer and kv-head into one buffer): one thread per
+// 4-byte word of the output, which is contiguous; each row's reads are too.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels.h"
@@ -28,7 +30,31 @@ __global__ void kv_store_kernel(T* __restrict__ k_cache, T* __restrict__ v_cache
   }
 }
 
+__global__ void gather_ring_rows_kernel(RingGather g, uint32_t* __restrict__ dst, int64_t words) {
+  const int64_t row_words = static_cast<int64_t>(g.row_bytes / 4);
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < words;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = e / row_words, w = e - row * row_words;  // row = (s * blocks + b) * n + j
+    const int j = static_cast<int>(row % g.n);
+    const int64_t sb = row / g.n;
+    const int s = static_cast<int>(sb / g.blocks);
+    const int64_t b = sb - s * g.blocks;
+    const int slot = g.ring_base + (g.ring_head + j) % g.ring_slots;
+    const auto* src = static_cast<const uint32_t*>(s == 0 ? g.src0 : g.src1);
+    dst[e] = src[(b * static_cast<int64_t>(g.block_bytes) + static_cast<int64_t>(slot) * g.row_bytes) / 4 + w];
+  }
+}
+
 }  // namespace
+
+void gather_ring_rows(const RingGather& g, void* dst, cudaStream_t stream) {
+  if (g.row_bytes % 4 != 0 || g.block_bytes % 4 != 0)
+    throw Error("cuda gather_ring_rows: rows of " + std::to_string(g.row_bytes) + " bytes are not whole words");
+  if (g.n <= 0 || g.blocks <= 0 || g.row_bytes == 0) return;
+  const int64_t words = 2 * g.blocks * g.n * static_cast<int64_t>(g.row_bytes / 4);
+  HG_LAUNCH(blocks_for(words, 256), 256, 0, stream, gather_ring_rows_kernel)(g, static_cast<uint32_t*>(dst), words);
+  HG_CUDA_CHECK_LAUNCH("gather_ring_rows_kernel");
+}
 
 void kv_store(DType kv_dtype, void* k_cache, void* v_cache, int64_t capacity, int n_kv_heads, int head_dim,
               const float* k, const float* v, int n, int64_t pos0, cudaStream_t stream) {

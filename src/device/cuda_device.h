@@ -65,6 +65,7 @@ class CudaDevice final : public Device {
   void hybrid_attention(const HybridAttentionArgs& a) override;
 
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
+  void gather_ring_rows(const RingRows& r, void* dst) override;
   void copy_to_device_async(void* dst, const void* src_host, size_t bytes) override;
   int64_t copy_fence() override;
   void wait_copy_fence(int64_t f) override;

@@ -9,6 +9,7 @@
 #include "device/cuda_device.h"
 #include "hybridgen/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/kernels.h"
 
 namespace hg {
 inline namespace HG_CUDA_BACKEND {
@@ -42,6 +43,26 @@ void CudaDevice::copy_on_device(void* dst, const void* src, size_t bytes) {
   issue();
   if (capturing_) ++capture_copies_;
   HG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, compute_));
+}
+
+void CudaDevice::gather_ring_rows(const RingRows& r, void* dst) {
+  if (!r.src[0] || !r.src[1]) return Device::gather_ring_rows(r, dst);  // one source: copies
+  if (r.n <= 0 || r.blocks <= 0) return;
+  if (r.ring_slots <= 0 || r.n > r.ring_slots || r.ring_head < 0 || r.ring_head >= r.ring_slots)
+    throw Error("gather_ring_rows: " + std::to_string(r.n) + " rows from head " + std::to_string(r.ring_head) +
+                " of a ring of " + std::to_string(r.ring_slots));
+  issue();
+  cuda::RingGather g;
+  g.src0 = r.src[0];
+  g.src1 = r.src[1];
+  g.blocks = r.blocks;
+  g.block_bytes = r.block_bytes;
+  g.row_bytes = r.row_bytes;
+  g.ring_base = r.ring_base;
+  g.ring_slots = r.ring_slots;
+  g.ring_head = r.ring_head;
+  g.n = r.n;
+  cuda::gather_ring_rows(g, dst, compute_);
 }
 
 void CudaDevice::copy_to_device_async(void* dst, const void* src_host, size_t bytes) {

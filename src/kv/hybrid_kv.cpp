@@ -1,6 +1,7 @@
 #include "kv/hybrid_kv.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "hybridgen/error.h"
 #include "kernels/cpu/attention.h"
@@ -22,14 +23,18 @@ HybridKv::HybridKv(Device& device, const ModelSpec& spec, const HybridKvLayout& 
   const size_t bytes = static_cast<size_t>(spec.kv_dim()) * std::max<size_t>(slots, 1) * dtype_block_bytes(dtype);
   seqs_.resize(static_cast<size_t>(n_seqs));
   for (auto& s : seqs_) {
+    // Every layer's window in one allocation each for K and V, [layer][kv-head][slot][head_dim]:
+    // an eviction gathers its rows from all of them at once.
+    s.k_all = static_cast<std::byte*>(device.alloc(bytes * spec.n_layers));
+    s.v_all = static_cast<std::byte*>(device.alloc(bytes * spec.n_layers));
     for (int l = 0; l < spec.n_layers; ++l) {
       KvView v;
       v.dtype = dtype;
       v.capacity = static_cast<int64_t>(slots);
       v.n_kv_heads = spec.n_kv_heads;
       v.head_dim = spec.head_dim;
-      v.k = device.alloc(bytes);
-      v.v = device.alloc(bytes);
+      v.k = s.k_all + bytes * l;
+      v.v = s.v_all + bytes * l;
       s.window.push_back(v);
     }
     const int host_capacity = layout.keep_evicted ? std::max(1, ctx - sink_slots_) : 1;
@@ -40,20 +45,21 @@ HybridKv::HybridKv(Device& device, const ModelSpec& spec, const HybridKvLayout& 
     s.slot.resize(std::max<size_t>(slots, 1) * tables);
     s.pos.resize(std::max<size_t>(slots, 1) * tables);
     if (heavy_slots_ > 0) s.heavy = std::make_unique<HeavySlots>(spec, sink_slots_ + ring_slots_, heavy_slots_);
-    s.slot_dev = static_cast<int32_t*>(device.alloc(sizeof(int32_t) * s.slot.size()));
-    s.pos_dev = static_cast<int32_t*>(device.alloc(sizeof(int32_t) * s.pos.size()));
+    if (per_head_tables()) {  // otherwise the kernels get the ring's parameters
+      s.slot_dev = static_cast<int32_t*>(device.alloc(sizeof(int32_t) * s.slot.size()));
+      s.pos_dev = static_cast<int32_t*>(device.alloc(sizeof(int32_t) * s.pos.size()));
+    }
   }
   for (int i = 0; i < n_seqs; ++i) reset(i);
 }
 
 HybridKv::~HybridKv() {
+  if (evict_dev_) device_.free(evict_dev_);
   for (auto& s : seqs_) {
-    for (auto& v : s.window) {
-      device_.free(v.k);
-      device_.free(v.v);
-    }
-    device_.free(s.slot_dev);
-    device_.free(s.pos_dev);
+    device_.free(s.k_all);
+    device_.free(s.v_all);
+    if (s.slot_dev) device_.free(s.slot_dev);
+    if (s.pos_dev) device_.free(s.pos_dev);
   }
 }
 
@@ -67,13 +73,21 @@ void HybridKv::reset(int seq) {
 
 DeviceTokens HybridKv::tokens(int seq, int layer) const {
   const Seq& s = seqs_[static_cast<size_t>(seq)];
-  const size_t table = per_head_tables() ? static_cast<size_t>(layer) * spec_.n_kv_heads * table_row() : 0;
   DeviceTokens t;
+  t.count = s.table_count;
+  t.n_lead = s.n_sinks;
+  if (!per_head_tables()) {  // the sinks and the ring, as parameters
+    t.ring = true;
+    t.ring_base = sink_slots_;
+    t.ring_slots = ring_slots_;
+    t.ring_head = s.ring_head;
+    t.ring_pos0 = s.ring_pos0;
+    return t;
+  }
+  const size_t table = static_cast<size_t>(layer) * spec_.n_kv_heads * table_row();
   t.slot = s.slot_dev + table;
   t.pos = s.pos_dev + table;
-  t.count = s.table_count;
-  t.stride = per_head_tables() ? table_row() : 0;
-  t.n_lead = s.n_sinks;
+  t.stride = table_row();
   return t;
 }
 
@@ -104,7 +118,8 @@ void HybridKv::update_table(Seq& s) {
     }
     s.table_count = n;  // the same for every table: each heavy set holds min(heavy, evicted) tokens
   }
-  const size_t bytes = sizeof(int32_t) * (n_tables > 1 ? s.slot.size() : static_cast<size_t>(s.table_count));
+  if (!per_head_tables()) return;  // tokens() describes the ring by its parameters
+  const size_t bytes = sizeof(int32_t) * s.slot.size();
   device_.copy_to_device(s.slot_dev, s.slot.data(), bytes);
   device_.copy_to_device(s.pos_dev, s.pos.data(), bytes);
 }
@@ -116,34 +131,42 @@ void HybridKv::evict(int seq, Seq& s, int n) {
   int64_t host_first = 0;
   if (layout_.keep_evicted) {
     host_first = s.host->append_tokens(n);
-    // Every run but the last is queued without a wait (DMA into the registered host store); the
-    // last one's copy_to_host waits for it and, the compute stream being in order, for them all:
-    // the host stage reads these rows next. One wait per eviction.
-    evict_runs_.clear();
-    for (int l = 0; l < spec_.n_layers; ++l) {
-      const KvView& w = s.window[static_cast<size_t>(l)];
-      for (int g = 0; g < spec_.n_kv_heads; ++g) {
-        // Copy runs that are contiguous on both sides: split at the ring's wrap and at host
-        // token-block boundaries.
-        for (int j = 0; j < n;) {
-          const int ring_off = (s.ring_head + j) % ring_slots_;
-          const int64_t t = host_first + j;
-          const int block_left = s.host->k_layout(l).block_tokens - static_cast<int>(t % s.host->k_layout(l).block_tokens);
-          const int run = std::min({n - j, ring_slots_ - ring_off, block_left});
-          const size_t src = (static_cast<size_t>(g) * w.capacity + sink_slots_ + ring_off) * row;
-          evict_runs_.push_back({s.host->k_row(l, g, t), static_cast<const std::byte*>(w.k) + src, row * run});
-          evict_runs_.push_back({s.host->v_row(l, g, t), static_cast<const std::byte*>(w.v) + src, row * run});
-          j += run;
+    // One gather of the n oldest window rows of every layer and kv-head, K then V, and one copy
+    // to the host, which waits (the host stage reads these rows next); then host copies into the
+    // store's token blocks.
+    const int64_t blocks = static_cast<int64_t>(spec_.n_layers) * spec_.n_kv_heads;
+    Device::RingRows rows;
+    rows.src[0] = s.k_all;
+    rows.src[1] = s.v_all;
+    rows.blocks = blocks;
+    rows.block_bytes = static_cast<size_t>(s.window[0].capacity) * row;
+    rows.row_bytes = row;
+    rows.ring_base = sink_slots_;
+    rows.ring_slots = ring_slots_;
+    rows.ring_head = s.ring_head;
+    rows.n = n;
+    const size_t bytes = 2 * static_cast<size_t>(blocks) * n * row;
+    if (bytes > evict_dev_bytes_) {
+      if (evict_dev_) device_.free(evict_dev_);
+      evict_dev_ = device_.alloc(bytes);
+      evict_dev_bytes_ = bytes;
+    }
+    evict_host_.resize(bytes);
+    device_.gather_ring_rows(rows, evict_dev_);
+    device_.copy_to_host(evict_host_.data(), evict_dev_, bytes);
+    const std::byte* from = evict_host_.data();
+    for (int kv = 0; kv < 2; ++kv)
+      for (int l = 0; l < spec_.n_layers; ++l)
+        for (int g = 0; g < spec_.n_kv_heads; ++g, from += static_cast<size_t>(n) * row) {
+          const int block_tokens = s.host->k_layout(l).block_tokens;
+          for (int j = 0; j < n;) {  // runs within the host store's token blocks
+            const int64_t t = host_first + j;
+            const int run = std::min(n - j, block_tokens - static_cast<int>(t % block_tokens));
+            std::memcpy(kv == 0 ? s.host->k_row(l, g, t) : s.host->v_row(l, g, t), from + static_cast<size_t>(j) * row,
+                        static_cast<size_t>(run) * row);
+            j += run;
+          }
         }
-      }
-    }
-    for (size_t i = 0; i < evict_runs_.size(); ++i) {
-      const EvictRun& r = evict_runs_[i];
-      if (i + 1 < evict_runs_.size())
-        device_.copy_to_host_async(r.host, r.device, r.bytes);
-      else
-        device_.copy_to_host(r.host, r.device, r.bytes);
-    }
     evicted_bytes_ += 2ull * n * row * spec_.n_kv_heads * spec_.n_layers;
     // Past the K budget, the oldest K blocks move to the V node (same addresses).
     spilled_k_blocks_ += s.host->enforce_k_budget(placement_);
@@ -340,6 +363,13 @@ void HybridKv::check_invariants(int seq) const {
     if (j != s.table_count)
       throw Error(where + std::to_string(s.table_count) + " entries for " + std::to_string(j) + " device tokens");
   }
+  // The ring's parameters, which the kernels get instead of a table, list the same tokens.
+  const DeviceTokens tok = tokens(seq, 0);
+  if (tok.ring)
+    for (int j = 0; j < tok.count; ++j)
+      if (token_slot(tok, 0, j) != s.slot[static_cast<size_t>(j)] || token_pos(tok, 0, j) != s.pos[static_cast<size_t>(j)])
+        throw Error("ring of sequence " + std::to_string(seq) + ": token " + std::to_string(j) +
+                    " is not the slot table's");
   for (int p = 0; p < s.length; ++p)
     if (s.map[static_cast<size_t>(p)].place == TokenPlace::Heavy && !in_a_set[static_cast<size_t>(p)])
       throw Error("token map, sequence " + std::to_string(seq) + ", position " + std::to_string(p) +

@@ -5,12 +5,12 @@
 // per layer the device holds K and V as [n_kv_heads][sink_slots + window][head_dim]. The token
 // map records every position's place; eviction moves the oldest block of the window (least
 // recently generated) to the host stores. Prefill writes each token where it will live.
-// The kernels never see the ring: they get the slot table of the device tokens (tokens(seq),
-// kernels/device_tokens.h), which this class rebuilds whenever the device set changes.
+// The kernels get the device tokens (tokens(seq), kernels/device_tokens.h) as the ring's
+// parameters; a host copy of the same list (a slot table) serves the observers and the checks.
 // Heavy-hitter pruning (h2o, keyformer: layout.heavy > 0 with keep_evicted false) adds `heavy`
 // slots per layer and kv-head after the ring (kv/heavy_slots.h: who stays is the retainer's
-// choice, the policy's pruner). The slot table then has one row per kv-head and one table per
-// layer (per_head_tables()).
+// choice, the policy's pruner). The kernels then get slot tables, one row per kv-head and one
+// table per layer (per_head_tables()), copied to the device whenever the device set changes.
 #pragma once
 #include <functional>
 #include <memory>
@@ -43,8 +43,9 @@ class HybridKv {
   int length(int seq) const { return seqs_[static_cast<size_t>(seq)].length; }
   void reset(int seq);
   const KvView& window(int seq, int layer) const { return seqs_[static_cast<size_t>(seq)].window[static_cast<size_t>(layer)]; }
-  // The device tokens of layer `layer` of `seq` in device memory: one row shared by all kv-heads
-  // and layers, or with heavy hitters one row per kv-head.
+  // The device tokens of layer `layer` of `seq`: the sinks and the ring by their parameters (the
+  // same for every layer and kv-head), or with heavy hitters a table in device memory, one row
+  // per kv-head.
   DeviceTokens tokens(int seq, int layer) const;
   // The same table's positions on the host: [n_kv_heads][count] with heavy hitters, else [count].
   const int32_t* token_positions(int seq, int layer) const;
@@ -82,7 +83,9 @@ class HybridKv {
 
  private:
   struct Seq {
-    std::vector<KvView> window;  // per layer
+    std::byte* k_all = nullptr;  // every layer's window: [n_layers][n_kv_heads][slots][head_dim]
+    std::byte* v_all = nullptr;
+    std::vector<KvView> window;  // per layer, into k_all and v_all
     std::unique_ptr<HeavySlots> heavy;  // heavy-hitter pruning only
     std::unique_ptr<HostStore> host;
     std::vector<TokenLocation> map;  // per position
@@ -92,7 +95,7 @@ class HybridKv {
     // the slot table, host copy: [sink_slots + window], or [n_layers][n_kv_heads][table_row()]
     // with heavy hitters
     std::vector<int32_t> slot, pos;
-    int32_t* slot_dev = nullptr;               // the same on the device
+    int32_t* slot_dev = nullptr;               // the same on the device (heavy hitters only)
     int32_t* pos_dev = nullptr;
     int table_count = 0;
   };
@@ -105,7 +108,8 @@ class HybridKv {
   bool per_head_tables() const { return heavy_slots_ > 0; }
   int n_tables() const { return per_head_tables() ? spec_.n_layers * spec_.n_kv_heads : 1; }
   int table_row() const { return sink_slots_ + ring_slots_ + heavy_slots_; }
-  // Rebuilds the slot table from the sinks and the ring and copies it to the device.
+  // Rebuilds the slot table from the sinks and the ring (and copies it to the device with heavy
+  // hitters).
   void update_table(Seq& s);
 
   Device& device_;
@@ -116,12 +120,9 @@ class HybridKv {
   int sink_slots_, ring_slots_, heavy_slots_;
   Retainer retainer_;
   std::vector<std::byte> row_k_, row_v_;  // one K and one V row, staging for heavy-slot copies
-  struct EvictRun {
-    void* host;
-    const void* device;
-    size_t bytes;
-  };
-  std::vector<EvictRun> evict_runs_;  // an eviction's device -> host copies (reused)
+  void* evict_dev_ = nullptr;          // an eviction's rows gathered on the device
+  size_t evict_dev_bytes_ = 0;
+  std::vector<std::byte> evict_host_;  // the same on the host
   std::vector<Seq> seqs_;
   uint64_t evicted_bytes_ = 0;
   uint64_t spilled_k_blocks_ = 0;

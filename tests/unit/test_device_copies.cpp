@@ -1,12 +1,16 @@
 // The Device copy paths the offload policy and a pruning cache use, on the CPU device (always)
 // and the CUDA device (skipped without a GPU): copies queued on the copy stream land once their
 // fence is waited for, two staging buffers filled alternately keep their own contents, device ->
-// device copies move rows within a cache, and timing marks give non-negative durations.
+// device copies move rows within a cache, timing marks give non-negative durations, and an
+// eviction's ring gather takes the right rows of every block, across the ring's wrap (on the CUDA
+// device in one kernel launch).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "device/device.h"
@@ -68,14 +72,57 @@ void check_copies(Device& d) {
   EXPECT_GE(d.timing_elapsed_ms(t0, t1), 0.0);
 }
 
+// Rows of `words` 4-byte words: 6 blocks of 5 sink slots + a ring of 11, each word numbered.
+void check_ring_gather(Device& d, int words) {
+  const int blocks = 6, ring_base = 5, ring_slots = 11, slots = ring_base + ring_slots;
+  const size_t row_bytes = 4 * static_cast<size_t>(words), block_bytes = slots * row_bytes;
+  std::vector<uint32_t> k(static_cast<size_t>(blocks) * slots * words), v(k.size());
+  std::iota(k.begin(), k.end(), 0u);
+  std::iota(v.begin(), v.end(), 1000000u);
+  auto k_dev = to_device(d, k), v_dev = to_device(d, v);
+  for (const auto& [head, n] : {std::pair{0, 4}, {9, 5}, {3, 11}, {10, 1}}) {  // {9, 5} and {3, 11} wrap
+    SCOPED_TRACE("head " + std::to_string(head) + " n " + std::to_string(n) + " row words " + std::to_string(words));
+    Device::RingRows r;
+    r.src[0] = k_dev->get();
+    r.src[1] = v_dev->get();
+    r.blocks = blocks;
+    r.block_bytes = block_bytes;
+    r.row_bytes = row_bytes;
+    r.ring_base = ring_base;
+    r.ring_slots = ring_slots;
+    r.ring_head = head;
+    r.n = n;
+    const size_t out_words = 2 * static_cast<size_t>(blocks) * n * words;
+    DeviceBuffer out(d, 4 * out_words);
+    const auto before = d.counters();
+    d.gather_ring_rows(r, out.get());
+    if (before) {
+      EXPECT_EQ(d.counters()->launches, before->launches + 1) << "one kernel for the whole eviction";
+    }
+    const auto got = to_host<uint32_t>(d, out, out_words);
+    size_t at = 0;
+    for (const auto* src : {&k, &v})
+      for (int b = 0; b < blocks; ++b)
+        for (int j = 0; j < n; ++j) {
+          const int slot = ring_base + (head + j) % ring_slots;
+          for (int w = 0; w < words; ++w, ++at)
+            ASSERT_EQ(got[at], (*src)[(static_cast<size_t>(b) * slots + slot) * words + w]) << "block " << b << " row " << j;
+        }
+  }
+}
+
 TEST(DeviceCopies, CpuDevice) {
   auto d = make_cpu_device(2);
   check_copies(*d);
+  check_ring_gather(*d, 32);
+  check_ring_gather(*d, 3);
 }
 
 TEST(DeviceCopies, CudaDevice) {
   auto d = make_cuda_test_device();
   check_copies(*d);
+  check_ring_gather(*d, 32);
+  check_ring_gather(*d, 3);
 }
 
 }  // namespace
