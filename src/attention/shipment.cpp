@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <utility>
 
+#include "hybridgen/error.h"
 #include "kernels/cpu/attention.h"
 
 namespace hg {
@@ -17,15 +21,50 @@ void grow_device_buffers(Device& device, std::initializer_list<float**> buffers,
   }
 }
 
+PinnedBuffer::PinnedBuffer(PinnedBuffer&& o) noexcept
+    : registrar_(o.registrar_), ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+
+void PinnedBuffer::release() {
+  if (!ptr_) return;
+  if (registrar_) registrar_->unregister_range(ptr_, bytes_);
+  std::free(ptr_);
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+std::byte* PinnedBuffer::reserve(size_t bytes) {
+  if (bytes <= bytes_) return ptr_;
+  constexpr size_t kPage = 4096;
+  const size_t want = (std::max(bytes, 2 * bytes_) + kPage - 1) / kPage * kPage;
+  release();
+  ptr_ = static_cast<std::byte*>(std::aligned_alloc(kPage, want));
+  if (!ptr_) throw Error("cannot allocate a " + std::to_string(want) + "-byte shipment buffer");
+  bytes_ = want;
+  if (registrar_) registrar_->register_range(ptr_, bytes_);
+  return ptr_;
+}
+
+namespace {
+
+constexpr size_t align16(size_t bytes) { return (bytes + 15) / 16 * 16; }
+
+}  // namespace
+
 HostShipment::HostShipment(Device& device, const ModelSpec& spec, int n_seqs, DType kv_dtype)
     : device_(device),
       spec_(spec),
       n_seqs_(n_seqs),
-      fetched_(static_cast<size_t>(spec.n_layers) * n_seqs),
       kv_dtype_(kv_dtype),
-      compact_(!device.memory().host && (kv_dtype == DType::BF16 || kv_dtype == DType::F16)) {}
+      staged_(!device.memory().host),
+      compact_(staged_ && (kv_dtype == DType::BF16 || kv_dtype == DType::F16)),
+      layer_parts_{PinnedBuffer(device.dma_registrar()), PinnedBuffer(device.dma_registrar())} {
+  fetched_.reserve(static_cast<size_t>(spec.n_layers) * n_seqs);
+  for (int i = 0; i < spec.n_layers * n_seqs; ++i) fetched_.push_back(FetchStaging{.host = PinnedBuffer(device.dma_registrar())});
+}
 
 HostShipment::~HostShipment() {
+  // No copy out of the pinned buffers may still run when they are freed.
+  if (staged_) device_.synchronize();
   for (auto& b : rows_)
     for (float* p : {b.logits, b.v, b.out, b.lse})
       if (p) device_.free(p);
@@ -51,45 +90,84 @@ size_t HostShipment::compact_max_offset(int K) const {
   return (logits_bytes + 3) / 4 * 4;
 }
 
-size_t HostShipment::compact_rows(const std::vector<float>& rows, std::vector<std::byte>& out) const {
-  const size_t bytes = rows.size() * dtype_block_bytes(kv_dtype_);
-  out.resize(bytes);
-  cpu::store_kv_row(kv_dtype_, out.data(), rows.data(), static_cast<int>(rows.size()));
-  return bytes;
+size_t HostShipment::row_bytes(size_t floats) const {
+  return floats * (compact_ ? dtype_block_bytes(kv_dtype_) : sizeof(float));
 }
 
-void HostShipment::compact_logits(const HostResult& r) {
+size_t HostShipment::put_rows(const std::vector<float>& rows, std::byte* out) const {
+  if (!compact_) {
+    std::memcpy(out, rows.data(), sizeof(float) * rows.size());
+  } else {
+    cpu::store_kv_row(kv_dtype_, out, rows.data(), static_cast<int>(rows.size()));
+  }
+  return row_bytes(rows.size());
+}
+
+size_t HostShipment::put_logits(const HostResult& r, std::byte* out) {
   const size_t K = static_cast<size_t>(r.K), heads = static_cast<size_t>(spec_.n_heads);
+  if (!compact_) {
+    std::memcpy(out, r.logits.data(), sizeof(float) * heads * K);
+    return sizeof(float) * heads * K;
+  }
   shifted_.resize(heads * K);
-  logit_max_.resize(heads);
+  const size_t max_at = compact_max_offset(r.K);
+  auto* maxes = reinterpret_cast<float*>(out + max_at);
   for (size_t h = 0; h < heads; ++h) {
     const float* l = r.logits.data() + h * K;
     float m = *std::max_element(l, l + K);
     if (!std::isfinite(m)) m = 0.0f;  // every logit masked: they stay -inf
-    logit_max_[h] = m;
+    maxes[h] = m;
     for (size_t j = 0; j < K; ++j) shifted_[h * K + j] = l[j] - m;
   }
   // One buffer, one copy: the f16 logits, then (4-byte aligned) the maxima.
-  const size_t max_at = compact_max_offset(K);
-  logits16_.resize(max_at + sizeof(float) * heads);
-  cpu::store_kv_row(DType::F16, logits16_.data(), shifted_.data(), static_cast<int>(heads * K));
-  std::memcpy(logits16_.data() + max_at, logit_max_.data(), sizeof(float) * heads);
+  cpu::store_kv_row(DType::F16, out, shifted_.data(), static_cast<int>(heads * K));
+  return max_at + sizeof(float) * heads;
+}
+
+size_t HostShipment::staged_bytes(const HostResult& r, int rows_per_part, bool partial) const {
+  if (partial)
+    return align16(sizeof(float) * rows_per_part * spec_.q_dim()) + align16(sizeof(float) * rows_per_part * spec_.n_heads);
+  if (r.K <= 0 || r.fetch) return 0;
+  const size_t K = static_cast<size_t>(r.K);
+  const size_t logits = compact_ ? compact_max_offset(r.K) + sizeof(float) * spec_.n_heads
+                                 : sizeof(float) * spec_.n_heads * K;
+  return align16(logits) + align16(row_bytes(static_cast<size_t>(spec_.n_kv_heads) * K * spec_.head_dim));
 }
 
 int64_t HostShipment::ship(int layer, std::span<const HostResult> results, int n_rows, bool prefill, bool lse_merge) {
   const int rows_per_part = prefill ? n_rows : 1;
+  const auto result = [&](int i) -> const HostResult& { return results[static_cast<size_t>(prefill ? 0 : i)]; };
+  const auto partial = [&](const HostResult& r) { return prefill || (lse_merge && !r.fetch); };
+  // Beside a GPU every part is written into this layer parity's pinned buffer and crosses from it
+  // without a host wait; the buffer's last copies (two layers ago) have run by now, normally.
+  std::byte* at = nullptr;
+  const size_t parity = static_cast<size_t>(layer % 2);
+  if (staged_) {
+    size_t need = 0;
+    for (int i = 0; i < n_rows; i += rows_per_part) need += staged_bytes(result(i), rows_per_part, partial(result(i)));
+    device_.wait_compute_fence(layer_fence_[parity]);
+    at = layer_parts_[parity].reserve(need);
+  }
+  // Copies `bytes` of `src` (host) to dst: from the pinned buffer, or directly on the CPU device.
+  const auto send = [&](void* dst, const void* src, size_t bytes) {
+    if (!staged_) return device_.copy_to_device(dst, src, bytes);
+    std::memcpy(at, src, bytes);
+    device_.copy_to_device_queued(dst, at, bytes);
+    at += align16(bytes);
+  };
   int64_t bytes = 0;
   bool fetching = false;
+  std::vector<FetchStaging*> fetches;
   for (int i = 0; i < n_rows; i += rows_per_part) {
-    const HostResult& r = results[static_cast<size_t>(prefill ? 0 : i)];
+    const HostResult& r = result(i);
     HostPart& part = parts_[static_cast<size_t>(i)];
     part = HostPart{};
-    if (prefill || (lse_merge && !r.fetch)) {
+    if (partial(r)) {
       const size_t outs = static_cast<size_t>(rows_per_part) * spec_.q_dim();
       const size_t lses = static_cast<size_t>(rows_per_part) * spec_.n_heads;
       RowBuffers& b = row_buffers(i, outs);
-      device_.copy_to_device(b.out, r.out.data(), sizeof(float) * outs);
-      device_.copy_to_device(b.lse, r.lse.data(), sizeof(float) * lses);
+      send(b.out, r.out.data(), sizeof(float) * outs);
+      send(b.lse, r.lse.data(), sizeof(float) * lses);
       part = {.kind = HostPart::Kind::Partial, .out = b.out, .lse = b.lse};
       bytes += static_cast<int64_t>(sizeof(float) * (outs + lses));
     } else if (r.K > 0 && r.fetch) {
@@ -100,13 +178,17 @@ int64_t HostShipment::ship(int layer, std::span<const HostResult> results, int n
       if (!fetch_ordered_) device_.copies_after_compute();  // behind the previous step's reads of every staging
       fetch_ordered_ = fetching = true;
       part = {.kind = HostPart::Kind::KeyValue, .K = r.K, .k = f.k, .v = f.v};
-      if (compact_) {
-        const size_t row_bytes = compact_rows(r.k, f.k_host);
-        compact_rows(r.v, f.v_host);
-        device_.copy_to_device_async(f.k, f.k_host.data(), row_bytes);
-        device_.copy_to_device_async(f.v, f.v_host.data(), row_bytes);
-        part.rows_dtype = kv_dtype_;
-        bytes += static_cast<int64_t>(2 * row_bytes);
+      if (staged_) {
+        const size_t rb = row_bytes(floats);
+        device_.wait_compute_fence(f.fence);  // the last step's copies from it ran
+        std::byte* host = f.host.reserve(2 * align16(rb));
+        put_rows(r.k, host);
+        put_rows(r.v, host + align16(rb));
+        device_.copy_to_device_async(f.k, host, rb);
+        device_.copy_to_device_async(f.v, host + align16(rb), rb);
+        if (compact_) part.rows_dtype = kv_dtype_;
+        fetches.push_back(&f);
+        bytes += static_cast<int64_t>(2 * rb);
       } else {
         device_.copy_to_device_async(f.k, r.k.data(), sizeof(float) * floats);
         device_.copy_to_device_async(f.v, r.v.data(), sizeof(float) * floats);
@@ -117,16 +199,20 @@ int64_t HostShipment::ship(int layer, std::span<const HostResult> results, int n
       const size_t nl = static_cast<size_t>(spec_.n_heads) * r.K;
       RowBuffers& b = row_buffers(i, std::max(nv, nl + spec_.n_heads));
       part = {.kind = HostPart::Kind::Logits, .K = r.K, .logits = b.logits, .v = b.v};
-      if (compact_) {
-        compact_logits(r);
-        const size_t v_bytes = compact_rows(r.v, v16_);
-        device_.copy_to_device(b.logits, logits16_.data(), logits16_.size());
-        device_.copy_to_device(b.v, v16_.data(), v_bytes);
-        part.logits_dtype = DType::F16;
-        part.logit_max =
-            reinterpret_cast<const float*>(reinterpret_cast<const std::byte*>(b.logits) + compact_max_offset(r.K));
-        part.rows_dtype = kv_dtype_;
-        bytes += static_cast<int64_t>(logits16_.size() + v_bytes);
+      if (staged_) {
+        const size_t logit_bytes = put_logits(r, at);
+        device_.copy_to_device_queued(b.logits, at, logit_bytes);
+        at += align16(logit_bytes);
+        const size_t v_bytes = put_rows(r.v, at);
+        device_.copy_to_device_queued(b.v, at, v_bytes);
+        at += align16(v_bytes);
+        if (compact_) {
+          part.logits_dtype = DType::F16;
+          part.logit_max =
+              reinterpret_cast<const float*>(reinterpret_cast<const std::byte*>(b.logits) + compact_max_offset(r.K));
+          part.rows_dtype = kv_dtype_;
+        }
+        bytes += static_cast<int64_t>(logit_bytes + v_bytes);
       } else {
         device_.copy_to_device(b.logits, r.logits.data(), sizeof(float) * nl);
         device_.copy_to_device(b.v, r.v.data(), sizeof(float) * nv);
@@ -135,6 +221,12 @@ int64_t HostShipment::ship(int layer, std::span<const HostResult> results, int n
     }
   }
   if (fetching) device_.wait_copy_fence(device_.copy_fence());  // the attention reads the fetched rows
+  if (staged_) {
+    // Behind this layer's copies (and, the fetches, behind the compute's wait for them).
+    const int64_t fence = device_.compute_fence();
+    layer_fence_[parity] = fence;
+    for (FetchStaging* f : fetches) f->fence = fence;
+  }
   return bytes;
 }
 

@@ -7,6 +7,11 @@
 // and V rows in the cache's dtype, as the host store holds them, and logits in f16 less their
 // head's maximum, half the bytes of fp32 over the bus. On the CPU device nothing crosses a bus, and
 // an fp32 cache asks for fp32: both ship fp32.
+// Beside a GPU the parts are written into pinned double buffers (one per layer parity, registered
+// for DMA) and copied on the compute stream without a host wait; a compute fence recorded after a
+// layer's copies guards its buffer's reuse two layers later, a wait that has normally passed
+// long before (the host waited for the next layer's query since). A fetch's rows (the copy
+// stream) have a pinned buffer per layer, guarded the same way.
 #pragma once
 #include <span>
 #include <vector>
@@ -15,6 +20,27 @@
 #include "device/device.h"
 
 namespace hg {
+
+// A host buffer a device copies from by DMA: page-aligned (so that its registration shares no
+// page with other memory) and registered through the device's registrar where it has one.
+// reserve() grows it, discarding its contents: no copy from it may be pending.
+class PinnedBuffer {
+ public:
+  explicit PinnedBuffer(mem::DmaRegistrar* registrar = nullptr) : registrar_(registrar) {}
+  ~PinnedBuffer() { release(); }
+  PinnedBuffer(PinnedBuffer&& o) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(PinnedBuffer&&) = delete;
+  std::byte* reserve(size_t bytes);
+  std::byte* data() const { return ptr_; }
+
+ private:
+  void release();
+  mem::DmaRegistrar* registrar_;
+  std::byte* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
 
 class HostShipment {
  public:
@@ -43,15 +69,21 @@ class HostShipment {
     float* k = nullptr;   // [n_kv_heads][K][head_dim]
     float* v = nullptr;   // [n_kv_heads][K][head_dim]
     size_t capacity = 0;  // floats each buffer holds
-    std::vector<std::byte> k_host, v_host;  // a compact fetch's rows, kept until its copy ran
+    PinnedBuffer host;    // the rows as they cross (K, then V), kept until their copy ran
+    int64_t fence = -1;   // a compute fence behind the attention that read them
   };
   RowBuffers& row_buffers(int row, size_t floats);
   // Where a compact Logits part's maxima follow its f16 logits (bytes, 4-aligned).
   size_t compact_max_offset(int K) const;
-  // The compact form of a row's rows (into `out`) and logits (into logits16_: the f16 logits,
-  // then the maxima).
-  size_t compact_rows(const std::vector<float>& rows, std::vector<std::byte>& out) const;
-  void compact_logits(const HostResult& r);
+  // Bytes of `floats` row values as they cross: the cache's dtype when compact, else fp32.
+  size_t row_bytes(size_t floats) const;
+  // Writes row values (compact: in the cache's dtype) to `out`; returns the bytes.
+  size_t put_rows(const std::vector<float>& rows, std::byte* out) const;
+  // Writes a row's logits (compact: f16 less their head's max, then at compact_max_offset the
+  // fp32 maxima) to `out`; returns the bytes.
+  size_t put_logits(const HostResult& r, std::byte* out);
+  // Bytes a decode row's (or the prefill chunk's) part takes in the layer's pinned buffer.
+  size_t staged_bytes(const HostResult& r, int rows_per_part, bool partial) const;
 
   Device& device_;
   const ModelSpec& spec_;
@@ -64,10 +96,11 @@ class HostShipment {
   bool fetch_ordered_ = false;
   std::vector<HostPart> parts_;  // per row
   DType kv_dtype_;
-  bool compact_;                          // see above
-  std::vector<std::byte> v16_;            // a compact Logits part's V rows
-  std::vector<float> shifted_, logit_max_;  // logits less their head's max; the maxes [n_heads]
-  std::vector<std::byte> logits16_;       // the shifted logits in f16
+  bool staged_;   // beside a GPU: parts cross from the pinned buffers
+  bool compact_;  // see above
+  PinnedBuffer layer_parts_[2];  // by layer parity: the layer's parts as they cross
+  int64_t layer_fence_[2] = {-1, -1};
+  std::vector<float> shifted_;  // logits less their head's max
 };
 
 // Grows device buffers that share one capacity (floats) to hold `floats` each; amortized

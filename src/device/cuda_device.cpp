@@ -117,6 +117,7 @@ CudaDevice::~CudaDevice() {
   }
   for (cudaEvent_t e : timing_) cudaEventDestroy(e);
   for (cudaEvent_t e : copy_fences_) cudaEventDestroy(e);
+  for (cudaEvent_t e : compute_fences_) cudaEventDestroy(e);
   if (compute_done_) cudaEventDestroy(compute_done_);
   cudaEventDestroy(uploaded_);
   if (blas_) cublasDestroy(blas_);

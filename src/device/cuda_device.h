@@ -69,6 +69,9 @@ class CudaDevice final : public Device {
   void copy_to_device_async(void* dst, const void* src_host, size_t bytes) override;
   int64_t copy_fence() override;
   void wait_copy_fence(int64_t f) override;
+  void copy_to_device_queued(void* dst, const void* src_host, size_t bytes) override;
+  int64_t compute_fence() override;
+  void wait_compute_fence(int64_t f) override;
   void copies_after_compute() override;
 
   void decode_step_begin() override;
@@ -180,6 +183,10 @@ class CudaDevice final : public Device {
   uint64_t compute_syncs_ = 0;              // host waits for the whole compute stream so far
   std::vector<cudaEvent_t> copy_fences_;   // ring: fence f is copy_fences_[f % kCopyFences]
   int64_t copy_fence_next_ = 0;
+  // compute fences, a ring of kCopyFences too; with each, compute_syncs_ when it was recorded
+  std::vector<cudaEvent_t> compute_fences_;
+  std::vector<uint64_t> compute_fence_epoch_;
+  int64_t compute_fence_next_ = 0;
   cudaEvent_t compute_done_ = nullptr;     // copies_after_compute
   // CUDA graphs (decode_step_begin): one executable graph per segment of a step (the work between
   // two host waits), updated in place with each step's capture, re-instantiated when its nodes

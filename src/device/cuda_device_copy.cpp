@@ -95,6 +95,43 @@ void CudaDevice::wait_copy_fence(int64_t f) {
   HG_CUDA_CHECK(cudaStreamWaitEvent(compute_, copy_fences_[static_cast<size_t>(f % kCopyFences)], 0));
 }
 
+void CudaDevice::copy_to_device_queued(void* dst, const void* src_host, size_t bytes) {
+  if (bytes == 0) return;
+  if (!pinned(src_host)) return copy_to_device(dst, src_host, bytes);
+  flush_capture();
+  make_current();
+  HG_CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, compute_));
+  counters_.h2d_bytes += bytes;
+}
+
+int64_t CudaDevice::compute_fence() {
+  flush_capture();
+  make_current();
+  if (compute_fences_.empty()) {
+    compute_fences_.resize(kCopyFences);
+    compute_fence_epoch_.resize(kCopyFences);
+    for (auto& e : compute_fences_) HG_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
+  const int64_t f = compute_fence_next_++;
+  const auto at = static_cast<size_t>(f % kCopyFences);
+  HG_CUDA_CHECK(cudaEventRecord(compute_fences_[at], compute_));
+  compute_fence_epoch_[at] = compute_syncs_;
+  return f;
+}
+
+void CudaDevice::wait_compute_fence(int64_t f) {
+  if (f < 0 || compute_fences_.empty()) return;
+  if (f < compute_fence_next_ - kCopyFences) throw Error("cuda compute fence " + std::to_string(f) + " was recycled");
+  if (f >= compute_fence_next_) throw Error("cuda compute fence " + std::to_string(f) + " was never recorded");
+  const auto at = static_cast<size_t>(f % kCopyFences);
+  if (compute_syncs_ > compute_fence_epoch_[at]) return;  // the host waited for the whole stream since
+  make_current();
+  const cudaError_t done = cudaEventQuery(compute_fences_[at]);
+  if (done == cudaSuccess) return;
+  if (done != cudaErrorNotReady) HG_CUDA_CHECK(done);
+  sync_event(compute_fences_[at]);
+}
+
 void CudaDevice::copies_after_compute() {
   flush_capture();
   make_current();

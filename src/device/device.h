@@ -204,6 +204,20 @@ class Device {
   // Copies queued from now on start after the compute work issued so far (a buffer's reuse).
   virtual void copies_after_compute() {}
 
+  // ---- host buffers the compute stream reads later (pinned double buffers) ----
+  // Queues a host -> device copy on the compute stream, in order with its work, without waiting:
+  // from memory registered through dma_registrar() a CUDA device copies by DMA, and src_host must
+  // stay unchanged until a compute fence recorded after the copy has been waited for. From
+  // pageable memory, and on the CPU device, it is copy_to_device (the source is free at once).
+  virtual void copy_to_device_queued(void* dst, const void* src_host, size_t bytes) {
+    copy_to_device(dst, src_host, bytes);
+  }
+  // A fence behind the compute work issued so far (its handle; recycled after a few dozen), and
+  // the host's wait for it, which returns at once, and uncounted, where the fence has passed (or
+  // the host has waited for the whole compute stream since). The CPU device computes in the
+  // caller's order: no fences.
+  virtual int64_t compute_fence() { return -1; }
+  virtual void wait_compute_fence(int64_t /*f*/) {}
 
   // ---- a decode step (CUDA graphs) ----
   // The engine's decode step runs between these two calls (its forward pass, logits copy

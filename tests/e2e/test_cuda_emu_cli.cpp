@@ -63,6 +63,25 @@ TEST(CudaEmuCli, BenchCountsWhatADecodeTokenAsksOfTheDevice) {
   EXPECT_FALSE(nlohmann::json::parse(cpu.out)[0].contains("launches_per_token")) << "the CPU device counts none";
 }
 
+// The hybrid policies beside a GPU: the host's parts cross from pinned double buffers without a
+// wait and the device tokens are the ring's parameters (nothing copied when the window moves),
+// so a decode step waits for each layer's input and true query (the host stage needs both) and
+// for the logits, evictions aside (one wait each): two waits a layer, not four as before.
+TEST(CudaEmuCli, HybridWaitsOnlyForWhatTheHostStageReads) {
+  const std::string model = tiny_model("llama-gqa").string();
+  const nlohmann::json info = json_of(run_hybridgen("info -m '" + model + "' --json"));
+  const double layers = info["n_layers"].get<double>();
+  const nlohmann::json rows = json_of(run_hybridgen("bench -m '" + model +
+                                                    "' -p 0 -n 8 -d 64 -r 1 --device cuda-emu -o json --policy "
+                                                    "hybrid:window=16:k=8:sched=fixed"));
+  ASSERT_EQ(rows.size(), 1u);
+  const nlohmann::json& r = rows[0];
+  EXPECT_GT(r["selected_per_layer"].get<double>(), 0.0) << "the host stage ran: not `full`";
+  EXPECT_GT(r["h2d_bytes_per_token"].get<double>(), 0.0);
+  EXPECT_LE(r["syncs_per_token"].get<double>(), 2 * layers + 1 + 1) << "input, query, logits, an eviction";
+  EXPECT_GE(r["syncs_per_token"].get<double>(), 1.0);
+}
+
 // The CUDA device holds fp32 checkpoints as they are (4 bytes a parameter), bf16 matrices as bf16
 // with fp32 vectors, GGUF block types expanded to bf16; the CPU device keeps them mapped (0).
 TEST(CudaEmuCli, InfoPlansTheWeightsAsTheDeviceStoresThem) {

@@ -3,6 +3,8 @@
 // Attention has its own file (test_device_attention.cpp), whole models test_cuda_engine.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "device/device.h"
@@ -148,6 +150,46 @@ TEST(CudaDevice, HostKvArenasRegisteredForDmaCopyWithoutWaiting) {
     EXPECT_EQ(pageable, values);
   }
   EXPECT_EQ(to_host<float>(*d, *back, n), values);
+}
+
+// The hybrid shipment's pinned double buffers: a queued copy from registered memory makes the
+// host wait for nothing, a compute fence behind it is waited for at most once (not at all once
+// the host has waited for the whole stream since), and what crossed is right. From pageable
+// memory a queued copy is copy_to_device: the source is free at once, one wait.
+TEST(CudaDevice, QueuedCopiesFromPinnedMemoryWaitOnlyOnTheirFence) {
+  auto d = gpu();
+  mem::DmaRegistrar* dma = d->dma_registrar();
+  ASSERT_NE(dma, nullptr);
+  const size_t n = 1 << 14, bytes = sizeof(float) * n;
+  std::mt19937 rng(8);
+  const auto a = uniform_floats(n, rng), b = uniform_floats(n, rng);
+  float* pinned = static_cast<float*>(std::aligned_alloc(4096, bytes));
+  ASSERT_NE(pinned, nullptr);
+  dma->register_range(pinned, bytes);
+  DeviceBuffer dev(*d, bytes);
+  std::copy(a.begin(), a.end(), pinned);
+  const uint64_t s0 = syncs(*d);
+  d->copy_to_device_queued(dev.get(), pinned, bytes);
+  const int64_t f = d->compute_fence();
+  EXPECT_EQ(syncs(*d), s0) << "queued from registered memory: no wait";
+  d->wait_compute_fence(f);
+  EXPECT_LE(syncs(*d), s0 + 1) << "the fence: one wait at most";
+  std::copy(b.begin(), b.end(), pinned);  // the copy ran: the buffer is free again
+  EXPECT_EQ(to_host<float>(*d, dev, n), a);
+  d->copy_to_device_queued(dev.get(), pinned, bytes);
+  const int64_t g = d->compute_fence();
+  EXPECT_EQ(to_host<float>(*d, dev, n), b);  // a wait for the whole stream
+  const uint64_t s1 = syncs(*d);
+  d->wait_compute_fence(g);
+  d->wait_compute_fence(f);
+  EXPECT_EQ(syncs(*d), s1) << "fences the host has waited past cost nothing";
+  std::vector<float> pageable = a;
+  d->copy_to_device_queued(dev.get(), pageable.data(), bytes);
+  EXPECT_EQ(syncs(*d), s1 + 1) << "from pageable memory the copy waits";
+  pageable.assign(n, 0.0f);
+  EXPECT_EQ(to_host<float>(*d, dev, n), a);
+  dma->unregister_range(pinned, bytes);
+  std::free(pinned);
 }
 
 // A decode step's small host arrays: the same positions staged for every layer's RoPE cross once,
