@@ -5,6 +5,7 @@
 // parts between blocks); a device cache [n_kv_heads][capacity][head_dim] is one block of
 // `capacity` tokens (KvView::k_layout, src/device/device.h). Copyable and cheap.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -25,6 +26,16 @@ struct KvLayout {
     return base + static_cast<size_t>(t / block_tokens) * block_stride +
            (static_cast<size_t>(g) * static_cast<size_t>(block_tokens) + static_cast<size_t>(t % block_tokens)) *
                row_bytes();
+  }
+  // Calls fn(t, run) for each run of tokens [first, first + count) within one token block: the
+  // rows of such a run are contiguous (per kv-head), one copy each.
+  template <typename Fn>
+  void for_each_run(int64_t first, int64_t count, Fn&& fn) const {
+    for (int64_t t = first; t < first + count;) {
+      const int64_t run = std::min<int64_t>(first + count - t, block_tokens - t % block_tokens);
+      fn(t, run);
+      t += run;
+    }
   }
 };
 

@@ -28,6 +28,12 @@ __device__ __forceinline__ void load_group(const uint8_t* row, int64_t g, float*
   Q::group(row + (g / Q::kGroups) * Q::kBytes, static_cast<int>(g % Q::kGroups), v);
 }
 
+// Bytes of a weight row of `cols` values in Q's blocks (32 * kGroups values per kBytes block).
+template <class Q>
+int64_t quant_row_bytes(int64_t cols) {
+  return cols / (32 * Q::kGroups) * Q::kBytes;
+}
+
 template <class Q, int N>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     matmul_quantized_kernel(const uint8_t* __restrict__ w, int64_t rows, int64_t cols, int64_t row_bytes,
@@ -96,7 +102,7 @@ void launch_matmul(const void* w, int64_t rows, int64_t cols, const float* x, in
   if constexpr (N > 1) {
     if (n < N) return launch_matmul<Q, N - 1>(w, rows, cols, x, n, y, accumulate, stream);
   }
-  const int64_t row_bytes = cols / (32 * Q::kGroups) * Q::kBytes;
+  const int64_t row_bytes = quant_row_bytes<Q>(cols);
   const auto blocks = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
   HG_LAUNCH(blocks, kWarpsPerBlock * 32, 0, stream, matmul_quantized_kernel<Q, N>)(
       static_cast<const uint8_t*>(w), rows, cols, row_bytes, x, y, accumulate);
@@ -132,7 +138,7 @@ void dequantize_rows_bf16(DType wt, const void* w, int64_t cols, int64_t r0, int
   dispatch_quant_type(wt, "dequantize_rows_bf16", [&](auto q) {
     using Q = decltype(q);
     check_shape<Q>("dequantize_rows_bf16", cols);
-    const int64_t row_bytes = cols / (32 * Q::kGroups) * Q::kBytes;
+    const int64_t row_bytes = quant_row_bytes<Q>(cols);
     HG_LAUNCH(blocks_for(n_groups, 256), 256, 0, stream, dequantize_bf16_kernel<Q>)(
         static_cast<const uint8_t*>(w), cols, row_bytes, r0, n_groups, static_cast<__nv_bfloat16*>(out));
   });
@@ -145,7 +151,7 @@ void embed_quantized(DType wt, const void* table, int64_t cols, const int32_t* i
   dispatch_quant_type(wt, "embed_quantized", [&](auto q) {
     using Q = decltype(q);
     check_shape<Q>("embed_quantized", cols);
-    const int64_t row_bytes = cols / (32 * Q::kGroups) * Q::kBytes;
+    const int64_t row_bytes = quant_row_bytes<Q>(cols);
     HG_LAUNCH(n, 128, 0, stream, embed_quantized_kernel<Q>)(static_cast<const uint8_t*>(table), cols, row_bytes, ids,
                                                             out);
   });

@@ -190,13 +190,11 @@ class OffloadAttention final : public LayerAttention {
     const KvLayout kl = h.k_layout(layer);
     const size_t row = kl.row_bytes();
     for (int g = 0; g < spec_.n_kv_heads; ++g)
-      for (int64_t t = pos0; t < pos0 + n;) {  // runs contiguous in the store: one token block
-        const int64_t run = std::min<int64_t>(pos0 + n - t, kl.block_tokens - t % kl.block_tokens);
+      kl.for_each_run(pos0, n, [&](int64_t t, int64_t run) {
         const size_t src = (static_cast<size_t>(g) * ctx_ + static_cast<size_t>(t)) * row;
         device_.copy_to_host_async(h.k_row(layer, g, t), static_cast<const std::byte*>(view.k) + src, run * row);
         device_.copy_to_host_async(h.v_row(layer, g, t), static_cast<const std::byte*>(view.v) + src, run * row);
-        t += run;
-      }
+      });
   }
 
   // load_cache(layer): the prefix each sequence of the step had before it, host -> staging.
@@ -212,13 +210,11 @@ class OffloadAttention final : public LayerAttention {
       const KvLayout kl = h.k_layout(layer), vl = h.v_layout(layer);
       const size_t row = kl.row_bytes();
       for (int g = 0; g < spec_.n_kv_heads; ++g)
-        for (int64_t t = 0; t < past;) {  // runs contiguous in the store: one token block
-          const int64_t run = std::min<int64_t>(past - t, kl.block_tokens - t % kl.block_tokens);
+        kl.for_each_run(0, past, [&](int64_t t, int64_t run) {
           const size_t dst = (static_cast<size_t>(g) * ctx_ + static_cast<size_t>(t)) * row;
           regions_.push_back({static_cast<std::byte*>(view.k) + dst, kl.row(g, t), run * row});
           regions_.push_back({static_cast<std::byte*>(view.v) + dst, vl.row(g, t), run * row});
-          t += run;
-        }
+        });
       bytes += 2 * past * static_cast<int64_t>(row) * spec_.n_kv_heads;
     }
     device_.copy_to_device_async_batch(regions_.data(), regions_.size());

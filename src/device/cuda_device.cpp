@@ -196,8 +196,7 @@ void CudaDevice::flush_capture() {
   capturing_ = false;
   cudaGraph_t g = nullptr;
   HG_CUDA_CHECK(cudaStreamEndCapture(compute_, &g));
-  const uint64_t launches = cuda::launches_issued().load(std::memory_order_relaxed) - capture_kernels_ +
-                            (counters_.launches - capture_blas_);
+  const uint64_t launches = captured_launches();
   launches_in_graphs_ += launches;
   if (launches + capture_copies_ == 0) {  // nothing was captured
     HG_CUDA_CHECK(cudaGraphDestroy(g));
@@ -226,8 +225,11 @@ void CudaDevice::abort_capture() {
   cudaGraph_t g = nullptr;
   if (cudaStreamEndCapture(compute_, &g) == cudaSuccess && g) cudaGraphDestroy(g);
   cudaGetLastError();
-  launches_in_graphs_ += cuda::launches_issued().load(std::memory_order_relaxed) - capture_kernels_ +
-                         (counters_.launches - capture_blas_);  // never launched: not counted either
+  launches_in_graphs_ += captured_launches();  // never launched: not counted either
+}
+
+uint64_t CudaDevice::captured_launches() const {
+  return cuda::launches_issued().load(std::memory_order_relaxed) - capture_kernels_ + (counters_.launches - capture_blas_);
 }
 
 void CudaDevice::make_current() const {
@@ -280,21 +282,22 @@ void CudaDevice::copy_to_device(void* dst, const void* src_host, size_t bytes) {
     ++counters_.syncs;
 }
 
-void CudaDevice::copy_to_host(void* dst_host, const void* src, size_t bytes) {
-  if (bytes == 0) return;
+void CudaDevice::queue_to_host(void* dst_host, const void* src, size_t bytes) {
   flush_capture();
   make_current();
   HG_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, compute_));
   counters_.d2h_bytes += bytes;
+}
+
+void CudaDevice::copy_to_host(void* dst_host, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  queue_to_host(dst_host, src, bytes);
   sync_stream(compute_);
 }
 
 void CudaDevice::copy_to_host_async(void* dst_host, const void* src, size_t bytes) {
   if (bytes == 0) return;
-  flush_capture();
-  make_current();
-  HG_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, compute_));
-  counters_.d2h_bytes += bytes;
+  queue_to_host(dst_host, src, bytes);
   if (!pinned(dst_host)) sync_stream(compute_);  // into pageable memory the runtime waits for the copy
 }
 

@@ -138,6 +138,10 @@ class CudaDevice final : public Device {
   void flush_capture();
   // Ends a capture an exception left open, launching nothing.
   void abort_capture();
+  // Kernels and GEMMs issued since the open capture began.
+  uint64_t captured_launches() const;
+  // Queues a device -> host copy on the compute stream (after ending an open capture).
+  void queue_to_host(void* dst_host, const void* src, size_t bytes);
   // Whether host memory is pinned or registered (copies from it are asynchronous).
   static bool pinned(const void* host);
   // The host waits for the device: counted in counters_.syncs.

@@ -68,48 +68,42 @@ void CudaDevice::matmul(const DeviceTensor& w, const DeviceTensor& bias, const f
   matmul_group(x, n, &out, 1);
 }
 
-// One cuBLAS GEMM per output (beta 1 for accumulate): the stream orders them, and the input's
-// conversion to the weights' dtype is shared by consecutive outputs of that dtype.
+// One cuBLAS GEMM per output (beta 1 for accumulate), or for weights held in their blocks the
+// quantized GEMV (few rows) or bf16 tiles (many): the stream orders them, and the input's
+// conversion to a 16-bit dtype is shared by consecutive outputs that read it so.
 void CudaDevice::matmul_group(const float* x, int n, const MatmulOut* outs, int count) {
   if (n <= 0) return;
   issue();
   DType converted_to = DType::F32;
-  const void* input = x;
+  const void* converted = nullptr;
+  const auto input_as = [&](DType t, int64_t cols) -> const void* {
+    if (t == DType::F32) return x;
+    if (t != converted_to) {
+      const int64_t elems = static_cast<int64_t>(n) * cols;
+      void* buffer = grow(gemm_input_, sizeof(uint16_t) * static_cast<size_t>(elems));
+      cuda::convert_from_f32(x, elems, t, buffer, compute_);
+      converted = buffer;
+      converted_to = t;
+    }
+    return converted;
+  };
   for (int i = 0; i < count; ++i) {
     const DeviceTensor& w = *outs[i].w;
     if (!w.present()) throw Error("matmul: weight not uploaded");
-    if (cuda::held_quantized(w.dtype)) {
-      if (n <= cuda::kQuantizedMatmulMaxRows) {
-        cuda::matmul_quantized(w.dtype, w.data, w.rows, w.cols, x, n, outs[i].y, outs[i].accumulate, compute_);
-      } else {
-        if (converted_to != DType::BF16) {
-          const int64_t elems = static_cast<int64_t>(n) * w.cols;
-          void* converted = grow(gemm_input_, sizeof(uint16_t) * static_cast<size_t>(elems));
-          cuda::convert_from_f32(x, elems, DType::BF16, converted, compute_);
-          input = converted;
-          converted_to = DType::BF16;
-        }
-        quantized_gemm(w, input, n, outs[i].y, outs[i].accumulate);
-      }
-      if (outs[i].bias && outs[i].bias->present()) add_bias(outs[i].y, *outs[i].bias, n, static_cast<int>(w.rows));
-      continue;
+    if (cuda::held_quantized(w.dtype) && n <= cuda::kQuantizedMatmulMaxRows) {
+      cuda::matmul_quantized(w.dtype, w.data, w.rows, w.cols, x, n, outs[i].y, outs[i].accumulate, compute_);
+    } else if (cuda::held_quantized(w.dtype)) {
+      quantized_gemm(w, input_as(DType::BF16, w.cols), n, outs[i].y, outs[i].accumulate);
+    } else {
+      const cudaDataType_t type = cuda_type(w.dtype, "matmul");
+      const void* input = input_as(w.dtype, w.cols);
+      const float one = 1.0f, beta = outs[i].accumulate ? 1.0f : 0.0f;
+      HG_CUBLAS_CHECK(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), n,
+                                   static_cast<int>(w.cols), &one, w.data, type, static_cast<int>(w.cols), input, type,
+                                   static_cast<int>(w.cols), &beta, outs[i].y, CUDA_R_32F, static_cast<int>(w.rows),
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      ++counters_.launches;
     }
-    const cudaDataType_t type = cuda_type(w.dtype, "matmul");
-    if (w.dtype == DType::F32) {
-      input = x;
-    } else if (w.dtype != converted_to) {
-      const int64_t elems = static_cast<int64_t>(n) * w.cols;
-      void* converted = grow(gemm_input_, sizeof(uint16_t) * static_cast<size_t>(elems));
-      cuda::convert_from_f32(x, elems, w.dtype, converted, compute_);
-      input = converted;
-      converted_to = w.dtype;
-    }
-    const float one = 1.0f, beta = outs[i].accumulate ? 1.0f : 0.0f;
-    HG_CUBLAS_CHECK(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), n, static_cast<int>(w.cols),
-                                 &one, w.data, type, static_cast<int>(w.cols), input, type, static_cast<int>(w.cols),
-                                 &beta, outs[i].y, CUDA_R_32F, static_cast<int>(w.rows), CUBLAS_COMPUTE_32F,
-                                 CUBLAS_GEMM_DEFAULT));
-    ++counters_.launches;
     if (outs[i].bias && outs[i].bias->present()) add_bias(outs[i].y, *outs[i].bias, n, static_cast<int>(w.rows));
   }
 }

@@ -157,16 +157,11 @@ void HybridKv::evict(int seq, Seq& s, int n) {
     const std::byte* from = evict_host_.data();
     for (int kv = 0; kv < 2; ++kv)
       for (int l = 0; l < spec_.n_layers; ++l)
-        for (int g = 0; g < spec_.n_kv_heads; ++g, from += static_cast<size_t>(n) * row) {
-          const int block_tokens = s.host->k_layout(l).block_tokens;
-          for (int j = 0; j < n;) {  // runs within the host store's token blocks
-            const int64_t t = host_first + j;
-            const int run = std::min(n - j, block_tokens - static_cast<int>(t % block_tokens));
-            std::memcpy(kv == 0 ? s.host->k_row(l, g, t) : s.host->v_row(l, g, t), from + static_cast<size_t>(j) * row,
-                        static_cast<size_t>(run) * row);
-            j += run;
-          }
-        }
+        for (int g = 0; g < spec_.n_kv_heads; ++g, from += static_cast<size_t>(n) * row)
+          s.host->k_layout(l).for_each_run(host_first, n, [&](int64_t t, int64_t run) {
+            std::memcpy(kv == 0 ? s.host->k_row(l, g, t) : s.host->v_row(l, g, t),
+                        from + static_cast<size_t>(t - host_first) * row, static_cast<size_t>(run) * row);
+          });
     evicted_bytes_ += 2ull * n * row * spec_.n_kv_heads * spec_.n_layers;
     // Past the K budget, the oldest K blocks move to the V node (same addresses).
     spilled_k_blocks_ += s.host->enforce_k_budget(placement_);
