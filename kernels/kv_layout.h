@@ -39,4 +39,17 @@ struct KvLayout {
   }
 };
 
+// Rows of a ring in many blocks of rows (an eviction's rows of every layer and kv-head, gathered
+// into one buffer that then crosses to the host in one copy): row j (j < n) of block b of source
+// s is src[s] + b * block_bytes + slot_j * row_bytes, slot_j = ring_base + (ring_head + j) %
+// ring_slots; it goes to ((s * blocks + b) * n + j) * row_bytes of the gather's output.
+// Device::gather_ring_rows and the CUDA kernel behind it (kernels/cuda/kv_store.cu) read it.
+struct RingRows {
+  const void* src[2] = {nullptr, nullptr};  // a null source is skipped (its rows in dst untouched)
+  int64_t blocks = 0;
+  size_t block_bytes = 0;
+  size_t row_bytes = 0;
+  int ring_base = 0, ring_slots = 0, ring_head = 0, n = 0;
+};
+
 }  // namespace hg

@@ -10,6 +10,7 @@
 #include "hybridgen/dtype.h"
 #include "kernels/cuda/backend.h"
 #include "kernels/device_tokens.h"
+#include "kernels/kv_layout.h"
 
 namespace hg::cuda {
 inline namespace HG_CUDA_BACKEND {
@@ -65,18 +66,10 @@ void embed_quantized(DType wt, const void* table, int64_t cols, const int32_t* i
 void kv_store(DType kv_dtype, void* k_cache, void* v_cache, int64_t capacity, int n_kv_heads, int head_dim,
               const float* k, const float* v, int n, int64_t pos0, cudaStream_t stream);
 
-// kv_store.cu — twin: Device::gather_ring_rows (its default). Rows ring_base + (ring_head + j) %
-// ring_slots, j < n, of each of `blocks` blocks (block_bytes apart) of src0 then src1, to dst
-// [2][blocks][n][row_bytes]; row_bytes and block_bytes whole 4-byte words. One kernel.
-struct RingGather {
-  const void* src0 = nullptr;
-  const void* src1 = nullptr;
-  int64_t blocks = 0;
-  size_t block_bytes = 0;
-  size_t row_bytes = 0;
-  int ring_base = 0, ring_slots = 0, ring_head = 0, n = 0;
-};
-void gather_ring_rows(const RingGather& g, void* dst, cudaStream_t stream);
+// kv_store.cu — twin: Device::gather_ring_rows (its default). The rows of both sources of g
+// (kernels/kv_layout.h, RingRows; neither null) to dst [2][blocks][n][row_bytes]; row_bytes and
+// block_bytes whole 4-byte words. One kernel.
+void gather_ring_rows(const RingRows& g, void* dst, cudaStream_t stream);
 
 // attention_decode.cu / attention_prefill.cu — twin: cpu::attention_items.
 // Causal attention of n query rows at positions past .. past+n-1 over a cache

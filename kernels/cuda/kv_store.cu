@@ -30,7 +30,7 @@ __global__ void kv_store_kernel(T* __restrict__ k_cache, T* __restrict__ v_cache
   }
 }
 
-__global__ void gather_ring_rows_kernel(RingGather g, uint32_t* __restrict__ dst, int64_t words) {
+__global__ void gather_ring_rows_kernel(RingRows g, uint32_t* __restrict__ dst, int64_t words) {
   const int64_t row_words = static_cast<int64_t>(g.row_bytes / 4);
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < words;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -40,14 +40,14 @@ __global__ void gather_ring_rows_kernel(RingGather g, uint32_t* __restrict__ dst
     const int s = static_cast<int>(sb / g.blocks);
     const int64_t b = sb - s * g.blocks;
     const int slot = g.ring_base + (g.ring_head + j) % g.ring_slots;
-    const auto* src = static_cast<const uint32_t*>(s == 0 ? g.src0 : g.src1);
+    const auto* src = static_cast<const uint32_t*>(g.src[s]);
     dst[e] = src[(b * static_cast<int64_t>(g.block_bytes) + static_cast<int64_t>(slot) * g.row_bytes) / 4 + w];
   }
 }
 
 }  // namespace
 
-void gather_ring_rows(const RingGather& g, void* dst, cudaStream_t stream) {
+void gather_ring_rows(const RingRows& g, void* dst, cudaStream_t stream) {
   if (g.row_bytes % 4 != 0 || g.block_bytes % 4 != 0)
     throw Error("cuda gather_ring_rows: rows of " + std::to_string(g.row_bytes) + " bytes are not whole words");
   if (g.n <= 0 || g.blocks <= 0 || g.row_bytes == 0) return;

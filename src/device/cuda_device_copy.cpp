@@ -52,17 +52,7 @@ void CudaDevice::gather_ring_rows(const RingRows& r, void* dst) {
     throw Error("gather_ring_rows: " + std::to_string(r.n) + " rows from head " + std::to_string(r.ring_head) +
                 " of a ring of " + std::to_string(r.ring_slots));
   issue();
-  cuda::RingGather g;
-  g.src0 = r.src[0];
-  g.src1 = r.src[1];
-  g.blocks = r.blocks;
-  g.block_bytes = r.block_bytes;
-  g.row_bytes = r.row_bytes;
-  g.ring_base = r.ring_base;
-  g.ring_slots = r.ring_slots;
-  g.ring_head = r.ring_head;
-  g.n = r.n;
-  cuda::gather_ring_rows(g, dst, compute_);
+  cuda::gather_ring_rows(r, dst, compute_);
 }
 
 void CudaDevice::copy_to_device_async(void* dst, const void* src_host, size_t bytes) {

@@ -125,19 +125,9 @@ class Device {
   // Device -> device, in order with the compute stream's work (moving a token's K/V rows between
   // cache slots). The default goes through a host buffer.
   virtual void copy_on_device(void* dst, const void* src, size_t bytes);
-  // Rows of a ring in many blocks of rows, gathered into one buffer in order with the compute
-  // stream: an eviction's rows of every layer and kv-head, which then cross to the host in one
-  // copy. Row j (j < n) of block b of source s is src[s] + b * block_bytes + slot_j * row_bytes,
-  // slot_j = ring_base + (ring_head + j) % ring_slots; it goes to dst (device memory) at
-  // ((s * blocks + b) * n + j) * row_bytes. A CUDA device runs one kernel; the default copies
-  // runs of rows with copy_on_device.
-  struct RingRows {
-    const void* src[2] = {nullptr, nullptr};  // a null source is skipped (its rows in dst untouched)
-    int64_t blocks = 0;
-    size_t block_bytes = 0;
-    size_t row_bytes = 0;
-    int ring_base = 0, ring_slots = 0, ring_head = 0, n = 0;
-  };
+  // The rows r names (kernels/kv_layout.h), gathered into dst (device memory) in order with the
+  // compute stream: an eviction's rows of every layer and kv-head. A CUDA device runs one
+  // kernel; the default copies runs of rows with copy_on_device.
   virtual void gather_ring_rows(const RingRows& r, void* dst);
   virtual void synchronize() = 0;
   // Makes a weight resident on the device; the view's storage must outlive the device tensor

@@ -135,7 +135,7 @@ void HybridKv::evict(int seq, Seq& s, int n) {
     // to the host, which waits (the host stage reads these rows next); then host copies into the
     // store's token blocks.
     const int64_t blocks = static_cast<int64_t>(spec_.n_layers) * spec_.n_kv_heads;
-    Device::RingRows rows;
+    RingRows rows;
     rows.src[0] = s.k_all;
     rows.src[1] = s.v_all;
     rows.blocks = blocks;

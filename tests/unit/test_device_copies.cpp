@@ -82,7 +82,7 @@ void check_ring_gather(Device& d, int words) {
   auto k_dev = to_device(d, k), v_dev = to_device(d, v);
   for (const auto& [head, n] : {std::pair{0, 4}, {9, 5}, {3, 11}, {10, 1}}) {  // {9, 5} and {3, 11} wrap
     SCOPED_TRACE("head " + std::to_string(head) + " n " + std::to_string(n) + " row words " + std::to_string(words));
-    Device::RingRows r;
+    RingRows r;
     r.src[0] = k_dev->get();
     r.src[1] = v_dev->get();
     r.blocks = blocks;
