@@ -305,7 +305,6 @@ HybridLaunch hybrid_attention_plan(const HybridAttentionArgs& a, int n_sms) {
     if ((group + sub_heads - 1) / sub_heads != n_sub) continue;  // the same subgroups as a smaller n_sub
     const int64_t per_split = std::max<int64_t>(1, static_cast<int64_t>(a.n) * a.n_kv_heads * n_sub);
     plan.sub_heads = sub_heads;
-    plan.n_sub = n_sub;
     plan.splits = static_cast<int>(std::min((target + per_split - 1) / per_split, most_splits));
     if (plan.splits * per_split >= target) break;
   }
@@ -320,21 +319,19 @@ size_t hybrid_attention_workspace_floats(const HybridAttentionArgs& a, const Hyb
 void hybrid_attention(const HybridAttentionArgs& a, const HybridLaunch& plan, float* workspace, cudaStream_t stream) {
   check_args(a);
   if (a.n <= 0) return;
-  const int group = a.n_heads / a.n_kv_heads;
-  if (plan.splits < 1 || plan.sub_heads < 1 || plan.sub_heads > kMaxGroup ||
-      plan.n_sub != (group + plan.sub_heads - 1) / plan.sub_heads)
+  if (plan.splits < 1 || plan.sub_heads < 1 || plan.sub_heads > kMaxGroup)
     throw Error("cuda hybrid_attention: a launch plan that does not fit the heads");
   if (plan.splits > 1 && !workspace) throw Error("cuda hybrid_attention: several splits need a workspace");
-  const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(a.n_kv_heads * plan.n_sub),
+  const int n_sub = plan.n_sub(a);
+  const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(a.n_kv_heads * n_sub),
                   static_cast<unsigned>(a.n));
   const bool compact = a.host.rows_dtype != DType::F32;
   dispatch_float_type(a.kv_dtype, "hybrid_attention", [&](auto tag) {
     using T = decltype(tag);
     if (compact)
-      HG_LAUNCH(grid, kThreads, 0, stream, hybrid_attention_kernel<T, T>)(a, plan.sub_heads, plan.n_sub, workspace);
+      HG_LAUNCH(grid, kThreads, 0, stream, hybrid_attention_kernel<T, T>)(a, plan.sub_heads, n_sub, workspace);
     else
-      HG_LAUNCH(grid, kThreads, 0, stream, hybrid_attention_kernel<T, float>)(a, plan.sub_heads, plan.n_sub,
-                                                                               workspace);
+      HG_LAUNCH(grid, kThreads, 0, stream, hybrid_attention_kernel<T, float>)(a, plan.sub_heads, n_sub, workspace);
   });
   HG_CUDA_CHECK_LAUNCH("hybrid_attention_kernel");
   if (plan.splits > 1) {

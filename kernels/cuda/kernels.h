@@ -94,14 +94,14 @@ void attention_prefill(const AttentionArgs& a, cudaStream_t stream);
 // or a ring over [n_kv_heads][capacity][head_dim] caches) merged with the host's part; every
 // pointer is device memory. head_dim even, <= 256.
 // Split-K over each row's token union (online softmax within a split), then a combine kernel that
-// also merges a host Partial. The plan: `splits` equal splits of the union, query heads in n_sub
-// subgroups of up to sub_heads heads per kv head; blocks() of them, at least two waves over
+// also merges a host Partial. The plan: `splits` equal splits of the union, query heads in n_sub()
+// subgroups of up to sub_heads heads per kv head (derived from the heads); blocks() of them, at least two waves over
 // n_sms SMs where the union allows. `workspace` holds hybrid_attention_workspace_floats(...) floats.
 struct HybridLaunch {
   int splits = 1;
   int sub_heads = 1;
-  int n_sub = 1;
-  int64_t blocks(const AttentionRows& a) const { return int64_t{splits} * a.n_kv_heads * n_sub * a.n; }
+  int n_sub(const AttentionRows& a) const { return (a.n_heads / a.n_kv_heads + sub_heads - 1) / sub_heads; }
+  int64_t blocks(const AttentionRows& a) const { return int64_t{splits} * a.n_kv_heads * n_sub(a) * a.n; }
 };
 HybridLaunch hybrid_attention_plan(const HybridAttentionArgs& a, int n_sms);
 size_t hybrid_attention_workspace_floats(const HybridAttentionArgs& a, const HybridLaunch& plan);

@@ -52,7 +52,7 @@ TEST(HybridLaunchPlan, TwoWavesOnAnH100FromOneThousandTokens) {
       EXPECT_LE(plan.splits, 65535);
       EXPECT_GE(plan.sub_heads, 1);
       EXPECT_LE(plan.sub_heads, 8);
-      EXPECT_EQ(plan.n_sub, (group + plan.sub_heads - 1) / plan.sub_heads);
+      EXPECT_EQ(plan.n_sub(a), (group + plan.sub_heads - 1) / plan.sub_heads);
     }
 }
 
@@ -62,9 +62,10 @@ TEST(HybridLaunchPlan, KeepsWholeGroupsWhileTokenSplitsSuffice) {
   EXPECT_EQ(qwen.sub_heads, 7);
   EXPECT_EQ(qwen.splits, 132);
   // At exactly 1K tokens 128 splits of 8 are short of two waves: two subgroups of 4 and 3 heads.
-  const cuda::HybridLaunch at_1k = cuda::hybrid_attention_plan(decode_args(kShapes[1], 1024, 0), kH100Sms);
+  const HybridAttentionArgs a_1k = decode_args(kShapes[1], 1024, 0);
+  const cuda::HybridLaunch at_1k = cuda::hybrid_attention_plan(a_1k, kH100Sms);
   EXPECT_EQ(at_1k.sub_heads, 4);
-  EXPECT_EQ(at_1k.n_sub, 2);
+  EXPECT_EQ(at_1k.n_sub(a_1k), 2);
   EXPECT_EQ(at_1k.splits, 66);
 }
 
