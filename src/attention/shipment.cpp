@@ -148,12 +148,16 @@ int64_t HostShipment::ship(int layer, std::span<const HostResult> results, int n
     device_.wait_compute_fence(layer_fence_[parity]);
     at = layer_parts_[parity].reserve(need);
   }
-  // Copies `bytes` of `src` (host) to dst: from the pinned buffer, or directly on the CPU device.
+  // Queues the `bytes` just written at `at` (the pinned buffer) for dst, and moves past them.
+  const auto queue = [&](void* dst, size_t bytes) {
+    device_.copy_to_device_queued(dst, at, bytes);
+    at += align16(bytes);
+  };
+  // Copies `bytes` of `src` (host) to dst: through the pinned buffer, or directly on the CPU device.
   const auto send = [&](void* dst, const void* src, size_t bytes) {
     if (!staged_) return device_.copy_to_device(dst, src, bytes);
     std::memcpy(at, src, bytes);
-    device_.copy_to_device_queued(dst, at, bytes);
-    at += align16(bytes);
+    queue(dst, bytes);
   };
   int64_t bytes = 0;
   bool fetching = false;
@@ -201,11 +205,9 @@ int64_t HostShipment::ship(int layer, std::span<const HostResult> results, int n
       part = {.kind = HostPart::Kind::Logits, .K = r.K, .logits = b.logits, .v = b.v};
       if (staged_) {
         const size_t logit_bytes = put_logits(r, at);
-        device_.copy_to_device_queued(b.logits, at, logit_bytes);
-        at += align16(logit_bytes);
+        queue(b.logits, logit_bytes);
         const size_t v_bytes = put_rows(r.v, at);
-        device_.copy_to_device_queued(b.v, at, v_bytes);
-        at += align16(v_bytes);
+        queue(b.v, v_bytes);
         if (compact_) {
           part.logits_dtype = DType::F16;
           part.logit_max =
