@@ -223,6 +223,10 @@ BENCHMARK(BM_Gemv)
     ->Args({D(DType::Q4_1), 1536, 576, 1, 1})
     ->Args({D(DType::Q4_1), 1536, 576, 4, 0})
     ->Args({D(DType::Q4_1), 1536, 576, 4, 1})
+    ->Args({D(DType::Q4_1), 1536, 576, 8, 1})  // SmolLM2's ffn_up/gate at batch 8 (serve's 8 streams)
+    ->Args({D(DType::Q4_1), 432, 2048, 8, 1})  // the same weights in longer rows
+    ->Args({D(DType::Q8_0), 49152, 576, 1, 1})  // SmolLM2's output (tied embedding), Q8_0
+    ->Args({D(DType::Q8_0), 49152, 576, 8, 1})
     ->Args({D(DType::Q5_0), 4864, 896, 1, 0})  // Qwen2.5-0.5B's ffn_up/gate: Q5_0 in its Q4_K_M file
     ->Args({D(DType::Q5_0), 4864, 896, 1, 1})
     ->UseRealTime()

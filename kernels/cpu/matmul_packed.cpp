@@ -361,7 +361,7 @@ void split_act(const ActQ8& x, int64_t n_tokens, int64_t cols, int8_t* q, float*
   std::memset(sh, 0, sizeof(float) * static_cast<size_t>(n_tokens * quads * 8));
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int64_t j = 0; j < n_blocks; ++j) {
-      const int64_t quad = j / kQuad, k = j % kQuad, base = t * quads + quad;
+      const int64_t quad = j / kQuad, k = j % kQuad, base = quad * n_tokens + t;
       const int8_t* xq = x.q + t * cols + 32 * j;
       const float d = x.d[t * n_blocks + j];
       std::memcpy(q + 128 * base + 16 * k, xq, 16);
@@ -387,7 +387,7 @@ void gemv_packed_rows_scalar(const GemvPackedArgs& a, int64_t row_begin, int64_t
       float y = 0.0f;
       for (int64_t q = 0; q < n_groups; ++q) {
         const Group g = group_of(w.source(), w.cols(), q);
-        const int64_t base = t * a.x.quads + q;
+        const int64_t base = a.x.entry(t, q);
         for (int k = 0; k < g.blocks; ++k) {
           get_block(w.source(), w.row(r) + g.offset, g.blocks, k, code, d, c);
           int32_t dot[2] = {0, 0};

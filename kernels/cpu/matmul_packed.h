@@ -163,20 +163,23 @@ bool packing_pays(DType wt);
 std::unique_ptr<PackedWeight> pack_weight(DType wt, const void* W, int64_t rows, int64_t cols,
                                           PackedStore* store = nullptr);
 
-// Activations in the packed order, per token: q [n_quads_padded * 128] (lo half, hi half of each
-// quad), dx [n_quads_padded * 16] (each block's scale repeated over its four int32 lanes),
-// s [n_quads_padded * 4] (block sums) and sh [n_quads_padded * 8] (half-block sums: the lo halves
-// of blocks 0..3, then the hi halves; for the half scales), zero past the last block.
+// Activations in the packed order, quad by quad and within a quad token by token (entry
+// quad * tokens + t), so that a tile of T tokens reads its tokens' parts of a quad at constant
+// offsets from one pointer: q [128 per entry] (lo half, hi half of the quad), dx [16] (each block's
+// scale repeated over its four int32 lanes), s [4] (block sums) and sh [8] (half-block sums: the lo
+// halves of blocks 0..3, then the hi halves; for the half scales), zero past the last block.
 struct ActSplit {
   const int8_t* q;
   const float* dx;
   const float* s;
   const float* sh;
-  int64_t quads;  // n_quads_padded: per-token strides are 128 * quads, 16 * quads, 4 * quads, 8 * quads
+  int64_t quads;   // n_quads_padded
+  int64_t tokens;  // entries per quad
+  int64_t entry(int64_t t, int64_t quad) const { return quad * tokens + t; }
 };
 int64_t act_split_quads(int64_t cols);
-// Reorders X quantized to int8 (ActQ8 of [n_tokens, cols]) into ActSplit's buffers, which hold
-// n_tokens * act_split_quads(cols) * {128, 16, 4, 8} elements.
+// Reorders X quantized to int8 (ActQ8 of [n_tokens, cols]) into ActSplit's buffers (tokens =
+// n_tokens), which hold n_tokens * act_split_quads(cols) * {128, 16, 4, 8} elements.
 void split_act(const ActQ8& x, int64_t n_tokens, int64_t cols, int8_t* q, float* dx, float* s, float* sh);
 
 // One packed GEMV call: Y[t, r] (+)= W[r, :] · dequant(x[t]), r in [row_begin, row_end).

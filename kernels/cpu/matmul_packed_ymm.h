@@ -199,13 +199,12 @@ inline float hsum8(__m256 v) {
 
 // acc[t] += the quad `quad` of one row times token t's activations at quad index q (`halves`: 2,
 // or fewer for a tail). Inlined into the tile so that acc stays in registers.
-template <bool kNibbles, bool kVnni, bool kHalves, int T>
-__attribute__((always_inline)) inline void quad_step(const QuadAvx2& quad, int halves, const int8_t* const* xq,
-                                                     const float* const* xd, const float* const* xs,
-                                                     const float* const* xh, int64_t q, __m256* acc) {
+template <bool kNibbles, bool kVnni, bool kHalves, int R, int T>
+__attribute__((always_inline)) inline void quad_step(const QuadAvx2& quad, int halves, const PackedTileInputs<R, T>& in,
+                                                     int64_t q, __m256* acc) {
   for (int t = 0; t < T; ++t) {
-    const int8_t* x = xq[t] + 128 * q;
-    const float* dx = xd[t] + 16 * q;
+    const int8_t* x = in.q(t, q);
+    const float* dx = in.d(t, q);
     for (int h = 0; h < halves; ++h) {
       const __m256 dxh = _mm256_loadu_ps(dx + 8 * h);
       if constexpr (kHalves) {
@@ -218,12 +217,12 @@ __attribute__((always_inline)) inline void quad_step(const QuadAvx2& quad, int h
       }
     }
     if constexpr (kHalves) {  // the eight half c's times the eight half sums
-      acc[t] = _mm256_fmadd_ps(quad.c8, _mm256_loadu_ps(xh[t] + 8 * q), acc[t]);
+      acc[t] = _mm256_fmadd_ps(quad.c8, _mm256_loadu_ps(in.h(t, q)), acc[t]);
     } else if constexpr (kNibbles || kVnni) {
       // c * s in lanes 0-3 of the same accumulator (the upper lanes add zeros): a register per row
       // fewer, which is what keeps a 4-row tile free of spills.
       acc[t] =
-          _mm256_fmadd_ps(_mm256_zextps128_ps256(quad.c), _mm256_zextps128_ps256(_mm_loadu_ps(xs[t] + 4 * q)), acc[t]);
+          _mm256_fmadd_ps(_mm256_zextps128_ps256(quad.c), _mm256_zextps128_ps256(_mm_loadu_ps(in.s(t, q))), acc[t]);
     }
   }
 }
@@ -237,6 +236,7 @@ struct Avx2Kernel {
   // DRAM, three alternating rounds: Q8_0 9.8-10.7 GB/s with one row against 4.9-5.4 with four;
   // Q4_1 8.1-8.5 against 7.0-9.3 (no difference beyond the noise).
   static constexpr int kRows = kNibbles ? 4 : 1;
+  static constexpr int kTokens = 4;
   static constexpr size_t kQuadBytes = PackedWeight::quad_bytes(kBits, kScales);
 
   template <int R, int T>
@@ -255,15 +255,15 @@ struct Avx2Kernel {
         const char* g = reinterpret_cast<const char*>(in.rows[r] + kQuadBytes * q);
 #pragma GCC unroll 3
         for (size_t line = 0; line < kQuadBytes; line += 64) _mm_prefetch(g + ahead + line, _MM_HINT_T0);
-        quad_step<kNibbles, kVnni, kHalves, T>(load_quad<kBits, kScales, kUsesC>(in.rows[r] + kQuadBytes * q), 2,
-                                               in.xq, in.xd, in.xs, in.xh, q, acc[r]);
+        quad_step<kNibbles, kVnni, kHalves>(load_quad<kBits, kScales, kUsesC>(in.rows[r] + kQuadBytes * q), 2, in, q,
+                                            acc[r]);
       }
     }
     if constexpr (kScales == PackedScales::Block) {
       if (tail)
         for (int r = 0; r < R; ++r)
-          quad_step<kNibbles, kVnni, kHalves, T>(load_tail<kBits, kUsesC>(in.rows[r] + kQuadBytes * n_quads, tail),
-                                                 (tail + 1) / 2, in.xq, in.xd, in.xs, in.xh, n_quads, acc[r]);
+          quad_step<kNibbles, kVnni, kHalves>(load_tail<kBits, kUsesC>(in.rows[r] + kQuadBytes * n_quads, tail),
+                                              (tail + 1) / 2, in, n_quads, acc[r]);
     }
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) packed_store(a, r0 + r, t0 + t, hsum8(acc[r][t]));

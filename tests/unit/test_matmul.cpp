@@ -284,15 +284,15 @@ TEST(MatmulInt8, GroupAndAccumulateEqualSeparateMatmulsOnBothPaths) {
 struct SplitX {
   std::vector<int8_t> q;
   std::vector<float> dx, s, sh;
-  int64_t quads;
-  ActSplit view() const { return ActSplit{q.data(), dx.data(), s.data(), sh.data(), quads}; }
+  int64_t quads, tokens;
+  ActSplit view() const { return ActSplit{q.data(), dx.data(), s.data(), sh.data(), quads, tokens}; }
 };
 
 SplitX split_scalar(const QuantizedX& xq, int64_t n_tokens, int64_t cols) {
   const int64_t quads = act_split_quads(cols);
   const auto n = static_cast<size_t>(n_tokens * quads);
   SplitX o{std::vector<int8_t>(n * 128), std::vector<float>(n * 16), std::vector<float>(n * 4),
-           std::vector<float>(n * 8), quads};
+           std::vector<float>(n * 8), quads, n_tokens};
   split_act(xq.view(), n_tokens, cols, o.q.data(), o.dx.data(), o.s.data(), o.sh.data());
   return o;
 }
@@ -320,7 +320,7 @@ TEST(MatmulPacked, TwinEqualsGgufTwinAndKernelEqualsTwinOverAwkwardShapes) {
         const auto W = random_weights(wt, rows, cols, rng);
         const auto packed = pack_weight(wt, W.data(), rows, cols);
         ASSERT_TRUE(packed) << dtype_name(wt);
-        for (int64_t n_tokens : {1, 2, 3, 4, 5, 9}) {
+        for (int64_t n_tokens : {1, 2, 3, 4, 5, 8, 9, 13}) {
           const auto X = random_floats(n_tokens * cols, rng);
           const QuantizedX xq = quantize_scalar(X, n_tokens, cols);
           const SplitX xs = split_scalar(xq, n_tokens, cols);
@@ -359,6 +359,20 @@ TEST(MatmulPacked, TwinEqualsGgufTwinAndKernelEqualsTwinOverAwkwardShapes) {
               expect_close(Y.data(), ldy, want_d, mag, rows, n_tokens, cols, what + " packed " + kernel.name);
               expect_untouched(Y, ldy, rows, n_tokens, what);
             }
+          // A token's products do not depend on the batch it is decoded in: alone, each token
+          // gives the same bits as in the batch, whatever tile shape either took.
+          for (const Kernel& kernel : kernels) {
+            std::vector<float> batch(twin.size(), NAN);
+            kernel.fn(GemvPackedArgs{packed.get(), xs.view(), n_tokens, batch.data(), ldy, false}, 0, rows);
+            for (int64_t t = 0; t < n_tokens; ++t) {
+              const std::vector<float> Xt(X.begin() + t * cols, X.begin() + (t + 1) * cols);
+              const SplitX st = split_scalar(quantize_scalar(Xt, 1, cols), 1, cols);
+              std::vector<float> alone(static_cast<size_t>(rows), NAN);
+              kernel.fn(GemvPackedArgs{packed.get(), st.view(), 1, alone.data(), rows, false}, 0, rows);
+              for (int64_t r = 0; r < rows; ++r)
+                ASSERT_EQ(alone[r], batch[t * ldy + r]) << what << " " << kernel.name << " token " << t << " row " << r;
+            }
+          }
         }
       }
 }
