@@ -3,13 +3,20 @@
 #include <cmath>
 
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/exp_poly.h"
 
 namespace hg::cpu {
 
+// silu(g) = g · σ(g) with e = e^-|g| from exp_poly.h's branch-free steps (relative error < 2e-7,
+// as std::exp's rounding), σ = 1 / (1 + e) for g >= 0 and e / (1 + e) below: a loop GCC
+// vectorizes at the baseline ISA. With std::exp it stayed a scalar call per value, 8% of the
+// device thread's time at batch 8 (SmolLM2, 12,288 values a layer).
 void silu_mul_range(float* gate, const float* up, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
     const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+    const float e = exp_nonpositive_elementwise(-std::fabs(g));
+    const float sigma = (g >= 0.0f ? 1.0f : e) / (1.0f + e);
+    gate[i] = g * sigma * up[i];
   }
 }
 

@@ -42,6 +42,7 @@ namespace {
 // Small ops run on the calling thread: below ~16K values a pool barrier costs more than the work
 // (decode has a handful of rows), so the pool synchronizes only for the matmuls and attention.
 constexpr int64_t kElementGrain = 16384;  // elementwise ops: values per chunk
+constexpr int64_t kSiluGrain = 4096;      // silu's exp costs ~4 times an add: shared from batch 3 on
 // Row ops (norms, RoPE, bias): rows per chunk so that a chunk holds about kElementGrain values.
 int64_t row_grain(int64_t values_per_row) {
   return std::max<int64_t>(1, kElementGrain / std::max<int64_t>(1, values_per_row));
@@ -271,7 +272,7 @@ class CpuDevice final : public Device {
 
   void silu_mul(float* gate, const float* up, int64_t count) override {
     pool_.parallel_for(
-        count, [&](int64_t b, int64_t e, int) { cpu::silu_mul_range(gate, up, b, e); }, kElementGrain);
+        count, [&](int64_t b, int64_t e, int) { cpu::silu_mul_range(gate, up, b, e); }, kSiluGrain);
   }
   void relu(float* x, int64_t count) override {
     pool_.parallel_for(
