@@ -241,7 +241,7 @@ void matmul_group_isa(CpuIsa isa, ThreadPool& pool, MatmulWorkspace& ws, const M
             sgemm_rows(dequant, tiles[static_cast<size_t>(thread)], t, cols, X, n_tokens, b, e);
           });
         },
-        kGemvGrainRows);
+        kTileRows);  // whole tiles per chunk: one sgemm call per tile, however the pool splits
     return;
   }
   const ActQ8 xq = any_quantized ? quantize_x(isa, ws, X, n_tokens, cols) : ActQ8{};

@@ -27,6 +27,17 @@ void pin_current_thread(int cpu) {
 // gaps, and every wake-up went through the hypervisor: SmolLM2's decode ran at 33-46 tok/s with
 // it and 86-100 with the 5 ms spin, in alternating runs (docs/performance.md, 3 Dec 2026).
 constexpr auto kSpinTime = std::chrono::microseconds(5000);
+// Chunks per active thread: enough that the threads end a job within a quarter of a share of each
+// other, few enough that each chunk still streams a long run of rows.
+constexpr int64_t kChunksPerThread = 4;
+
+// The claim word (thread_pool.h).
+constexpr uint64_t claim_word(uint32_t job, int chunks, int next) {
+  return uint64_t{job} << 32 | static_cast<uint64_t>(chunks) << 16 | static_cast<uint64_t>(next);
+}
+constexpr uint32_t claim_job(uint64_t w) { return static_cast<uint32_t>(w >> 32); }
+constexpr int claim_chunks(uint64_t w) { return static_cast<int>(w >> 16 & 0xffff); }
+constexpr int claim_next(uint64_t w) { return static_cast<int>(w & 0xffff); }
 
 inline void cpu_relax() {
 #if defined(__x86_64__)
@@ -51,9 +62,7 @@ int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardw
 
 ThreadPool::ThreadPool(int n_threads, std::vector<int> pin_cpus)
     : n_threads_(std::max(1, n_threads)),
-      mailboxes_(std::make_unique<Mailbox[]>(static_cast<size_t>(n_threads_))),
-      claims_(std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(n_threads_))) {
-  for (int i = 0; i < n_threads_; ++i) claims_[static_cast<size_t>(i)].store(1, std::memory_order_relaxed);
+      mailboxes_(std::make_unique<Mailbox[]>(static_cast<size_t>(n_threads_))) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) {
     int cpu = pin_cpus.empty() ? -1 : pin_cpus[static_cast<size_t>(i) % pin_cpus.size()];
@@ -97,11 +106,24 @@ int ThreadPool::width() const { return std::max(1, n_threads_ - reserved_.load(s
 void ThreadPool::reserve(int n) { reserved_.fetch_add(n, std::memory_order_relaxed); }
 void ThreadPool::release(int n) { reserved_.fetch_sub(n, std::memory_order_relaxed); }
 
-void ThreadPool::run_chunk(int index) {
+void ThreadPool::run_chunks(uint32_t job, int thread) {
+  uint64_t w = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    if (claim_job(w) != job || claim_next(w) >= claim_chunks(w)) return;
+    if (!claim_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    run_chunk(claim_next(w), claim_chunks(w), thread);
+    w = claim_.load(std::memory_order_acquire);
+  }
+}
+
+void ThreadPool::run_chunk(int chunk, int chunks, int thread) {
   const int64_t units = (job_n_ + job_grain_ - 1) / job_grain_;
-  const int64_t begin = std::min(job_n_, (units * index / job_chunks_) * job_grain_);
-  const int64_t end = std::min(job_n_, (units * (index + 1) / job_chunks_) * job_grain_);
-  if (begin < end) job_invoke_(job_fn_, begin, end, index);
+  const int64_t begin = std::min(job_n_, (units * chunk / chunks) * job_grain_);
+  const int64_t end = std::min(job_n_, (units * (chunk + 1) / chunks) * job_grain_);
+  if (begin < end) job_invoke_(job_fn_, begin, end, thread);
+  // The last chunk lets the caller go on (and start the next job): nothing of this job is read
+  // after it.
+  if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) done_.notify_one();
 }
 
 void ThreadPool::worker_loop(int index) {
@@ -122,55 +144,42 @@ void ThreadPool::worker_loop(int index) {
     }
     seen = now;
     if (stop_.load(std::memory_order_acquire)) return;
-    // A failed claim: the caller ran this chunk itself (or this wake-up is for a job already
-    // over); the next post bumps the mailbox again.
-    if (!claim(index, job_.load(std::memory_order_acquire))) continue;
-    const int others = job_chunks_ - 1;  // read before done_ lets the caller go on
-    run_chunk(index);
-    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == others) done_.notify_one();
+    // Nothing left to take (the others ran the job without this worker, or a newer job is not
+    // this worker's): the next post wakes it again.
+    run_chunks(now, index);
   }
-}
-
-bool ThreadPool::claim(int index, uint64_t job) {
-  uint64_t waiting = 2 * job;
-  return claims_[static_cast<size_t>(index)].compare_exchange_strong(waiting, 2 * job + 1, std::memory_order_acq_rel,
-                                                                     std::memory_order_relaxed);
 }
 
 void ThreadPool::run(int64_t n, int64_t grain, Invoke invoke, const void* fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
-  const int chunks = static_cast<int>(std::min<int64_t>(width(), (n + grain - 1) / grain));
-  if (chunks == 1) {
+  const int64_t units = (n + grain - 1) / grain;
+  const int threads = static_cast<int>(std::min<int64_t>(width(), units));
+  if (threads == 1) {
     invoke(fn, 0, n, 0);
     return;
   }
+  const int chunks = static_cast<int>(std::min({units, threads * kChunksPerThread, int64_t{0xffff}}));
   // No worker touches the fields below now: every chunk of the previous job was claimed and done.
   job_invoke_ = invoke;
   job_fn_ = fn;
   job_n_ = n;
   job_grain_ = grain;
-  job_chunks_ = chunks;
   done_.store(0, std::memory_order_relaxed);
-  const uint64_t job = job_.load(std::memory_order_relaxed) + 1;
-  for (int i = 1; i < chunks; ++i) claims_[static_cast<size_t>(i)].store(2 * job, std::memory_order_relaxed);
-  job_.store(job, std::memory_order_release);
-  for (int i = 1; i < chunks; ++i) {
-    mailboxes_[static_cast<size_t>(i)].posted.fetch_add(1, std::memory_order_acq_rel);
+  const uint32_t job = ++job_ == 0 ? ++job_ : job_;  // 0 is a mailbox's "no job yet"
+  claim_.store(claim_word(job, chunks, 1), std::memory_order_release);  // chunk 0 is the caller's
+  for (int i = 1; i < threads; ++i) {
+    mailboxes_[static_cast<size_t>(i)].posted.store(job, std::memory_order_release);
     mailboxes_[static_cast<size_t>(i)].posted.notify_one();
   }
-  run_chunk(0);
-  for (int i = 1; i < chunks; ++i)
-    if (claim(i, job)) {
-      run_chunk(i);
-      done_.fetch_add(1, std::memory_order_acq_rel);
-    }
+  run_chunk(0, chunks, 0);
+  run_chunks(job, 0);
   int finished = 0;
   spin_until([&] {
     finished = done_.load(std::memory_order_acquire);
-    return finished == chunks - 1;
+    return finished == chunks;
   });
-  while (finished != chunks - 1) {
+  while (finished != chunks) {
     done_.wait(finished, std::memory_order_acquire);
     finished = done_.load(std::memory_order_acquire);
   }
