@@ -234,6 +234,10 @@ void matmul_group_isa(CpuIsa isa, ThreadPool& pool, MatmulWorkspace& ws, const M
           1);
       return;
     }
+    // One chunk per thread (a grain of a thread's share), as before the pool took smaller chunks:
+    // each sgemm call is a GEMM of its own over all of X, and its tiles of up to 128 rows would
+    // otherwise shrink to the chunks' 72 (SmolLM2) and leave a thread with one more than the other.
+    const int64_t share = (total_rows + pool.width() - 1) / pool.width();
     pool.parallel_for(
         total_rows,
         [&](int64_t begin, int64_t end, int thread) {
@@ -241,7 +245,7 @@ void matmul_group_isa(CpuIsa isa, ThreadPool& pool, MatmulWorkspace& ws, const M
             sgemm_rows(dequant, tiles[static_cast<size_t>(thread)], t, cols, X, n_tokens, b, e);
           });
         },
-        kTileRows);  // whole tiles per chunk: one sgemm call per tile, however the pool splits
+        (share + kGemvGrainRows - 1) / kGemvGrainRows * kGemvGrainRows);
     return;
   }
   const ActQ8 xq = any_quantized ? quantize_x(isa, ws, X, n_tokens, cols) : ActQ8{};
