@@ -2,8 +2,8 @@
 // path: dequantize tiles of W to fp32, then oneDNN sgemm per tile; or, on a CPU with AVX512_BF16,
 // the bf16 GEMMs of gemm_bf16.h (AMX tiles where the CPU has them, vdpbf16ps otherwise).
 //
-// Threading of the prefill path: each pool thread owns a contiguous range of weight rows and
-// calls sgemm (sgemm.h: single-threaded oneDNN) or a bf16 kernel on its own 32-row panels.
+// Threading of the prefill path: each chunk of the pool is a contiguous range of weight rows, one
+// per thread for sgemm (sgemm.h: single-threaded oneDNN), whole 32-row panels for a bf16 kernel.
 
 #include <algorithm>
 #include <cstdlib>
