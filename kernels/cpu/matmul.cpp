@@ -114,7 +114,7 @@ ActSplit split_x(MatmulWorkspace& ws, const ActQ8& xq, int64_t n_tokens, int64_t
   float* s = w.split_s.get(n * 4);
   float* sh = w.split_sh.get(n * 8);
   split_act(xq, n_tokens, cols, q, dx, s, sh);
-  return ActSplit{q, dx, s, sh, quads, n_tokens};
+  return ActSplit{q, dx, s, sh, n_tokens};
 }
 
 // Rows [row_begin, row_end) of one target through the GEMV path (`xq`: X quantized, when W is;

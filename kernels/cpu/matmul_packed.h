@@ -173,8 +173,7 @@ struct ActSplit {
   const float* dx;
   const float* s;
   const float* sh;
-  int64_t quads;   // n_quads_padded
-  int64_t tokens;  // entries per quad
+  int64_t tokens;  // entries per quad (act_split_quads(cols) quads)
   int64_t entry(int64_t t, int64_t quad) const { return quad * tokens + t; }
 };
 int64_t act_split_quads(int64_t cols);

@@ -7,6 +7,7 @@
 // the GEMV; 4 at AVX2 width, whose 16 registers hold no more), then up to four. Kernel provides
 // kRows, kTokens and `template <int R, int T> static void tile(args, r0, t0)`.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cpu/matmul_packed.h"
@@ -24,23 +25,18 @@ void packed_rows(const GemvPackedArgs& a, int64_t row_begin, int64_t row_end) {
     for (; r + 2 <= row_end; r += 2) Kernel::template tile<2, 2>(a, r, 0);
   }
   for (; r < row_end; ++r)
-    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += 4) {
+    for (int64_t t0 = 0, step = 0; t0 < a.n_tokens; t0 += step) {
       const int64_t n = a.n_tokens - t0;
-      if constexpr (Kernel::kTokens >= 8) {
-        if (n >= 8) {
-          Kernel::template tile<1, 8>(a, r, t0);
-          t0 += 4;
-          continue;
-        }
+      step = n >= Kernel::kTokens ? Kernel::kTokens : std::min<int64_t>(n, 4);
+      switch (step) {
+        case 8:
+          if constexpr (Kernel::kTokens == 8) Kernel::template tile<1, 8>(a, r, t0);
+          break;
+        case 4: Kernel::template tile<1, 4>(a, r, t0); break;
+        case 3: Kernel::template tile<1, 3>(a, r, t0); break;
+        case 2: Kernel::template tile<1, 2>(a, r, t0); break;
+        default: Kernel::template tile<1, 1>(a, r, t0); break;
       }
-      if (n >= 4)
-        Kernel::template tile<1, 4>(a, r, t0);
-      else if (n == 3)
-        Kernel::template tile<1, 3>(a, r, t0);
-      else if (n == 2)
-        Kernel::template tile<1, 2>(a, r, t0);
-      else
-        Kernel::template tile<1, 1>(a, r, t0);
     }
 }
 

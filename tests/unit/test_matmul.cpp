@@ -284,15 +284,15 @@ TEST(MatmulInt8, GroupAndAccumulateEqualSeparateMatmulsOnBothPaths) {
 struct SplitX {
   std::vector<int8_t> q;
   std::vector<float> dx, s, sh;
-  int64_t quads, tokens;
-  ActSplit view() const { return ActSplit{q.data(), dx.data(), s.data(), sh.data(), quads, tokens}; }
+  int64_t tokens;
+  ActSplit view() const { return ActSplit{q.data(), dx.data(), s.data(), sh.data(), tokens}; }
 };
 
 SplitX split_scalar(const QuantizedX& xq, int64_t n_tokens, int64_t cols) {
   const int64_t quads = act_split_quads(cols);
   const auto n = static_cast<size_t>(n_tokens * quads);
   SplitX o{std::vector<int8_t>(n * 128), std::vector<float>(n * 16), std::vector<float>(n * 4),
-           std::vector<float>(n * 8), quads, n_tokens};
+           std::vector<float>(n * 8), n_tokens};
   split_act(xq.view(), n_tokens, cols, o.q.data(), o.dx.data(), o.s.data(), o.sh.data());
   return o;
 }
