@@ -26,7 +26,8 @@
 #   bench      synthetic Qwen2.5-0.5B and Llama-3.1-8B shapes (bf16), full / offload / hybrid,
 #              decode at depth 8K and 32K, with the weights' GB/s against the card's HBM peak and
 #              the launches / graphs / syncs per token; then full without CUDA graphs
-#              (HG_CUDA_GRAPHS=0) and the 8B shape in Q4_0, which the device keeps in its blocks
+#              (HG_CUDA_GRAPHS=0), hybrid without host callbacks (HG_CUDA_HOST_CALLBACKS=0: a
+#              wait a layer) and the 8B shape in Q4_0, which the device keeps in its blocks
 set -u
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
@@ -276,10 +277,11 @@ PEAK=3350  # H100 SXM HBM3, GB/s
 grep -q "H200" "$OUT/env.txt" && PEAK=4800
 bench() {  # name cap shape args...: rows to bench_NAME.json, stderr to bench_NAME.err
   # DTYPE: the synthetic weights' type (bf16; q4_0 is held in its blocks: the quantized GEMV);
-  # GRAPHS=0: the step launched kernel by kernel (HG_CUDA_GRAPHS=0), against the same rows with graphs.
+  # GRAPHS=0: the step launched kernel by kernel (HG_CUDA_GRAPHS=0), against the same rows with graphs;
+  # CALLBACKS=0: the hybrid policies' synchronous path (HG_CUDA_HOST_CALLBACKS=0).
   local name=$1 cap=$2 shape=$3
   shift 3
-  run_step "bench_$name" "$cap" env HG_CUDA_GRAPHS="${GRAPHS:-1}" bash -c 'out=$1; shift; "$@" >"$out.json" 2>"$out.err"' \
+  run_step "bench_$name" "$cap" env HG_CUDA_GRAPHS="${GRAPHS:-1}" HG_CUDA_HOST_CALLBACKS="${CALLBACKS:-1}" bash -c 'out=$1; shift; "$@" >"$out.json" 2>"$out.err"' \
     _ "$OUT/bench_$name" "$BIN/hybridgen" bench --synthetic "configs/models/$shape.yaml" \
     --synthetic-dtype "${DTYPE:-bf16}" --device "$DEVICE" --depth-fill random --peak-gbps "$PEAK" -o json "$@"
 }
@@ -287,12 +289,15 @@ if [ $EMULATE = 1 ]; then  # the same commands, small enough for the CPU (a wind
   bench qwen25_05b 120 qwen2.5-0.5b -p 16 -n 2 -d 256 -r 1 --policy full,offload,hybrid --window 128 --ctx 300
   bench llama31_8b 60 smollm2-135m -p 0 -n 2 -d 256 -r 1 --policy full,offload,hybrid --window 128 --ctx 300
   GRAPHS=0 bench qwen25_05b_eager 60 qwen2.5-0.5b -p 0 -n 2 -d 256 -r 1 --policy full --ctx 300
+  CALLBACKS=0 bench qwen25_05b_sync 60 qwen2.5-0.5b -p 0 -n 2 -d 256 -r 1 --policy hybrid --window 128 --ctx 300
   DTYPE=q4_0 bench smollm2_q4_0 60 smollm2-135m -p 0 -n 2 -d 256 -r 1 --policy full --ctx 300
 else
   bench qwen25_05b 90 qwen2.5-0.5b -p 512 -n 32 -d 8192,32768 -r 2 --policy full,offload,hybrid
   bench llama31_8b 150 llama-3.1-8b -p 0 -n 16 -d 8192,32768 -r 1 --policy full,offload,hybrid
-  # Last, cut first when time runs out: graphs against none, and weights in their Q4_0 blocks.
+  # Last, cut first when time runs out: graphs against none, hybrid's callbacks against its waits,
+  # and weights in their Q4_0 blocks.
   GRAPHS=0 bench qwen25_05b_eager 45 qwen2.5-0.5b -p 0 -n 32 -d 8192 -r 2 --policy full
+  CALLBACKS=0 bench qwen25_05b_sync 45 qwen2.5-0.5b -p 0 -n 32 -d 8192 -r 2 --policy hybrid
   DTYPE=q4_0 bench llama31_8b_q4_0 90 llama-3.1-8b -p 0 -n 16 -d 8192 -r 1 --policy full
 fi
 

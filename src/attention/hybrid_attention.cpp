@@ -1,8 +1,8 @@
 #include "attention/hybrid_attention.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
+#include <utility>
 
 #include "hybridgen/error.h"
 #include "kv/memory_plan.h"
@@ -11,10 +11,6 @@
 namespace hg {
 
 namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // Calls f(first, end) for each run of rows of one sequence (rows of a sequence are contiguous).
 template <typename F>
@@ -45,7 +41,9 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
       query_(c.model, policy_),
       selection_(SelectorContext{spec_, policy_, c.ctx, c.n_seqs}, policy_.host_threads),
       shipment_(c.device, spec_, c.n_seqs, c.kv_dtype),
-      clock_(c.device, spec_.n_layers) {
+      clock_(c.device, spec_.n_layers),
+      x_pinned_{PinnedBuffer(c.device.dma_registrar()), PinnedBuffer(c.device.dma_registrar())},
+      q_pinned_(c.device.dma_registrar()) {
   // --host-threads 0 (every core of the run) is resolved once, by the engine (sched/cores.h), from -t
   if (policy_.host_threads < 1)
     throw Error("attention stage: --host-threads " + std::to_string(policy_.host_threads) + " was not resolved");
@@ -77,6 +75,8 @@ HybridAttention::HybridAttention(const AttentionContext& c, const Policy& policy
   plans_.assign(static_cast<size_t>(c.n_seqs), initial_plan(policy_));
   results_.assign(2, std::vector<HostResult>());
   x_host_.resize(2);
+  planned_.resize(static_cast<size_t>(spec_.n_layers));
+  for (int l = 0; l <= spec_.n_layers; ++l) callbacks_.push_back({this, l});
 }
 
 HybridAttention::~HybridAttention() = default;
@@ -123,10 +123,12 @@ void HybridAttention::begin_step(const std::vector<TokenRow>& rows, bool prefill
   shipment_.begin_step(rows.size());
   recall_mass_.assign(static_cast<size_t>(n_seqs_), 0.0);
   recall_heads_.assign(static_cast<size_t>(n_seqs_), 0);
+  async_ = !prefill && plan_async_step(rows);
 }
 
 void HybridAttention::layer_input(int layer, const float* x, const std::vector<TokenRow>& rows) {
   if (prefill_) return;
+  if (async_) return async_layer_input(layer, x, rows);
   clock_.layer_start(layer);
   // Speculation: the host predicts layer+1 from this layer's input while the device runs this
   // layer. Layer 0's own input is x itself, so its host part is exact and starts now too.
@@ -143,6 +145,7 @@ void HybridAttention::layer_input(int layer, const float* x, const std::vector<T
 void HybridAttention::attend(int layer, const float* q, const float* k, const float* v,
                              const std::vector<TokenRow>& rows, float* out) {
   store_kv(layer, k, v, rows);
+  if (async_) return async_attend(layer, q, rows, out);
   const bool needs_q = prefill_ || query_.needs_true_query(layer);
   if (needs_q) copy_queries(q, static_cast<int>(rows.size()));
   if (prefill_)
@@ -153,7 +156,14 @@ void HybridAttention::attend(int layer, const float* q, const float* k, const fl
   ship_and_attend(layer, q, rows, out);
 }
 
+void HybridAttention::layers_done() {
+  if (prefill_) return;
+  if (async_) return async_layers_done();
+  clock_.layers_done();
+}
+
 void HybridAttention::end_step(const std::vector<TokenRow>& rows) {
+  if (async_error_) std::rethrow_exception(std::exchange(async_error_, nullptr));
   if (!prefill_) clock_.end_step();
   for_each_sequence(rows, [&](int, int end) {
     const TokenRow& last = rows[static_cast<size_t>(end - 1)];
@@ -184,24 +194,29 @@ void HybridAttention::host_part(ThreadPool& pool, int layer, const float* x, con
 }
 
 void HybridAttention::finish_host_part(int layer, const std::vector<TokenRow>& rows) {
-  LayerStats& st = clock_.stats(layer);
-  const double t0 = now_seconds();
-  if (!query_.speculates(layer)) start_host_part(layer, nullptr, q_host_.data(), rows);
+  const double t0 = steady_seconds();
+  const double t_host = complete_host_part(layer, q_host_.data(), rows);
+  clock_.host(layer, t_host, steady_seconds() - t0);
+}
+
+double HybridAttention::complete_host_part(int layer, const float* q, const std::vector<TokenRow>& rows) {
+  if (!query_.speculates(layer)) start_host_part(layer, nullptr, q, rows);
   double t_host = stage_->wait(layer);
   if (query_.refines(layer)) {
     // Selected with q̃; now the selected tokens' logits with the true q (cost K·head_dim).
+    LayerStats& st = clock_.stats(layer);
     auto& results = results_[static_cast<size_t>(layer % 2)];
     t_host += stage_->run(spec_.n_layers, [&](ThreadPool& pool) {
       for (size_t i = 0; i < rows.size(); ++i) {
         HostResult& r = results[i];
-        const float* q_true = q_host_.data() + i * spec_.q_dim();
+        const float* q_true = q + i * spec_.q_dim();
         query_.compare(r.q.data(), q_true, st);
         std::copy(q_true, q_true + spec_.q_dim(), r.q.begin());
         selection_.rescore(pool, layer, kv_->host(rows[i].seq), r);
       }
     });
   }
-  clock_.host(layer, t_host, now_seconds() - t0);
+  return t_host;
 }
 
 void HybridAttention::prefill_host_part(int layer, const std::vector<TokenRow>& rows) {
@@ -273,23 +288,34 @@ void HybridAttention::ship_and_attend(int layer, const float* q, const std::vect
   LayerStats& st = clock_.stats(layer);
   const auto& results = results_[static_cast<size_t>(layer % 2)];
   const int n = static_cast<int>(rows.size());
-  const int rows_per_call = prefill_ ? n : 1;
   // Every row's host part crosses first (one timed transfer per layer), then the device merges.
   if (!prefill_) clock_.transfer_begin(layer);
   const int64_t bytes = shipment_.ship(layer, results, n, prefill_, policy_.merge == MergeMode::Lse);
   st.bytes_h2d += bytes;
   if (!prefill_) {
     clock_.transfer_end(layer, bytes);
-    for (int i = 0; i < n; ++i) {
-      const HostResult& r = results[static_cast<size_t>(i)];
-      st.selected += static_cast<int64_t>(r.K) * spec_.n_kv_heads;
-      st.host_tokens += r.n_host * spec_.n_kv_heads;
-      const auto seq = static_cast<size_t>(rows[static_cast<size_t>(i)].seq);
-      recall_mass_[seq] += r.recall_mass;
-      recall_heads_[seq] += r.recall_heads;
-    }
-    st.steps += 1;
+    count_host_part(layer, results, rows);
   }
+  device_attention(layer, q, rows, out);
+}
+
+void HybridAttention::count_host_part(int layer, const std::vector<HostResult>& results,
+                                      const std::vector<TokenRow>& rows) {
+  LayerStats& st = clock_.stats(layer);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const HostResult& r = results[i];
+    st.selected += static_cast<int64_t>(r.K) * spec_.n_kv_heads;
+    st.host_tokens += r.n_host * spec_.n_kv_heads;
+    const auto seq = static_cast<size_t>(rows[i].seq);
+    recall_mass_[seq] += r.recall_mass;
+    recall_heads_[seq] += r.recall_heads;
+  }
+  st.steps += 1;
+}
+
+void HybridAttention::device_attention(int layer, const float* q, const std::vector<TokenRow>& rows, float* out) {
+  const int n = static_cast<int>(rows.size());
+  const int rows_per_call = prefill_ ? n : 1;
   for (int i = 0; i < n; i += rows_per_call) {
     const TokenRow& row = rows[static_cast<size_t>(i)];
     const KvView& cache = kv_->window(row.seq, layer);

@@ -18,7 +18,18 @@
 // the device token map and retainers (kv/hybrid_kv.h: window ring, heavy hitters), the step
 // clock (step_timer.h). A prefill chunk attends exactly: the host's part is a partial result over
 // the host tokens each row sees, merged by LSE.
+//
+// Beside a GPU a decode step is issued without a host wait (hybrid_async.cpp): the device thread
+// queues the whole step and the stream hands the host its inputs through host callbacks
+// (Device::host_callback): layer ℓ's input and true query cross into pinned buffers, a callback
+// starts ℓ+1's host job, another waits for ℓ's part (the device waits meanwhile, not the host
+// thread), refines it and writes it into the shipment's pinned buffer, laid out beforehand from
+// each row's planned K, and the copies and the attention follow in stream order. The step is one
+// CUDA graph with host nodes and its only wait is the logits' copy. A step falls back to the
+// synchronous path where the plan's K is not known ahead (InfiniGen's fetch), a new row goes to
+// the host store (no window), or the device has no callbacks (the CPU device; HG_CUDA_HOST_CALLBACKS=0).
 #pragma once
+#include <exception>
 #include <memory>
 #include <vector>
 
@@ -50,9 +61,7 @@ class HybridAttention final : public LayerAttention, public PromptState {
   void layer_input(int layer, const float* x, const std::vector<TokenRow>& rows) override;
   void attend(int layer, const float* q, const float* k, const float* v, const std::vector<TokenRow>& rows,
               float* out) override;
-  void layers_done() override {
-    if (!prefill_) clock_.layers_done();
-  }
+  void layers_done() override;
   void end_step(const std::vector<TokenRow>& rows) override;
   // hybrid_fill.cpp
   void fill(int seq, int n_tokens, const KvRowSource& source) override;
@@ -88,6 +97,32 @@ class HybridAttention final : public LayerAttention, public PromptState {
   // Ships layer ℓ's host part and runs the device attention merged with it, row by row (one call
   // for a prefill chunk).
   void ship_and_attend(int layer, const float* q, const std::vector<TokenRow>& rows, float* out);
+  // The host part's counts for the run's statistics and the step's recall.
+  void count_host_part(int layer, const std::vector<HostResult>& results, const std::vector<TokenRow>& rows);
+  // The device's attention of every row, merged with its shipped part.
+  void device_attention(int layer, const float* q, const std::vector<TokenRow>& rows, float* out);
+  // Layer ℓ's host part completed with the true queries q (starts it now if it does not
+  // speculate; refines it if it does); returns the host's seconds.
+  double complete_host_part(int layer, const float* q, const std::vector<TokenRow>& rows);
+
+  // ---- the asynchronous pipeline (hybrid_async.cpp) ----
+  struct Callback {
+    HybridAttention* self;
+    int layer;
+  };
+  // Whether this decode step can be issued without a host wait (above); fills planned_.
+  bool plan_async_step(const std::vector<TokenRow>& rows);
+  void async_layer_input(int layer, const float* x, const std::vector<TokenRow>& rows);
+  void async_attend(int layer, const float* q, const std::vector<TokenRow>& rows, float* out);
+  void async_layers_done();
+  // The host callbacks: ℓ's input reached the host; ℓ's part is wanted; the last layer ended.
+  static void input_ready(void* callback);
+  static void part_wanted(void* callback);
+  static void layers_ended(void* callback);
+  // Runs f in a host callback: an exception is kept for end_step, and the step's later callbacks
+  // do only what keeps the host stage consistent.
+  template <typename F>
+  void guarded(F&& f);
 
   Device& device_;
   const Model& model_;
@@ -123,6 +158,15 @@ class HybridAttention final : public LayerAttention, public PromptState {
   std::vector<int64_t> recall_heads_;
 
   StepClock clock_;  // the step's timings and the run's statistics
+
+  // the asynchronous pipeline
+  bool async_ = false;                          // this step's
+  std::vector<std::vector<HostShipment::PlannedRow>> planned_;  // [layer][row]
+  const std::vector<TokenRow>* async_rows_ = nullptr;
+  std::vector<Callback> callbacks_;             // [layer], stable for the callbacks (and graphs)
+  PinnedBuffer x_pinned_[2];                    // [layer % 2]: [rows][d_model]
+  PinnedBuffer q_pinned_;                       // [rows][q_dim]
+  std::exception_ptr async_error_;              // the first a callback caught
 };
 
 }  // namespace hg

@@ -21,29 +21,6 @@ void grow_device_buffers(Device& device, std::initializer_list<float**> buffers,
   }
 }
 
-PinnedBuffer::PinnedBuffer(PinnedBuffer&& o) noexcept
-    : registrar_(o.registrar_), ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-
-void PinnedBuffer::release() {
-  if (!ptr_) return;
-  if (registrar_) registrar_->unregister_range(ptr_, bytes_);
-  std::free(ptr_);
-  ptr_ = nullptr;
-  bytes_ = 0;
-}
-
-std::byte* PinnedBuffer::reserve(size_t bytes) {
-  if (bytes <= bytes_) return ptr_;
-  constexpr size_t kPage = 4096;
-  const size_t want = (std::max(bytes, 2 * bytes_) + kPage - 1) / kPage * kPage;
-  release();
-  ptr_ = static_cast<std::byte*>(std::aligned_alloc(kPage, want));
-  if (!ptr_) throw Error("cannot allocate a " + std::to_string(want) + "-byte shipment buffer");
-  bytes_ = want;
-  if (registrar_) registrar_->register_range(ptr_, bytes_);
-  return ptr_;
-}
-
 namespace {
 
 constexpr size_t align16(size_t bytes) { return (bytes + 15) / 16 * 16; }
@@ -58,6 +35,14 @@ HostShipment::HostShipment(Device& device, const ModelSpec& spec, int n_seqs, DT
       staged_(!device.memory().host),
       compact_(staged_ && (kv_dtype == DType::BF16 || kv_dtype == DType::F16)),
       layer_parts_{PinnedBuffer(device.dma_registrar()), PinnedBuffer(device.dma_registrar())} {
+  planned_.resize(static_cast<size_t>(spec.n_layers));
+  // A buffer the registrar refused would make each queued copy a synchronous one, taken before
+  // the host callback filled the buffer: the asynchronous pipeline needs them pinned.
+  if (staged_) {
+    layer_parts_[0].reserve(1);
+    layer_parts_[1].reserve(1);
+    stages_async_ = layer_parts_[0].pinned() && layer_parts_[1].pinned();
+  }
   fetched_.reserve(static_cast<size_t>(spec.n_layers) * n_seqs);
   for (int i = 0; i < spec.n_layers * n_seqs; ++i) fetched_.push_back(FetchStaging{.host = PinnedBuffer(device.dma_registrar())});
 }
@@ -88,6 +73,16 @@ HostShipment::RowBuffers& HostShipment::row_buffers(int row, size_t floats) {
 size_t HostShipment::compact_max_offset(int K) const {
   const size_t logits_bytes = sizeof(uint16_t) * static_cast<size_t>(spec_.n_heads) * K;
   return (logits_bytes + 3) / 4 * 4;
+}
+
+HostPart HostShipment::logits_part(const RowBuffers& b, int K) const {
+  HostPart part{.kind = HostPart::Kind::Logits, .K = K, .logits = b.logits, .v = b.v};
+  if (compact_) {  // f16 logits less their head's max, the maxima after them; rows in the cache's dtype
+    part.logits_dtype = DType::F16;
+    part.logit_max = reinterpret_cast<const float*>(reinterpret_cast<const std::byte*>(b.logits) + compact_max_offset(K));
+    part.rows_dtype = kv_dtype_;
+  }
+  return part;
 }
 
 size_t HostShipment::row_bytes(size_t floats) const {
@@ -202,18 +197,12 @@ int64_t HostShipment::ship(int layer, std::span<const HostResult> results, int n
       const size_t nv = static_cast<size_t>(spec_.n_kv_heads) * r.K * spec_.head_dim;
       const size_t nl = static_cast<size_t>(spec_.n_heads) * r.K;
       RowBuffers& b = row_buffers(i, std::max(nv, nl + spec_.n_heads));
-      part = {.kind = HostPart::Kind::Logits, .K = r.K, .logits = b.logits, .v = b.v};
+      part = logits_part(b, r.K);
       if (staged_) {
         const size_t logit_bytes = put_logits(r, at);
         queue(b.logits, logit_bytes);
         const size_t v_bytes = put_rows(r.v, at);
         queue(b.v, v_bytes);
-        if (compact_) {
-          part.logits_dtype = DType::F16;
-          part.logit_max =
-              reinterpret_cast<const float*>(reinterpret_cast<const std::byte*>(b.logits) + compact_max_offset(r.K));
-          part.rows_dtype = kv_dtype_;
-        }
         bytes += static_cast<int64_t>(logit_bytes + v_bytes);
       } else {
         device_.copy_to_device(b.logits, r.logits.data(), sizeof(float) * nl);
@@ -230,6 +219,88 @@ int64_t HostShipment::ship(int layer, std::span<const HostResult> results, int n
     for (FetchStaging* f : fetches) f->fence = fence;
   }
   return bytes;
+}
+
+// ---- the asynchronous pipeline's shipment ----
+
+HostShipment::Planned HostShipment::plan_part(int layer, int row, PlannedRow shape, bool lse_merge) {
+  Planned p;
+  const int K = shape.K;
+  const size_t nv = static_cast<size_t>(spec_.n_kv_heads) * K * spec_.head_dim;
+  if (lse_merge && !shape.fetch) {
+    RowBuffers& b = row_buffers(row, static_cast<size_t>(spec_.q_dim()));
+    p.part = {.kind = HostPart::Kind::Partial, .out = b.out, .lse = b.lse};
+    p.bytes[0] = sizeof(float) * spec_.q_dim();
+    p.bytes[1] = sizeof(float) * spec_.n_heads;
+    p.dst[0] = b.out;
+    p.dst[1] = b.lse;
+  } else if (K > 0 && shape.fetch) {
+    FetchStaging& f = fetched_[static_cast<size_t>(layer) * n_seqs_ + row];
+    grow_device_buffers(device_, {&f.k, &f.v}, f.capacity, nv);
+    p.part = {.kind = HostPart::Kind::KeyValue, .K = K, .k = f.k, .v = f.v};
+    if (compact_) p.part.rows_dtype = kv_dtype_;
+    p.bytes[0] = p.bytes[1] = row_bytes(nv);
+    p.dst[0] = f.k;
+    p.dst[1] = f.v;
+  } else if (K > 0) {
+    const size_t nl = static_cast<size_t>(spec_.n_heads) * K;
+    RowBuffers& b = row_buffers(row, std::max(nv, nl + spec_.n_heads));
+    p.part = logits_part(b, K);
+    p.bytes[0] = compact_ ? compact_max_offset(K) + sizeof(float) * spec_.n_heads : sizeof(float) * nl;
+    p.bytes[1] = row_bytes(nv);
+    p.dst[0] = b.logits;
+    p.dst[1] = b.v;
+  }
+  return p;
+}
+
+int64_t HostShipment::plan(int layer, std::span<const PlannedRow> rows, bool lse_merge) {
+  auto& planned = planned_[static_cast<size_t>(layer)];
+  planned.resize(rows.size());
+  size_t need = 0;
+  int64_t bytes = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Planned& p = planned[i] = plan_part(layer, static_cast<int>(i), rows[i], lse_merge);
+    p.at = need;
+    need += align16(p.bytes[0]) + align16(p.bytes[1]);
+    bytes += static_cast<int64_t>(p.bytes[0] + p.bytes[1]);
+    parts_[i] = p.part;
+  }
+  // Growing discards the buffer: the callbacks that write it and the copies from it run first.
+  grow_pinned(device_, layer_parts_[static_cast<size_t>(layer % 2)], need);
+  return bytes;
+}
+
+void HostShipment::fill(int layer, std::span<const HostResult> results) {
+  const auto& rows = planned_[static_cast<size_t>(layer)];
+  std::byte* base = layer_parts_[static_cast<size_t>(layer % 2)].data();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Planned& p = rows[i];
+    const HostResult& r = results[i];
+    std::byte* second = base + p.at + align16(p.bytes[0]);
+    if (p.part.kind == HostPart::Kind::Partial) {
+      std::memcpy(base + p.at, r.out.data(), p.bytes[0]);
+      std::memcpy(second, r.lse.data(), p.bytes[1]);
+    } else if (r.K != p.part.K || (r.K > 0 && r.fetch != (p.part.kind == HostPart::Kind::KeyValue))) {
+      throw Error("layer " + std::to_string(layer) + ": the host selected " + std::to_string(r.K) +
+                  " tokens where the pipeline planned " + std::to_string(p.part.K));
+    } else if (p.part.kind == HostPart::Kind::KeyValue) {
+      put_rows(r.k, base + p.at);
+      put_rows(r.v, second);
+    } else if (p.part.kind == HostPart::Kind::Logits) {
+      put_logits(r, base + p.at);
+      put_rows(r.v, second);
+    }
+  }
+}
+
+void HostShipment::queue(int layer) {
+  const std::byte* base = layer_parts_[static_cast<size_t>(layer % 2)].data();
+  for (const Planned& p : planned_[static_cast<size_t>(layer)]) {
+    if (p.part.kind == HostPart::Kind::None) continue;
+    device_.copy_to_device_queued(p.dst[0], base + p.at, p.bytes[0]);
+    device_.copy_to_device_queued(p.dst[1], base + p.at + align16(p.bytes[0]), p.bytes[1]);
+  }
 }
 
 }  // namespace hg

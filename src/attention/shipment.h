@@ -18,29 +18,11 @@
 
 #include "attention/host_selection.h"
 #include "device/device.h"
+#include "mem/pinned_buffer.h"
 
 namespace hg {
 
-// A host buffer a device copies from by DMA: page-aligned (so that its registration shares no
-// page with other memory) and registered through the device's registrar where it has one.
-// reserve() grows it, discarding its contents: no copy from it may be pending.
-class PinnedBuffer {
- public:
-  explicit PinnedBuffer(mem::DmaRegistrar* registrar = nullptr) : registrar_(registrar) {}
-  ~PinnedBuffer() { release(); }
-  PinnedBuffer(PinnedBuffer&& o) noexcept;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(PinnedBuffer&&) = delete;
-  std::byte* reserve(size_t bytes);
-  std::byte* data() const { return ptr_; }
-
- private:
-  void release();
-  mem::DmaRegistrar* registrar_;
-  std::byte* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
+using mem::PinnedBuffer;
 
 class HostShipment {
  public:
@@ -57,6 +39,23 @@ class HostShipment {
   int64_t ship(int layer, std::span<const HostResult> results, int n_rows, bool prefill, bool lse_merge);
   const HostPart& part(int row) const { return parts_[static_cast<size_t>(row)]; }
 
+  // The asynchronous pipeline's shipment (beside a GPU; HybridAttention's host callbacks), in
+  // three calls for a decode layer: plan() lays the parts out from each row's planned K (and
+  // whether the row's selector fetches its K and V rows) before the host has computed them, and
+  // returns the bytes (growing a buffer first waits for the device: only while K grows); fill(),
+  // from the layer's host callback, writes the results there (a row whose K differs from its plan
+  // is an error); queue(), issued after that callback, copies them on the compute stream, fetched
+  // rows too, so the stream runs the copies once fill() has returned. part(i) then says where row
+  // i's part lands. Whether plan() can be used: stages_async(), a GPU beside pinned buffers.
+  struct PlannedRow {
+    int K = 0;
+    bool fetch = false;
+  };
+  bool stages_async() const { return stages_async_; }
+  int64_t plan(int layer, std::span<const PlannedRow> rows, bool lse_merge);
+  void fill(int layer, std::span<const HostResult> results);
+  void queue(int layer);
+
  private:
   struct RowBuffers {  // where the host part of a row lands on the device
     float* logits = nullptr;
@@ -72,7 +71,19 @@ class HostShipment {
     PinnedBuffer host;    // the rows as they cross (K, then V), kept until their copy ran
     int64_t fence = -1;   // a compute fence behind the attention that read them
   };
+  // A planned part: its two pieces (logits and V rows, K and V rows, or partial and LSE) at `at`
+  // in the layer parity's pinned buffer, the second 16-byte aligned after the first.
+  struct Planned {
+    HostPart part;
+    size_t at = 0;
+    size_t bytes[2] = {0, 0};
+    void* dst[2] = {nullptr, nullptr};
+  };
   RowBuffers& row_buffers(int row, size_t floats);
+  // plan()'s layout of one row's part, not yet placed in the buffer.
+  Planned plan_part(int layer, int row, PlannedRow shape, bool lse_merge);
+  // A Logits part landing in b, compact or fp32 (part.K = K).
+  HostPart logits_part(const RowBuffers& b, int K) const;
   // Where a compact Logits part's maxima follow its f16 logits (bytes, 4-aligned).
   size_t compact_max_offset(int K) const;
   // Bytes of `floats` row values as they cross: the cache's dtype when compact, else fp32.
@@ -95,9 +106,11 @@ class HostShipment {
   std::vector<FetchStaging> fetched_;
   bool fetch_ordered_ = false;
   std::vector<HostPart> parts_;  // per row
+  std::vector<std::vector<Planned>> planned_;  // [layer][row]: plan()'s layout
   DType kv_dtype_;
   bool staged_;   // beside a GPU: parts cross from the pinned buffers
   bool compact_;  // see above
+  bool stages_async_ = false;
   PinnedBuffer layer_parts_[2];  // by layer parity: the layer's parts as they cross
   int64_t layer_fence_[2] = {-1, -1};
   std::vector<float> shifted_;  // logits less their head's max

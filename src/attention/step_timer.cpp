@@ -5,7 +5,11 @@
 namespace hg {
 
 StepClock::StepClock(Device& device, int n_layers)
-    : device_(device), marks_(static_cast<size_t>(n_layers)), stats_(static_cast<size_t>(n_layers)) {
+    : device_(device),
+      marks_(static_cast<size_t>(n_layers)),
+      arrived_(static_cast<size_t>(n_layers)),
+      released_(static_cast<size_t>(n_layers)),
+      stats_(static_cast<size_t>(n_layers)) {
   timing_.layers.resize(static_cast<size_t>(n_layers));
 }
 
@@ -23,8 +27,20 @@ void StepClock::host(int layer, double t_host, double t_wait) {
   st.t_wait += t_wait;
 }
 
+void StepClock::stamp_start(double t) {
+  stamped_ = true;
+  stamps_start_ = stamps_end_ = t;
+  std::fill(arrived_.begin(), arrived_.end(), t);
+  std::fill(released_.begin(), released_.end(), t);
+}
+
+void StepClock::stamp_layer(int layer, double arrived, double released) {
+  arrived_[static_cast<size_t>(layer)] = arrived;
+  released_[static_cast<size_t>(layer)] = released;
+}
+
 void StepClock::end_step() {
-  if (end_mark_ < 0) end_mark_ = device_.timing_mark(false);
+  if (end_mark_ < 0 && !stamped_) end_mark_ = device_.timing_mark(false);
   pending_ = true;
   ++ended_;
 }
@@ -32,6 +48,7 @@ void StepClock::end_step() {
 void StepClock::resolve() const {
   if (!pending_) return;
   pending_ = false;
+  if (stamped_) return resolve_stamps();
   const int end = end_mark_;
   end_mark_ = -1;
   const auto seconds = [&](int a, int b) {
@@ -50,6 +67,22 @@ void StepClock::resolve() const {
     lt.t_dev = std::max(0.0, span - lt.t_wait - lt.t_tx);
     stats_[l].t_layer += span;
     stats_[l].t_tx += lt.t_tx;
+  }
+  ++timing_.step;
+}
+
+void StepClock::resolve_stamps() const {
+  stamped_ = false;
+  double previous = stamps_start_;
+  const size_t n_layers = marks_.size();
+  for (size_t l = 0; l < n_layers; ++l) {
+    LayerStepTiming& lt = timing_.layers[l];
+    const double next = l + 1 < n_layers ? released_[l] : std::max(released_[l], stamps_end_);
+    const double span = std::max(0.0, next - previous);
+    lt.t_tx = 0;
+    lt.t_dev = std::max(0.0, span - lt.t_wait);
+    stats_[l].t_layer += span;
+    previous = released_[l];
   }
   ++timing_.step;
 }

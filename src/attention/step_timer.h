@@ -6,12 +6,24 @@
 // LayerStats (what --stats prints) when either is first read, or when the next step starts: by
 // then the step's logits have been copied back, so a CUDA device reads its events without
 // waiting for them. Prefill steps are not clocked.
+// The hybrid policies' asynchronous pipeline (hybrid_attention.h) stamps its steps from its host
+// callbacks instead, since a timing event would end a CUDA graph's capture: the steady clock
+// when the step starts, when the device reaches each layer's host callback and when the callback
+// lets it go on, and when the last layer ends. A layer's t_dev runs from the previous stamp to
+// its callback's arrival (the last layer's adds the time to the end), less nothing: the wait is
+// between arrival and release, and the transfer (t_tx) is not measured apart from t_dev.
 #pragma once
+#include <chrono>
 #include <vector>
 
 #include "attention/layer_attention.h"
 
 namespace hg {
+
+// The steady clock in seconds: the host's own timings (host jobs, waits, the pipeline's stamps).
+inline double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 class StepClock {
  public:
@@ -32,6 +44,15 @@ class StepClock {
   void layers_done() { end_mark_ = device_.timing_mark(false); }
   // The step's end (marked now if layers_done was not called): the step counts.
   void end_step();
+  // The asynchronous pipeline's stamps (steady clock, seconds), from host callbacks; a step that
+  // calls stamp_start is timed by its stamps alone.
+  void stamp_start(double t);
+  // Before the device thread issues a stamped step: the previous step goes to timing and stats.
+  void settle() const { resolve(); }
+  void stamp_layer(int layer, double arrived, double released);
+  void stamp_end(double t) { stamps_end_ = t; }
+  // A stamped step's transfer: `bytes` cross host -> device for this layer.
+  void shipped(int layer, int64_t bytes) { timing_.layers[static_cast<size_t>(layer)].bytes_h2d = bytes; }
 
   const StepTiming* last() const {
     resolve();
@@ -55,8 +76,14 @@ class StepClock {
   // layer's span less t_wait and t_tx; span and t_tx go to the run's statistics.
   void resolve() const;
 
+  // resolve() of a stamped step
+  void resolve_stamps() const;
+
   Device& device_;
   std::vector<Marks> marks_;  // this step's, per layer
+  mutable bool stamped_ = false;  // this step is timed by its stamps
+  double stamps_start_ = 0, stamps_end_ = 0;
+  std::vector<double> arrived_, released_;  // per layer
   int64_t ended_ = 0;         // steps ended
   mutable int end_mark_ = -1;  // the step's last mark, until the step is resolved
   mutable bool pending_ = false;

@@ -82,6 +82,7 @@ CudaDevice::CudaDevice(int gpu) : gpu_(gpu), launches_base_(cuda::launches_issue
     HG_CUDA_CHECK(cudaMallocHost(&upload_host_[static_cast<size_t>(b)], kUploadChunk));
   }
   if (const char* g = std::getenv("HG_CUDA_GRAPHS"); g && std::string(g) == "0") graphs_ = false;
+  if (const char* h = std::getenv("HG_CUDA_HOST_CALLBACKS"); h && std::string(h) == "0") host_callbacks_ = false;
   HG_CUBLAS_CHECK(cublasCreate(&blas_));
   HG_CUBLAS_CHECK(cublasSetStream(blas_, compute_));
   // Our own workspace: cuBLAS then allocates nothing per call (and stays graph-capturable).
@@ -144,7 +145,10 @@ void CudaDevice::sync_stream(cudaStream_t s) {
   HG_CUDA_CHECK(cudaStreamSynchronize(s));
   const size_t stream = s == compute_ ? 0 : 1;
   done_seq_[stream] = recorded_seq_[stream];  // every mark recorded on it has completed
-  if (s == compute_) ++compute_syncs_;
+  if (s == compute_) {
+    ++compute_syncs_;
+    compute_fences_passed_ = compute_fence_next_;
+  }
 }
 
 void CudaDevice::sync_event(cudaEvent_t e) {
@@ -171,8 +175,10 @@ void CudaDevice::decode_step_begin() {
 void CudaDevice::decode_step_end() {
   flush_capture();
   in_step_ = false;
-  if (graphs_ && segment_ > kMaxSegments) {
-    spdlog::debug("{}: a decode step took {} host waits: CUDA graphs off", name(), segment_);
+  // Two steps in a row: a first step's buffers grow (each growth a wait), later steps reuse them.
+  many_waits_ = segment_ > kMaxSegments ? many_waits_ + 1 : 0;
+  if (graphs_ && many_waits_ >= 2) {
+    spdlog::debug("{}: decode steps took {} host waits: CUDA graphs off", name(), segment_);
     graphs_ = false;
     for (cudaGraphExec_t& e : graph_execs_) {
       if (e) HG_CUDA_CHECK(cudaGraphExecDestroy(e));
@@ -297,8 +303,15 @@ void CudaDevice::copy_to_host(void* dst_host, const void* src, size_t bytes) {
 
 void CudaDevice::copy_to_host_async(void* dst_host, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  if (pinned(dst_host)) {  // into pinned memory: a copy node inside a capture
+    issue();
+    if (capturing_) ++capture_copies_;
+    HG_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, compute_));
+    counters_.d2h_bytes += bytes;
+    return;
+  }
   queue_to_host(dst_host, src, bytes);
-  if (!pinned(dst_host)) sync_stream(compute_);  // into pageable memory the runtime waits for the copy
+  sync_stream(compute_);  // into pageable memory the runtime waits for the copy
 }
 
 void CudaDevice::synchronize() {

@@ -73,6 +73,8 @@ class CudaDevice final : public Device {
   int64_t compute_fence() override;
   void wait_compute_fence(int64_t f) override;
   void copies_after_compute() override;
+  bool queues_host_callbacks() const override { return host_callbacks_; }
+  void host_callback(HostCallback fn, void* arg) override;
 
   void decode_step_begin() override;
   void decode_step_end() override;
@@ -113,7 +115,7 @@ class CudaDevice final : public Device {
   class HostRegistrar final : public mem::DmaRegistrar {
    public:
     explicit HostRegistrar(const CudaDevice& device) : device_(device) {}
-    void register_range(void* addr, size_t bytes) override;
+    bool register_range(void* addr, size_t bytes) override;
     void unregister_range(void* addr, size_t bytes) override;
     size_t bytes() const { return bytes_; }
 
@@ -191,20 +193,24 @@ class CudaDevice final : public Device {
   std::vector<cudaEvent_t> compute_fences_;
   std::vector<uint64_t> compute_fence_epoch_;
   int64_t compute_fence_next_ = 0;
+  int64_t compute_fences_passed_ = 0;  // fences below it were recorded before a wait for the whole stream
   cudaEvent_t compute_done_ = nullptr;     // copies_after_compute
   // CUDA graphs (decode_step_begin): one executable graph per segment of a step (the work between
   // two host waits), updated in place with each step's capture, re-instantiated when its nodes
-  // change. A policy whose step needs more than kMaxSegments host waits (the hybrid ones wait for
-  // the host stage every layer) runs without graphs: so many small graphs would cost more than
-  // they save. HG_CUDA_GRAPHS=0 turns them off.
+  // change. A policy whose steps need more than kMaxSegments host waits two steps in a row
+  // (offload waits for its copy stream every layer; the hybrid ones without host callbacks for
+  // the host stage) runs without graphs: so many small graphs would cost more than they save.
+  // HG_CUDA_GRAPHS=0 turns them off.
   static constexpr int kMaxSegments = 4;
   bool graphs_ = true;
+  int many_waits_ = 0;  // steps in a row with more than kMaxSegments segments
+  bool host_callbacks_ = true;  // HG_CUDA_HOST_CALLBACKS=0: false
   bool in_step_ = false;
   bool capturing_ = false;
   int segment_ = 0;
   uint64_t capture_kernels_ = 0;  // cuda::launches_issued() when the capture began
   uint64_t capture_blas_ = 0;     // counters_.launches then
-  uint64_t capture_copies_ = 0;   // copies captured
+  uint64_t capture_copies_ = 0;   // copies and host callbacks captured
   uint64_t launches_in_graphs_ = 0;
   std::vector<cudaGraphExec_t> graph_execs_;
   HostRegistrar registrar_{*this};

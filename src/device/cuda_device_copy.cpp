@@ -3,7 +3,9 @@
 // `copy`, fences as events recorded on it (a ring of kCopyFences), and the two joins: compute
 // waits for a fence, later copies wait for the compute work issued so far (double buffering).
 // Copies from pageable host memory are staged by the driver; HostStore arenas registered for DMA
-// (mem::DmaRegistrar) copy asynchronously.
+// (mem::DmaRegistrar) copy asynchronously. Host callbacks (the hybrid policies' pipeline) are
+// queued on `compute` too; copies to and from pinned memory and the callbacks are captured into
+// the decode step's graphs.
 #include <spdlog/spdlog.h>
 
 #include "device/cuda_device.h"
@@ -14,7 +16,7 @@
 namespace hg {
 inline namespace HG_CUDA_BACKEND {
 
-void CudaDevice::HostRegistrar::register_range(void* addr, size_t bytes) {
+bool CudaDevice::HostRegistrar::register_range(void* addr, size_t bytes) {
   device_.make_current();
   const cudaError_t e = cudaHostRegister(addr, bytes, cudaHostRegisterDefault);
   if (e != cudaSuccess) {
@@ -23,10 +25,11 @@ void CudaDevice::HostRegistrar::register_range(void* addr, size_t bytes) {
       spdlog::warn("{}: cannot pin host KV memory for DMA ({}); its copies go through the driver's staging",
                    device_.name(), cudaGetErrorString(e));
     warned_ = true;
-    return;
+    return false;
   }
   ranges_.insert(addr);
   bytes_ += bytes;
+  return true;
 }
 
 void CudaDevice::HostRegistrar::unregister_range(void* addr, size_t bytes) {
@@ -88,10 +91,20 @@ void CudaDevice::wait_copy_fence(int64_t f) {
 void CudaDevice::copy_to_device_queued(void* dst, const void* src_host, size_t bytes) {
   if (bytes == 0) return;
   if (!pinned(src_host)) return copy_to_device(dst, src_host, bytes);
-  flush_capture();
-  make_current();
+  issue();  // from pinned memory: a copy node inside a capture
+  if (capturing_) ++capture_copies_;
   HG_CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, compute_));
   counters_.h2d_bytes += bytes;
+}
+
+void CudaDevice::host_callback(HostCallback fn, void* arg) {
+  if (!host_callbacks_) {  // turned off: the host waits for the work before it, then calls fn
+    sync_stream(compute_);
+    return fn(arg);
+  }
+  issue();
+  if (capturing_) ++capture_copies_;
+  HG_CUDA_CHECK(cudaLaunchHostFunc(compute_, fn, arg));
 }
 
 int64_t CudaDevice::compute_fence() {
@@ -110,7 +123,7 @@ int64_t CudaDevice::compute_fence() {
 }
 
 void CudaDevice::wait_compute_fence(int64_t f) {
-  if (f < 0 || compute_fences_.empty()) return;
+  if (f < compute_fences_passed_ || compute_fences_.empty()) return;  // f < 0 too: none
   if (f < compute_fence_next_ - kCopyFences) throw Error("cuda compute fence " + std::to_string(f) + " was recycled");
   if (f >= compute_fence_next_) throw Error("cuda compute fence " + std::to_string(f) + " was never recorded");
   const auto at = static_cast<size_t>(f % kCopyFences);

@@ -4,8 +4,18 @@
 #include <vector>
 
 #include "hybridgen/error.h"
+#include "mem/pinned_buffer.h"
 
 namespace hg {
+
+std::byte* grow_pinned(Device& device, mem::PinnedBuffer& buffer, size_t bytes) {
+  if (bytes <= buffer.size()) return buffer.data();
+  device.synchronize();
+  buffer.reserve(bytes);
+  if (!buffer.pinned() && device.dma_registrar())
+    throw Error("a " + std::to_string(bytes) + "-byte host buffer could not be pinned for DMA");
+  return buffer.data();
+}
 
 void Device::copy_on_device(void* dst, const void* src, size_t bytes) {
   std::vector<std::byte> host(bytes);

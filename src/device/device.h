@@ -19,6 +19,7 @@ namespace hg {
 class ThreadPool;
 namespace mem {
 struct DmaRegistrar;
+class PinnedBuffer;
 }
 
 // A weight as the device holds it. Matrices stay in their stored dtype ([rows, cols], row-major);
@@ -202,12 +203,23 @@ class Device {
   virtual void copy_to_device_queued(void* dst, const void* src_host, size_t bytes) {
     copy_to_device(dst, src_host, bytes);
   }
-  // A fence behind the compute work issued so far (its handle; recycled after a few dozen), and
-  // the host's wait for it, which returns at once, and uncounted, where the fence has passed (or
-  // the host has waited for the whole compute stream since). The CPU device computes in the
-  // caller's order: no fences.
+  // A fence behind the compute work issued so far (its handle; recycled after a few dozen fences
+  // recorded with no wait for the whole stream between), and the host's wait for it, which
+  // returns at once, and uncounted, where the fence has passed (or the host has waited for the
+  // whole compute stream since). The CPU device computes in the caller's order: no fences.
   virtual int64_t compute_fence() { return -1; }
   virtual void wait_compute_fence(int64_t /*f*/) {}
+
+  // ---- host callbacks (the hybrid policies' asynchronous pipeline) ----
+  // fn(arg) on a host thread once the compute work issued before it has run; the work issued after
+  // it waits until it returns, and the caller does not wait at all. A CUDA device queues it on its
+  // compute stream (cudaLaunchHostFunc, a host node inside a CUDA graph); fn may block (on the host
+  // stage) but must not call the device. queues_host_callbacks() says whether the device queues
+  // them; HG_CUDA_HOST_CALLBACKS=0 makes a CUDA device say no. The CPU device, whose ops have run
+  // when they return, calls fn at once.
+  using HostCallback = void (*)(void* arg);
+  virtual bool queues_host_callbacks() const { return false; }
+  virtual void host_callback(HostCallback fn, void* arg) { fn(arg); }
 
   // ---- a decode step (CUDA graphs) ----
   // The engine's decode step runs between these two calls (its forward pass, logits copy
@@ -231,6 +243,12 @@ class Device {
   // partial result and log-sum-exp (kernels/device_tokens.h). Every pointer is device memory.
   virtual void hybrid_attention(const HybridAttentionArgs& a);
 };
+
+// Makes a pinned buffer of the device's registrar hold `bytes` and returns it: growing discards
+// the buffer, so the work queued on the device, which may copy into or out of it, runs first
+// (a wait, only while a buffer grows); a buffer the registrar refused to pin is an error (a
+// queued copy from pageable memory would run at once, before the host has written it).
+std::byte* grow_pinned(Device& device, mem::PinnedBuffer& buffer, size_t bytes);
 
 // bf16: whether it may compute in bf16 where the CPU has it (Device::bf16_compute).
 std::unique_ptr<Device> make_cpu_device(int n_threads, bool bf16 = true);

@@ -373,6 +373,7 @@ void Engine::decode(std::span<const int> seqs, std::span<const int32_t> tokens, 
   } catch (...) {
     try {
       im.device->decode_step_end();  // no capture outlives the step (the first error is the one reported)
+      im.device->synchronize();      // nor a host callback the step queued (they read its rows)
     } catch (...) {
     }
     throw;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "hybridgen/error.h"
 #include "kernels/cpu/attention.h"
@@ -45,6 +46,9 @@ HybridKv::HybridKv(Device& device, const ModelSpec& spec, const HybridKvLayout& 
     s.slot.resize(std::max<size_t>(slots, 1) * tables);
     s.pos.resize(std::max<size_t>(slots, 1) * tables);
     if (heavy_slots_ > 0) s.heavy = std::make_unique<HeavySlots>(spec, sink_slots_ + ring_slots_, heavy_slots_);
+    s.evicted.self = this;
+    s.evicted.seq = static_cast<int>(&s - seqs_.data());
+    s.evicted.rows = std::make_unique<mem::PinnedBuffer>(device.dma_registrar());
     if (per_head_tables()) {  // otherwise the kernels get the ring's parameters
       s.slot_dev = static_cast<int32_t*>(device.alloc(sizeof(int32_t) * s.slot.size()));
       s.pos_dev = static_cast<int32_t*>(device.alloc(sizeof(int32_t) * s.pos.size()));
@@ -54,6 +58,7 @@ HybridKv::HybridKv(Device& device, const ModelSpec& spec, const HybridKvLayout& 
 }
 
 HybridKv::~HybridKv() {
+  device_.synchronize();  // no eviction's placement may still be queued
   if (evict_dev_) device_.free(evict_dev_);
   for (auto& s : seqs_) {
     device_.free(s.k_all);
@@ -131,9 +136,8 @@ void HybridKv::evict(int seq, Seq& s, int n) {
   int64_t host_first = 0;
   if (layout_.keep_evicted) {
     host_first = s.host->append_tokens(n);
-    // One gather of the n oldest window rows of every layer and kv-head, K then V, and one copy
-    // to the host, which waits (the host stage reads these rows next); then host copies into the
-    // store's token blocks.
+    // One gather of the n oldest window rows of every layer and kv-head, K then V, one copy into
+    // a pinned buffer, and a host callback behind it that places them in the store's token blocks.
     const int64_t blocks = static_cast<int64_t>(spec_.n_layers) * spec_.n_kv_heads;
     RingRows rows;
     rows.src[0] = s.k_all;
@@ -151,20 +155,14 @@ void HybridKv::evict(int seq, Seq& s, int n) {
       evict_dev_ = device_.alloc(bytes);
       evict_dev_bytes_ = bytes;
     }
-    evict_host_.resize(bytes);
+    device_.wait_compute_fence(s.evicted.placed);  // the last eviction's rows are in place (normally long since)
     device_.gather_ring_rows(rows, evict_dev_);
-    device_.copy_to_host(evict_host_.data(), evict_dev_, bytes);
-    const std::byte* from = evict_host_.data();
-    for (int kv = 0; kv < 2; ++kv)
-      for (int l = 0; l < spec_.n_layers; ++l)
-        for (int g = 0; g < spec_.n_kv_heads; ++g, from += static_cast<size_t>(n) * row)
-          s.host->k_layout(l).for_each_run(host_first, n, [&](int64_t t, int64_t run) {
-            std::memcpy(kv == 0 ? s.host->k_row(l, g, t) : s.host->v_row(l, g, t),
-                        from + static_cast<size_t>(t - host_first) * row, static_cast<size_t>(run) * row);
-          });
+    device_.copy_to_host_async(grow_pinned(device_, *s.evicted.rows, bytes), evict_dev_, bytes);
+    s.evicted.host_first = host_first;
+    s.evicted.n = n;
+    device_.host_callback(&place_evicted, &s.evicted);
+    s.evicted.placed = device_.compute_fence();
     evicted_bytes_ += 2ull * n * row * spec_.n_kv_heads * spec_.n_layers;
-    // Past the K budget, the oldest K blocks move to the V node (same addresses).
-    spilled_k_blocks_ += s.host->enforce_k_budget(placement_);
   }
   if (s.heavy) {
     s.heavy->retain(device_, s.window, ring(s), n, seq, retainer_);
@@ -181,7 +179,29 @@ void HybridKv::evict(int seq, Seq& s, int n) {
   s.ring_pos0 += n;
 }
 
+void HybridKv::place_evicted(void* evicted) {
+  const Evicted& e = *static_cast<const Evicted*>(evicted);
+  HybridKv& kv = *e.self;
+  Seq& s = kv.seqs_[static_cast<size_t>(e.seq)];
+  const size_t row = static_cast<size_t>(kv.spec_.head_dim) * dtype_block_bytes(kv.dtype_);
+  const std::byte* from = e.rows->data();
+  for (int c = 0; c < 2; ++c)
+    for (int l = 0; l < kv.spec_.n_layers; ++l)
+      for (int g = 0; g < kv.spec_.n_kv_heads; ++g, from += static_cast<size_t>(e.n) * row)
+        s.host->k_layout(l).for_each_run(e.host_first, e.n, [&](int64_t t, int64_t run) {
+          std::memcpy(c == 0 ? s.host->k_row(l, g, t) : s.host->v_row(l, g, t),
+                      from + static_cast<size_t>(t - e.host_first) * row, static_cast<size_t>(run) * row);
+        });
+  try {
+    // Past the K budget, the oldest K blocks move to the V node (same addresses).
+    kv.spilled_k_blocks_ += s.host->enforce_k_budget(kv.placement_);
+  } catch (...) {
+    if (!kv.place_error_) kv.place_error_ = std::current_exception();
+  }
+}
+
 void HybridKv::make_room(int seq, int end, std::vector<TokenLocation>& places) {
+  if (place_error_) std::rethrow_exception(std::exchange(place_error_, nullptr));
   Seq& s = seqs_[static_cast<size_t>(seq)];
   if (end > ctx_)
     throw Error("sequence " + std::to_string(seq) + ": " + std::to_string(end) + " tokens exceed the context of " +

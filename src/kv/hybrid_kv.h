@@ -11,7 +11,12 @@
 // slots per layer and kv-head after the ring (kv/heavy_slots.h: who stays is the retainer's
 // choice, the policy's pruner). The kernels then get slot tables, one row per kv-head and one
 // table per layer (per_head_tables()), copied to the device whenever the device set changes.
+// An eviction gathers its rows of every layer on the device and copies them into a pinned
+// buffer without a host wait; a host callback (Device::host_callback) places them in the host
+// store once the copy has run, ahead, in the stream's order, of every host job that reads them
+// (a job of the synchronous path starts only after a host wait for the stream).
 #pragma once
+#include <exception>
 #include <functional>
 #include <memory>
 #include <span>
@@ -20,6 +25,7 @@
 #include "device/device.h"
 #include "kv/heavy_slots.h"
 #include "kv/host_store.h"
+#include "mem/pinned_buffer.h"
 
 namespace hg {
 
@@ -82,6 +88,15 @@ class HybridKv {
   uint64_t spilled_k_blocks() const { return spilled_k_blocks_; }
 
  private:
+  // An eviction's rows on their way to the host store (place_evicted), per sequence.
+  struct Evicted {
+    HybridKv* self = nullptr;
+    int seq = 0;
+    int64_t host_first = 0;  // the first host token they fill
+    int n = 0;               // tokens
+    std::unique_ptr<mem::PinnedBuffer> rows;  // K then V, [layer][kv-head][n][head_dim] each
+    int64_t placed = -1;  // a compute fence behind the placement (guards the next eviction's reuse)
+  };
   struct Seq {
     std::byte* k_all = nullptr;  // every layer's window: [n_layers][n_kv_heads][slots][head_dim]
     std::byte* v_all = nullptr;
@@ -98,8 +113,11 @@ class HybridKv {
     int32_t* slot_dev = nullptr;               // the same on the device (heavy hitters only)
     int32_t* pos_dev = nullptr;
     int table_count = 0;
+    Evicted evicted;
   };
   void evict(int seq, Seq& s, int n);
+  // The host callback of an eviction (an Evicted): its rows into the store's token blocks.
+  static void place_evicted(void* evicted);
   RingSlots ring(const Seq& s) const { return {sink_slots_, ring_slots_, s.ring_head, s.ring_pos0}; }
   const HeavySlots::Set& heavy(int seq, int layer, int g) const {
     return seqs_[static_cast<size_t>(seq)].heavy->set(layer, g);
@@ -122,7 +140,7 @@ class HybridKv {
   std::vector<std::byte> row_k_, row_v_;  // one K and one V row, staging for heavy-slot copies
   void* evict_dev_ = nullptr;          // an eviction's rows gathered on the device
   size_t evict_dev_bytes_ = 0;
-  std::vector<std::byte> evict_host_;  // the same on the host
+  std::exception_ptr place_error_;      // what place_evicted caught, for the next make_room
   std::vector<Seq> seqs_;
   uint64_t evicted_bytes_ = 0;
   uint64_t spilled_k_blocks_ = 0;

@@ -27,7 +27,8 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 // Calls come per committed block, and each registered range is unregistered exactly once.
 struct DmaRegistrar {
   virtual ~DmaRegistrar() = default;
-  virtual void register_range(void* addr, size_t bytes) = 0;
+  // Whether the range is registered now (a refusal leaves it pageable).
+  virtual bool register_range(void* addr, size_t bytes) = 0;
   virtual void unregister_range(void* addr, size_t bytes) = 0;
 };
 

@@ -63,23 +63,37 @@ TEST(CudaEmuCli, BenchCountsWhatADecodeTokenAsksOfTheDevice) {
   EXPECT_FALSE(nlohmann::json::parse(cpu.out)[0].contains("launches_per_token")) << "the CPU device counts none";
 }
 
-// The hybrid policies beside a GPU: the host's parts cross from pinned double buffers without a
-// wait and the device tokens are the ring's parameters (nothing copied when the window moves),
-// so a decode step waits for each layer's input and true query (the host stage needs both) and
-// for the logits, evictions aside (one wait each): two waits a layer, not four as before.
-TEST(CudaEmuCli, HybridWaitsOnlyForWhatTheHostStageReads) {
+// The hybrid policies beside a GPU issue a decode step without a host wait: host callbacks on the
+// stream join the host stage (attention/hybrid_async.cpp) and place an eviction's rows in the
+// host store, so a token waits once, for its logits, and is one CUDA graph; the eviction every 16
+// steps (1 in the 8 measured here) launches its gather before the step's capture. With
+// HG_CUDA_HOST_CALLBACKS=0 the synchronous path waits for each layer's input and true query, as
+// InfiniGen, whose K follows the data, always does.
+TEST(CudaEmuCli, HybridWaitsOnceAStep) {
   const std::string model = tiny_model("llama-gqa").string();
   const nlohmann::json info = json_of(run_hybridgen("info -m '" + model + "' --json"));
-  const double layers = info["n_layers"].get<double>();
-  const nlohmann::json rows = json_of(run_hybridgen("bench -m '" + model +
-                                                    "' -p 0 -n 8 -d 64 -r 1 --device cuda-emu -o json --policy "
-                                                    "hybrid:window=16:k=8:sched=fixed"));
-  ASSERT_EQ(rows.size(), 1u);
-  const nlohmann::json& r = rows[0];
-  EXPECT_GT(r["selected_per_layer"].get<double>(), 0.0) << "the host stage ran: not `full`";
-  EXPECT_GT(r["h2d_bytes_per_token"].get<double>(), 0.0);
-  EXPECT_LE(r["syncs_per_token"].get<double>(), 2 * layers + 1 + 1) << "input, query, logits, an eviction";
-  EXPECT_GE(r["syncs_per_token"].get<double>(), 1.0);
+  const double layers = info["n_layers"].get<double>(), steps = 8;
+  const std::string args = "bench -m '" + model + "' -p 0 -n 8 -d 64 -r 1 --device cuda-emu -o json --policy ";
+  const nlohmann::json rows =
+      json_of(run_hybridgen(args + "hybrid:window=16:k=8:sched=fixed,hgca:window=16:k=8,quest:window=16:k=16"));
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r["policy"].get<std::string>());
+    EXPECT_GT(r["selected_per_layer"].get<double>(), 0.0) << "the host stage ran: not `full`";
+    EXPECT_GT(r["h2d_bytes_per_token"].get<double>(), 0.0);
+    EXPECT_EQ(r["syncs_per_token"].get<double>(), 1.0) << "the logits' copy";
+    EXPECT_EQ(r["graph_launches_per_token"].get<double>(), 1.0) << "the step is one graph";
+    EXPECT_EQ(r["launches_per_token"].get<double>(), 1 / steps) << "the eviction's gather";
+  }
+  const nlohmann::json sync = json_of(
+      run_hybridgen_env("HG_CUDA_HOST_CALLBACKS=0", args + "hybrid:window=16:k=8:sched=fixed,infinigen:window=16"));
+  ASSERT_EQ(sync.size(), 2u);
+  for (const auto& r : sync) {
+    SCOPED_TRACE(r["policy"].get<std::string>());
+    EXPECT_GE(r["syncs_per_token"].get<double>(), layers + 1) << "a layer's query or input, the logits";
+    EXPECT_LE(r["syncs_per_token"].get<double>(), 2 * layers + 1) << "input, query, logits";
+    EXPECT_EQ(r["graph_launches_per_token"].get<double>(), 0.0) << "a wait a layer: no graphs";
+  }
 }
 
 // The CUDA device holds fp32 checkpoints as they are (4 bytes a parameter), bf16 matrices as bf16

@@ -183,6 +183,14 @@ TEST(CudaDevice, QueuedCopiesFromPinnedMemoryWaitOnlyOnTheirFence) {
   d->wait_compute_fence(g);
   d->wait_compute_fence(f);
   EXPECT_EQ(syncs(*d), s1) << "fences the host has waited past cost nothing";
+  // A fence kept across many later ones (an eviction's, every 16 steps) is not "recycled" once
+  // the host has waited for the whole stream since it: it has passed.
+  for (int i = 0; i < 200; ++i) d->compute_fence();
+  d->wait_compute_fence(g);
+  EXPECT_EQ(syncs(*d), s1);
+  int64_t fresh = -1;
+  for (int i = 0; i < 200; ++i) fresh = d->compute_fence();
+  EXPECT_THROW(d->wait_compute_fence(fresh - 100), Error) << "recycled with no wait since: a bug";
   std::vector<float> pageable = a;
   d->copy_to_device_queued(dev.get(), pageable.data(), bytes);
   EXPECT_EQ(syncs(*d), s1 + 1) << "from pageable memory the copy waits";

@@ -94,9 +94,10 @@ std::string error_of(F&& f) {
 struct RecordingDma : DmaRegistrar {
   std::map<void*, size_t> live;
   int registered = 0, unregistered = 0;
-  void register_range(void* p, size_t bytes) override {
+  bool register_range(void* p, size_t bytes) override {
     EXPECT_TRUE(live.emplace(p, bytes).second) << "registered twice";
     ++registered;
+    return true;
   }
   void unregister_range(void* p, size_t bytes) override {
     auto it = live.find(p);

@@ -677,6 +677,15 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   return r.stream_idle(r.resolve(stream)) ? cudaSuccess : cudaErrorNotReady;
 }
 
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data) {
+  Runtime& r = Runtime::get();
+  if (!fn) return result(cudaErrorInvalidValue);
+  if (!r.known(stream)) return result(cudaErrorInvalidResourceHandle);
+  if (r.sticky() != cudaSuccess) return r.sticky();
+  r.enqueue(r.resolve(stream), [fn, data] { fn(data); }, "host");
+  return result(cudaSuccess);
+}
+
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
   Runtime& r = Runtime::get();
   if (!event || !r.known(stream)) return result(cudaErrorInvalidResourceHandle);

@@ -45,10 +45,14 @@ class QuestSelector final : public Selector {
 
   int choose_k(const SelectionRequest& r, SelectorScratch& scratch) override {
     catch_up(bounds(r.seq, r.layer), r.k, r.n_tokens, scratch);
-    if (r.layer < kQuestDenseLayers || r.K >= r.n_tokens) return static_cast<int>(r.n_tokens);
-    if (r.K <= 0) return 0;
-    const int64_t pages = std::max<int64_t>(1, r.K / kQuestPageTokens);
-    return static_cast<int>(std::min<int64_t>(r.n_tokens, pages * kQuestPageTokens));
+    return planned_k(r.layer, r.K, r.n_tokens);
+  }
+
+  int planned_k(int layer, int K, int64_t n_tokens) const override {
+    if (layer < kQuestDenseLayers || K >= n_tokens) return static_cast<int>(n_tokens);
+    if (K <= 0) return 0;
+    const int64_t pages = std::max<int64_t>(1, K / kQuestPageTokens);
+    return static_cast<int>(std::min<int64_t>(n_tokens, pages * kQuestPageTokens));
   }
 
   void select(const SelectionRequest& r, int g_begin, int g_end, SelectedTokens out, SelectorScratch& s) override {

@@ -141,6 +141,10 @@ class Selector {
   // per (seq, layer, step) before select(), on one worker; returns K in [0, n_tokens]. Default:
   // the plan's K.
   virtual int choose_k(const SelectionRequest& r, SelectorScratch& /*scratch*/) { return r.K; }
+  // The K choose_k will return for a plan's K over n_tokens host tokens, known before the host
+  // part runs (the asynchronous pipeline lays its shipment out from it), or -1 where the choice
+  // depends on the data. Default: the plan's K.
+  virtual int planned_k(int /*layer*/, int K, int64_t /*n_tokens*/) const { return K; }
 
   // The selector's other roles, if it has them (the driver wires them up).
   virtual AttentionObserver* observer() { return nullptr; }
