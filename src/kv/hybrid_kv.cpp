@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <utility>
 
 #include "hybridgen/error.h"
 #include "kernels/cpu/attention.h"
@@ -163,6 +162,10 @@ void HybridKv::evict(int seq, Seq& s, int n) {
     device_.host_callback(&place_evicted, &s.evicted);
     s.evicted.placed = device_.compute_fence();
     evicted_bytes_ += 2ull * n * row * spec_.n_kv_heads * spec_.n_layers;
+    // Past the K budget, the oldest K blocks move to the V node (same addresses). Here, not in the
+    // callback: a move re-registers the block for DMA, a CUDA call a host callback may not make;
+    // rows the callback places later land on the block's new node.
+    spilled_k_blocks_ += s.host->enforce_k_budget(placement_);
   }
   if (s.heavy) {
     s.heavy->retain(device_, s.window, ring(s), n, seq, retainer_);
@@ -192,16 +195,9 @@ void HybridKv::place_evicted(void* evicted) {
           std::memcpy(c == 0 ? s.host->k_row(l, g, t) : s.host->v_row(l, g, t),
                       from + static_cast<size_t>(t - e.host_first) * row, static_cast<size_t>(run) * row);
         });
-  try {
-    // Past the K budget, the oldest K blocks move to the V node (same addresses).
-    kv.spilled_k_blocks_ += s.host->enforce_k_budget(kv.placement_);
-  } catch (...) {
-    if (!kv.place_error_) kv.place_error_ = std::current_exception();
-  }
 }
 
 void HybridKv::make_room(int seq, int end, std::vector<TokenLocation>& places) {
-  if (place_error_) std::rethrow_exception(std::exchange(place_error_, nullptr));
   Seq& s = seqs_[static_cast<size_t>(seq)];
   if (end > ctx_)
     throw Error("sequence " + std::to_string(seq) + ": " + std::to_string(end) + " tokens exceed the context of " +

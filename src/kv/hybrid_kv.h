@@ -16,7 +16,6 @@
 // store once the copy has run, ahead, in the stream's order, of every host job that reads them
 // (a job of the synchronous path starts only after a host wait for the stream).
 #pragma once
-#include <exception>
 #include <functional>
 #include <memory>
 #include <span>
@@ -116,7 +115,8 @@ class HybridKv {
     Evicted evicted;
   };
   void evict(int seq, Seq& s, int n);
-  // The host callback of an eviction (an Evicted): its rows into the store's token blocks.
+  // The host callback of an eviction (an Evicted): its rows into the store's token blocks (host
+  // copies only: a host callback makes no CUDA call).
   static void place_evicted(void* evicted);
   RingSlots ring(const Seq& s) const { return {sink_slots_, ring_slots_, s.ring_head, s.ring_pos0}; }
   const HeavySlots::Set& heavy(int seq, int layer, int g) const {
@@ -140,7 +140,6 @@ class HybridKv {
   std::vector<std::byte> row_k_, row_v_;  // one K and one V row, staging for heavy-slot copies
   void* evict_dev_ = nullptr;          // an eviction's rows gathered on the device
   size_t evict_dev_bytes_ = 0;
-  std::exception_ptr place_error_;      // what place_evicted caught, for the next make_room
   std::vector<Seq> seqs_;
   uint64_t evicted_bytes_ = 0;
   uint64_t spilled_k_blocks_ = 0;

@@ -7,6 +7,7 @@
 // headers, as kernels/cuda/*.cu are for the emulated device.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -437,6 +438,79 @@ TEST(CudaEmu, StreamCaptureAndGraphs) {
   cudaFreeHost(pinned);
   cudaFree(x);
   cudaStreamDestroy(s);
+}
+
+// Host functions run in the stream's order: after the work before them, and the work after them
+// waits until they return, though the host thread never waits. Captured, a host function is a
+// node of the graph and runs at each launch. Inside one, a CUDA call aborts (the real runtime
+// refuses it).
+struct HostFnProbe {
+  const float* seen_from = nullptr;  // pinned: what the kernel before it wrote, copied back
+  float seen = 0;
+  std::atomic<bool> release{false};
+  std::atomic<int> calls{0};
+};
+
+void probe_host_fn(void* arg) {
+  auto& p = *static_cast<HostFnProbe*>(arg);
+  p.seen = p.seen_from[0];
+  while (!p.release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ++p.calls;
+}
+
+void cuda_call_host_fn(void*) {
+  void* p = nullptr;
+  cudaMalloc(&p, 16);
+}
+
+TEST(CudaEmu, HostFunctionsRunInStreamOrder) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  float* x;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&x), sizeof(float) * 32), cudaSuccess);
+  float* pinned;
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), sizeof(float) * 32), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(x, 0, sizeof(float) * 32, s), cudaSuccess);
+  HostFnProbe probe;
+  probe.seen_from = pinned;
+  HG_LAUNCH(1, 32, 0, s, slow_add_kernel)(x, 2.0f);
+  ASSERT_EQ(cudaMemcpyAsync(pinned, x, sizeof(float) * 32, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(s, probe_host_fn, &probe), cudaSuccess);
+  HG_LAUNCH(1, 32, 0, s, slow_add_kernel)(x, 3.0f);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady) << "the work after the host function waits for it";
+  probe.release = true;
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(probe.seen, 2.0f) << "it ran after the kernel and the copy before it";
+  EXPECT_EQ(download<float>(x, 32), std::vector<float>(32, 5.0f));
+  // Captured: a node of the graph, run at each launch.
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(s, probe_host_fn, &probe), cudaSuccess);
+  cudaGraph_t g = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+  EXPECT_EQ(probe.calls.load(), 1) << "capturing runs nothing";
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(probe.calls.load(), 3);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(g);
+  cudaFreeHost(pinned);
+  cudaFree(x);
+  cudaStreamDestroy(s);
+}
+
+TEST(CudaEmuDeathTest, ACudaCallInsideAHostFunctionAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        cudaStream_t s;
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+        cudaLaunchHostFunc(s, cuda_call_host_fn, nullptr);
+        cudaStreamSynchronize(s);
+      },
+      "a CUDA call inside a host function");
 }
 
 }  // namespace

@@ -79,9 +79,15 @@ struct Alloc {
 class Runtime {
  public:
   static Runtime& get() {
+    if (in_host_function) {
+      // The real runtime refuses it (and may deadlock): a host function must not call CUDA.
+      std::fprintf(stderr, "cuda-emu: a CUDA call inside a host function (cudaLaunchHostFunc)\n");
+      std::abort();
+    }
     static Runtime* r = new Runtime();  // never destroyed: streams may outlive static destructors
     return *r;
   }
+  static thread_local bool in_host_function;  // a stream worker running a cudaLaunchHostFunc
 
   size_t capacity() const { return capacity_; }
 
@@ -302,6 +308,8 @@ class Runtime {
   std::atomic<cudaError_t> sticky_{cudaSuccess};
   std::atomic<uint64_t> gemms_{0};
 };
+
+thread_local bool Runtime::in_host_function = false;
 
 thread_local cudaError_t tl_last_error = cudaSuccess;
 thread_local int tl_device = 0;
@@ -682,7 +690,11 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data)
   if (!fn) return result(cudaErrorInvalidValue);
   if (!r.known(stream)) return result(cudaErrorInvalidResourceHandle);
   if (r.sticky() != cudaSuccess) return r.sticky();
-  r.enqueue(r.resolve(stream), [fn, data] { fn(data); }, "host");
+  r.enqueue(r.resolve(stream), [fn, data] {
+    Runtime::in_host_function = true;
+    fn(data);
+    Runtime::in_host_function = false;
+  }, "host");
   return result(cudaSuccess);
 }
 
