@@ -369,17 +369,32 @@ TEST(CudaEmu, GemmExFollowsCublasSemantics) {
   cublasDestroy(h);
 }
 
+// A non-blocking stream, 32 floats of device memory and 32 of pinned host memory.
+struct StreamAndBuffers {
+  cudaStream_t s = nullptr;
+  float* x = nullptr;
+  float* pinned = nullptr;
+  StreamAndBuffers() {
+    EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&x), sizeof(float) * 32), cudaSuccess);
+    EXPECT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), sizeof(float) * 32), cudaSuccess);
+  }
+  ~StreamAndBuffers() {
+    cudaFreeHost(pinned);
+    cudaFree(x);
+    cudaStreamDestroy(s);
+  }
+};
+
 // Stream capture: the captured kernels and copies run only when the graph is launched, in issue
 // order; an update with new arguments changes what the next launch does; a capture refuses a
 // synchronization and a copy from pageable memory (the capture is then invalidated), and an
 // update with other nodes fails, as on the GPU.
 TEST(CudaEmu, StreamCaptureAndGraphs) {
-  cudaStream_t s;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-  float* x;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&x), sizeof(float) * 32), cudaSuccess);
-  float* pinned;
-  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), sizeof(float) * 32), cudaSuccess);
+  StreamAndBuffers sb;
+  cudaStream_t s = sb.s;
+  float* x = sb.x;
+  float* pinned = sb.pinned;
   for (int i = 0; i < 32; ++i) pinned[i] = 1.0f;
   const auto capture = [&](float v) {
     EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
@@ -435,9 +450,6 @@ TEST(CudaEmu, StreamCaptureAndGraphs) {
     cudaGetLastError();
   }
   EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
-  cudaFreeHost(pinned);
-  cudaFree(x);
-  cudaStreamDestroy(s);
 }
 
 // Host functions run in the stream's order: after the work before them, and the work after them
@@ -464,12 +476,10 @@ void cuda_call_host_fn(void*) {
 }
 
 TEST(CudaEmu, HostFunctionsRunInStreamOrder) {
-  cudaStream_t s;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-  float* x;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&x), sizeof(float) * 32), cudaSuccess);
-  float* pinned;
-  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), sizeof(float) * 32), cudaSuccess);
+  StreamAndBuffers sb;
+  cudaStream_t s = sb.s;
+  float* x = sb.x;
+  float* pinned = sb.pinned;
   ASSERT_EQ(cudaMemsetAsync(x, 0, sizeof(float) * 32, s), cudaSuccess);
   HostFnProbe probe;
   probe.seen_from = pinned;
@@ -496,9 +506,6 @@ TEST(CudaEmu, HostFunctionsRunInStreamOrder) {
   EXPECT_EQ(probe.calls.load(), 3);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(g);
-  cudaFreeHost(pinned);
-  cudaFree(x);
-  cudaStreamDestroy(s);
 }
 
 TEST(CudaEmuDeathTest, ACudaCallInsideAHostFunctionAborts) {
