@@ -70,7 +70,14 @@ constexpr size_t kStackBytes = 128 * 1024;
 class StackPool {
  public:
   ~StackPool() {
-    for (void* base : free_) munmap(base, kStackBytes + page());
+    for (void* base : free_) {
+#ifdef HG_EMU_ASAN
+      // The shadow outlives the mapping: a later mmap at these addresses (a stream's thread gone,
+      // a large malloc) would inherit the last fiber's poisoned entry frames.
+      __asan_unpoison_memory_region(static_cast<char*>(base) + page(), kStackBytes);
+#endif
+      munmap(base, kStackBytes + page());
+    }
   }
   ctx::stack_context allocate() {
     void* base;
