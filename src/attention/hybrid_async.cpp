@@ -112,7 +112,7 @@ void HybridAttention::part_wanted(void* callback) {
   });
   const double released = steady_seconds();
   h.clock_.host(c.layer, t_host, released - arrived);
-  h.clock_.stamp_layer(c.layer, arrived, released);
+  h.clock_.stamp_release(c.layer, released);
 }
 
 void HybridAttention::layers_ended(void* callback) {

@@ -7,7 +7,6 @@ namespace hg {
 StepClock::StepClock(Device& device, int n_layers)
     : device_(device),
       marks_(static_cast<size_t>(n_layers)),
-      arrived_(static_cast<size_t>(n_layers)),
       released_(static_cast<size_t>(n_layers)),
       stats_(static_cast<size_t>(n_layers)) {
   timing_.layers.resize(static_cast<size_t>(n_layers));
@@ -30,13 +29,7 @@ void StepClock::host(int layer, double t_host, double t_wait) {
 void StepClock::stamp_start(double t) {
   stamped_ = true;
   stamps_start_ = stamps_end_ = t;
-  std::fill(arrived_.begin(), arrived_.end(), t);
   std::fill(released_.begin(), released_.end(), t);
-}
-
-void StepClock::stamp_layer(int layer, double arrived, double released) {
-  arrived_[static_cast<size_t>(layer)] = arrived;
-  released_[static_cast<size_t>(layer)] = released;
 }
 
 void StepClock::end_step() {

@@ -8,10 +8,10 @@
 // waiting for them. Prefill steps are not clocked.
 // The hybrid policies' asynchronous pipeline (hybrid_attention.h) stamps its steps from its host
 // callbacks instead, since a timing event would end a CUDA graph's capture: the steady clock
-// when the step starts, when the device reaches each layer's host callback and when the callback
-// lets it go on, and when the last layer ends. A layer's t_dev runs from the previous stamp to
-// its callback's arrival (the last layer's adds the time to the end), less nothing: the wait is
-// between arrival and release, and the transfer (t_tx) is not measured apart from t_dev.
+// when the step starts, when each layer's host callback lets the device go on, and when the last
+// layer ends. A layer spans from the previous release (or the start) to its own (the last layer's
+// to the end); its t_dev is that span less the wait host() recorded, so it runs to the callback's
+// arrival; the transfer (t_tx) is not measured apart from t_dev.
 #pragma once
 #include <chrono>
 #include <vector>
@@ -49,7 +49,7 @@ class StepClock {
   void stamp_start(double t);
   // Before the device thread issues a stamped step: the previous step goes to timing and stats.
   void settle() const { resolve(); }
-  void stamp_layer(int layer, double arrived, double released);
+  void stamp_release(int layer, double t) { released_[static_cast<size_t>(layer)] = t; }
   void stamp_end(double t) { stamps_end_ = t; }
   // A stamped step's transfer: `bytes` cross host -> device for this layer.
   void shipped(int layer, int64_t bytes) { timing_.layers[static_cast<size_t>(layer)].bytes_h2d = bytes; }
@@ -83,7 +83,7 @@ class StepClock {
   std::vector<Marks> marks_;  // this step's, per layer
   mutable bool stamped_ = false;  // this step is timed by its stamps
   double stamps_start_ = 0, stamps_end_ = 0;
-  std::vector<double> arrived_, released_;  // per layer
+  std::vector<double> released_;  // per layer
   int64_t ended_ = 0;         // steps ended
   mutable int end_mark_ = -1;  // the step's last mark, until the step is resolved
   mutable bool pending_ = false;

@@ -304,8 +304,7 @@ void CudaDevice::copy_to_host(void* dst_host, const void* src, size_t bytes) {
 void CudaDevice::copy_to_host_async(void* dst_host, const void* src, size_t bytes) {
   if (bytes == 0) return;
   if (pinned(dst_host)) {  // into pinned memory: a copy node inside a capture
-    issue();
-    if (capturing_) ++capture_copies_;
+    issue_node();
     HG_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, compute_));
     counters_.d2h_bytes += bytes;
     return;

@@ -135,6 +135,12 @@ class CudaDevice final : public Device {
   // Before an op that can be captured (kernels, GEMMs, device copies): the current device, and
   // inside a decode step a capture of the compute stream, begun here if none is open.
   void issue();
+  // issue() before a copy or a host callback (not a launch): counted as a captured node, so that
+  // a capture holding only such nodes still becomes a graph.
+  void issue_node() {
+    issue();
+    if (capturing_) ++capture_copies_;
+  }
   // Before anything a capture cannot hold (a host wait, a copy from pageable memory, the copy
   // stream, a timing event): the open capture ends and its graph is launched.
   void flush_capture();

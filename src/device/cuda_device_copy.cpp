@@ -43,8 +43,7 @@ void CudaDevice::HostRegistrar::unregister_range(void* addr, size_t bytes) {
 
 void CudaDevice::copy_on_device(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
-  issue();
-  if (capturing_) ++capture_copies_;
+  issue_node();
   HG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, compute_));
 }
 
@@ -91,8 +90,7 @@ void CudaDevice::wait_copy_fence(int64_t f) {
 void CudaDevice::copy_to_device_queued(void* dst, const void* src_host, size_t bytes) {
   if (bytes == 0) return;
   if (!pinned(src_host)) return copy_to_device(dst, src_host, bytes);
-  issue();  // from pinned memory: a copy node inside a capture
-  if (capturing_) ++capture_copies_;
+  issue_node();  // from pinned memory: a copy node inside a capture
   HG_CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, compute_));
   counters_.h2d_bytes += bytes;
 }
@@ -102,8 +100,7 @@ void CudaDevice::host_callback(HostCallback fn, void* arg) {
     sync_stream(compute_);
     return fn(arg);
   }
-  issue();
-  if (capturing_) ++capture_copies_;
+  issue_node();
   HG_CUDA_CHECK(cudaLaunchHostFunc(compute_, fn, arg));
 }
 
