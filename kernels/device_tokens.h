@@ -72,8 +72,6 @@ HG_TOKENS_FN int visible_tokens(const DeviceTokens& t, int g, int64_t p) {
   return lo;
 }
 
-#undef HG_TOKENS_FN
-
 // What the host shipped for one sequence's layer (device memory). Logits and KeyValue both put
 // K host tokens per kv-head into the union; KeyValue (InfiniGen's fetch) carries their K rows, so
 // the device computes their logits with its own, true query.
@@ -83,16 +81,30 @@ HG_TOKENS_FN int visible_tokens(const DeviceTokens& t, int g, int64_t p) {
 struct HostPart {
   enum class Kind { None, Logits, KeyValue, Partial };
   Kind kind = Kind::None;
-  int K = 0;                        // Logits, KeyValue: host tokens per kv-head
-  const void* logits = nullptr;     // Logits: [n_heads][K] in logits_dtype, already scaled, in token order
-  DType logits_dtype = DType::F32;  // F32, or F16 (then logit_max[h] + logits[h][j] is the logit)
+  int K = 0;                         // Logits, KeyValue: host tokens per kv-head
+  const void* logits = nullptr;      // Logits: [n_heads][K] in logits_dtype, already scaled, in token order
+  DType logits_dtype = DType::F32;   // F32, or F16 (then logit_max[h] + logits[h][j] is the logit)
   const float* logit_max = nullptr;  // [n_heads], with f16 logits
   const void* k = nullptr;           // KeyValue: [n_kv_heads][K][head_dim] in rows_dtype, in token order
   const void* v = nullptr;           // Logits, KeyValue: [n_kv_heads][K][head_dim] in rows_dtype
   DType rows_dtype = DType::F32;     // F32, or the cache's kv_dtype
   const float* out = nullptr;        // Partial: [n_rows][n_heads][head_dim]
   const float* lse = nullptr;        // Partial: [n_rows][n_heads]
+  // Logits, KeyValue: when set (device memory), the part holds min(*count, K) host tokens per
+  // kv-head, and K is only its layout's (the rows per kv-head, the logits per head): a part laid
+  // out before the host knew how many tokens it would choose (InfiniGen's alpha rule beside a GPU,
+  // whose step is issued ahead of the host's work), the count copied in with it.
+  const int32_t* count = nullptr;
 };
+
+// Host tokens per kv-head a Logits or KeyValue part puts into the union (see HostPart::count).
+HG_TOKENS_FN int host_part_tokens(const HostPart& h) {
+  if (h.kind != HostPart::Kind::Logits && h.kind != HostPart::Kind::KeyValue) return 0;
+  if (!h.count) return h.K;
+  return *h.count < 0 ? 0 : (*h.count < h.K ? *h.count : h.K);
+}
+
+#undef HG_TOKENS_FN
 
 // What every attention kernel of the device reads: n query rows of n_heads heads, q and out
 // [n][n_heads][head_dim], over the caches k_cache, v_cache [n_kv_heads][capacity][head_dim] in

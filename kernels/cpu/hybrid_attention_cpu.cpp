@@ -29,17 +29,17 @@ void for_each_slot_run(const DeviceTokens& tok, int g, int64_t begin, int64_t en
   }
 }
 
-// Head h's K host logits into out, as floats (a compact shipment's f16 values plus their max).
-void host_logits_row(const HostPart& host, int h, float* out) {
-  const int64_t K = host.K;
+// Head h's n host logits into out, as floats (a compact shipment's f16 values plus their max).
+void host_logits_row(const HostPart& host, int h, int64_t n, float* out) {
+  const int64_t K = host.K;  // the layout's logits per head
   if (host.logits_dtype == DType::F32) {
     const float* l = static_cast<const float*>(host.logits) + h * K;
-    std::copy(l, l + K, out);
+    std::copy(l, l + n, out);
     return;
   }
   const auto* l = static_cast<const uint16_t*>(host.logits) + h * K;
   const float m = host.logit_max ? host.logit_max[h] : 0.0f;
-  for (int64_t j = 0; j < K; ++j) out[j] = m + f16_to_fp32(l[j]);
+  for (int64_t j = 0; j < n; ++j) out[j] = m + f16_to_fp32(l[j]);
 }
 
 }  // namespace
@@ -64,7 +64,8 @@ void hybrid_attention_items(const HybridAttentionArgs& a, int heads_per_item, fl
   const size_t row_bytes = static_cast<size_t>(head_dim) * dtype_block_bytes(a.kv_dtype);
   const HostPart& host = a.host;
   const bool fetched = host.kind == HostPart::Kind::KeyValue;
-  const int64_t K = host.kind == HostPart::Kind::Logits || fetched ? host.K : 0;
+  const int64_t K = host_part_tokens(host);                                            // host tokens in the union
+  const int64_t K_rows = host.kind == HostPart::Kind::Logits || fetched ? host.K : 0;  // per kv-head in its layout
   const DeviceTokens& tok = a.tokens;
   const int64_t ld = hybrid_attention_scores_per_head(a);  // scores of head j: scores + j * ld
   assert(head_dim <= kMaxHeadDim);                         // checked at model load
@@ -83,7 +84,7 @@ void hybrid_attention_items(const HybridAttentionArgs& a, int heads_per_item, fl
     const int64_t visible = visible_tokens(tok, g, a.pos0 + i);
     const int64_t lead = std::min<int64_t>(tok.n_lead, visible);
     const size_t host_row_bytes = static_cast<size_t>(head_dim) * dtype_block_bytes(host.rows_dtype);
-    const auto* host_v = static_cast<const uint8_t*>(host.v) + static_cast<size_t>(g * K) * host_row_bytes;
+    const auto* host_v = static_cast<const uint8_t*>(host.v) + static_cast<size_t>(g * K_rows) * host_row_bytes;
 
     // scores over the union, in position order: lead tokens, host tokens, the rest; the item's
     // heads share each pass over K and V
@@ -97,10 +98,11 @@ void hybrid_attention_items(const HybridAttentionArgs& a, int heads_per_item, fl
     };
     device_scores(0, lead);
     if (fetched)
-      dot_rows_heads(host.rows_dtype, static_cast<const uint8_t*>(host.k) + static_cast<size_t>(g * K) * host_row_bytes,
-                     head_dim, K, q, H, head_dim, head_dim, a.scale, scores + at, ld);
+      dot_rows_heads(host.rows_dtype,
+                     static_cast<const uint8_t*>(host.k) + static_cast<size_t>(g * K_rows) * host_row_bytes, head_dim,
+                     K, q, H, head_dim, head_dim, a.scale, scores + at, ld);
     else if (K > 0)
-      for (int j = 0; j < H; ++j) host_logits_row(host, h0 + j, scores + j * ld + at);
+      for (int j = 0; j < H; ++j) host_logits_row(host, h0 + j, K, scores + j * ld + at);
     at += K;
     device_scores(lead, visible);
     const int64_t n_scores = at;

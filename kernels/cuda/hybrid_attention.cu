@@ -6,8 +6,9 @@
 // given, scored like window tokens; rows in fp32 or, compact, in the cache's type, H below; logits
 // in fp32 or f16 less their head's max), then the rest of its visible device tokens. The row's
 // visible count is worked out once per block (a ring's from its parameters, a table's by one
-// binary search), and each tile's union tokens are mapped to cache slots (or host rows) once, into
-// shared memory, for both passes over it.
+// binary search; the host's from the part's count in device memory where it has one), and each
+// tile's union tokens are mapped to cache slots (or host rows) once, into shared memory, for both
+// passes over it.
 //
 // Grid: (split of the union, kv head × query-head subgroup, query row), like attention_decode:
 // a block streams the K and V rows of its split once for the sub_heads query heads of its
@@ -52,7 +53,9 @@ struct RowUnion {
   __host__ __device__ int size() const { return lead + host + rest; }
 };
 
-// Host tokens in the union: K of them for Logits and KeyValue parts, none otherwise.
+// Host tokens per kv-head in the part's layout: K of them for Logits and KeyValue parts, none
+// otherwise; the union holds host_part_tokens() of them (fewer where the part carries a count, read
+// on the device).
 __host__ __device__ __forceinline__ int union_host_tokens(const HostPart& h) {
   return h.kind == HostPart::Kind::Logits || h.kind == HostPart::Kind::KeyValue ? h.K : 0;
 }
@@ -140,7 +143,7 @@ __global__ void __launch_bounds__(kThreads)
     const int visible = visible_tokens(a.tokens, g, a.pos0 + i);
     const int lead = min(a.tokens.n_lead, visible);
     s_union[0] = lead;
-    s_union[1] = host_k;
+    s_union[1] = host_part_tokens(a.host);
     s_union[2] = visible - lead;
   }
   __syncthreads();

@@ -219,8 +219,11 @@ void HostSelection::partial(ThreadPool& pool, int layer, const HostStore& host, 
 int HostSelection::planned_k(int layer, const StepPlan& plan, int64_t n_host) {
   const int K = plan_k(plan, n_host);
   if (plan.select != Selection::Pre || n_host <= 0) return K;
-  const int planned = selector_for(plan, false).planned_k(layer, K, n_host);
-  return planned < 0 ? -1 : std::min<int>(planned, static_cast<int>(n_host));
+  return std::min<int>(selector_for(plan, false).planned_k(layer, K, n_host), static_cast<int>(n_host));
+}
+
+bool HostSelection::k_from_data(const StepPlan& plan) {
+  return plan.select == Selection::Pre && selector_for(plan, false).k_from_data();
 }
 
 bool HostSelection::fetches(const StepPlan& plan) {

@@ -63,10 +63,11 @@ class HostSelection {
   void rescore(ThreadPool& pool, int layer, const HostStore& host, HostResult& r);
 
   // The K select() will take for a plan over n_host host tokens, known before the host part runs,
-  // or -1 where it is not (a selector that decides from the data: InfiniGen's alpha rule); and
-  // whether it fetches the K and V rows (HostResult::fetch). The asynchronous pipeline lays the
-  // layer's shipment out from them. A Pre plan's predictor must have been prepared.
+  // or where the selector decides from the data (InfiniGen's alpha rule: k_from_data) the most it
+  // can take; and whether it fetches the K and V rows (HostResult::fetch). The asynchronous
+  // pipeline lays the layer's shipment out from them. A Pre plan's predictor must have been prepared.
   int planned_k(int layer, const StepPlan& plan, int64_t n_host);
+  bool k_from_data(const StepPlan& plan);
   bool fetches(const StepPlan& plan);
 
   // The predictors that learn from a layer's true queries (InfiniGen's skew, prefill and decode).

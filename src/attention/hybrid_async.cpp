@@ -31,9 +31,13 @@ bool HybridAttention::plan_async_step(const std::vector<TokenRow>& rows) {
     for (size_t i = 0; i < rows.size(); ++i) {
       const int seq = rows[i].seq;
       const StepPlan& plan = plans_[static_cast<size_t>(seq)];
-      if (selection_.wants_queries(seq, l)) return false;
-      planned[i] = {selection_.planned_k(l, plan, kv_->host(seq).n_tokens()), selection_.fetches(plan)};
-      if (planned[i].K < 0) return false;
+      const int64_t n_host = kv_->host(seq).n_tokens();
+      // A learner takes a decode step's true queries only while the sequence has no host tokens
+      // (QueryLearner): this path hands over none.
+      if (n_host == 0 && selection_.wants_queries(seq, l)) return false;
+      planned[i] = {.K = selection_.planned_k(l, plan, n_host),
+                    .fetch = selection_.fetches(plan),
+                    .bound = selection_.k_from_data(plan)};
     }
   }
   async_rows_ = &rows;

@@ -42,9 +42,11 @@ HostShipment::HostShipment(Device& device, const ModelSpec& spec, int n_seqs, DT
     layer_parts_[0].reserve(1);
     layer_parts_[1].reserve(1);
     stages_async_ = layer_parts_[0].pinned() && layer_parts_[1].pinned();
+    counts_ = static_cast<int32_t*>(device.alloc(sizeof(int32_t) * spec.n_layers * n_seqs));
   }
   fetched_.reserve(static_cast<size_t>(spec.n_layers) * n_seqs);
-  for (int i = 0; i < spec.n_layers * n_seqs; ++i) fetched_.push_back(FetchStaging{.host = PinnedBuffer(device.dma_registrar())});
+  for (int i = 0; i < spec.n_layers * n_seqs; ++i)
+    fetched_.push_back(FetchStaging{.host = PinnedBuffer(device.dma_registrar())});
 }
 
 HostShipment::~HostShipment() {
@@ -56,6 +58,7 @@ HostShipment::~HostShipment() {
   for (auto& f : fetched_)
     for (float* p : {f.k, f.v})
       if (p) device_.free(p);
+  if (counts_) device_.free(counts_);
 }
 
 void HostShipment::begin_step(size_t n_rows) {
@@ -79,7 +82,8 @@ HostPart HostShipment::logits_part(const RowBuffers& b, int K) const {
   HostPart part{.kind = HostPart::Kind::Logits, .K = K, .logits = b.logits, .v = b.v};
   if (compact_) {  // f16 logits less their head's max, the maxima after them; rows in the cache's dtype
     part.logits_dtype = DType::F16;
-    part.logit_max = reinterpret_cast<const float*>(reinterpret_cast<const std::byte*>(b.logits) + compact_max_offset(K));
+    part.logit_max =
+        reinterpret_cast<const float*>(reinterpret_cast<const std::byte*>(b.logits) + compact_max_offset(K));
     part.rows_dtype = kv_dtype_;
   }
   return part;
@@ -89,13 +93,21 @@ size_t HostShipment::row_bytes(size_t floats) const {
   return floats * (compact_ ? dtype_block_bytes(kv_dtype_) : sizeof(float));
 }
 
-size_t HostShipment::put_rows(const std::vector<float>& rows, std::byte* out) const {
+size_t HostShipment::put_rows(const float* rows, size_t floats, std::byte* out) const {
   if (!compact_) {
-    std::memcpy(out, rows.data(), sizeof(float) * rows.size());
+    std::memcpy(out, rows, sizeof(float) * floats);
   } else {
-    cpu::store_kv_row(kv_dtype_, out, rows.data(), static_cast<int>(rows.size()));
+    cpu::store_kv_row(kv_dtype_, out, rows, static_cast<int>(floats));
   }
-  return row_bytes(rows.size());
+  return row_bytes(floats);
+}
+
+void HostShipment::put_rows_spaced(const std::vector<float>& rows, int K, int rows_per_head, std::byte* out) const {
+  if (K <= 0) return;
+  const size_t block = static_cast<size_t>(K) * spec_.head_dim;
+  const size_t spaced = row_bytes(static_cast<size_t>(rows_per_head) * spec_.head_dim);
+  for (size_t g = 0; g < static_cast<size_t>(spec_.n_kv_heads); ++g)
+    put_rows(rows.data() + g * block, block, out + g * spaced);
 }
 
 size_t HostShipment::put_logits(const HostResult& r, std::byte* out) {
@@ -121,11 +133,12 @@ size_t HostShipment::put_logits(const HostResult& r, std::byte* out) {
 
 size_t HostShipment::staged_bytes(const HostResult& r, int rows_per_part, bool partial) const {
   if (partial)
-    return align16(sizeof(float) * rows_per_part * spec_.q_dim()) + align16(sizeof(float) * rows_per_part * spec_.n_heads);
+    return align16(sizeof(float) * rows_per_part * spec_.q_dim()) +
+           align16(sizeof(float) * rows_per_part * spec_.n_heads);
   if (r.K <= 0 || r.fetch) return 0;
   const size_t K = static_cast<size_t>(r.K);
-  const size_t logits = compact_ ? compact_max_offset(r.K) + sizeof(float) * spec_.n_heads
-                                 : sizeof(float) * spec_.n_heads * K;
+  const size_t logits =
+      compact_ ? compact_max_offset(r.K) + sizeof(float) * spec_.n_heads : sizeof(float) * spec_.n_heads * K;
   return align16(logits) + align16(row_bytes(static_cast<size_t>(spec_.n_kv_heads) * K * spec_.head_dim));
 }
 
@@ -223,6 +236,12 @@ int64_t HostShipment::ship(int layer, std::span<const HostResult> results, int n
 
 // ---- the asynchronous pipeline's shipment ----
 
+size_t HostShipment::Planned::offset(int piece) const {
+  size_t o = at;
+  for (int k = 0; k < piece; ++k) o += align16(bytes[k]);
+  return o;
+}
+
 HostShipment::Planned HostShipment::plan_part(int layer, int row, PlannedRow shape, bool lse_merge) {
   Planned p;
   const int K = shape.K;
@@ -242,6 +261,14 @@ HostShipment::Planned HostShipment::plan_part(int layer, int row, PlannedRow sha
     p.bytes[0] = p.bytes[1] = row_bytes(nv);
     p.dst[0] = f.k;
     p.dst[1] = f.v;
+    if (shape.bound) {
+      int32_t* count = counts_ + static_cast<size_t>(layer) * n_seqs_ + row;
+      p.part.count = count;
+      p.bytes[2] = sizeof(int32_t);
+      p.dst[2] = count;
+    }
+  } else if (shape.bound && K > 0) {
+    throw Error("layer " + std::to_string(layer) + ": a logits part cannot be planned from a bound on its K");
   } else if (K > 0) {
     const size_t nl = static_cast<size_t>(spec_.n_heads) * K;
     RowBuffers& b = row_buffers(row, std::max(nv, nl + spec_.n_heads));
@@ -262,8 +289,8 @@ int64_t HostShipment::plan(int layer, std::span<const PlannedRow> rows, bool lse
   for (size_t i = 0; i < rows.size(); ++i) {
     Planned& p = planned[i] = plan_part(layer, static_cast<int>(i), rows[i], lse_merge);
     p.at = need;
-    need += align16(p.bytes[0]) + align16(p.bytes[1]);
-    bytes += static_cast<int64_t>(p.bytes[0] + p.bytes[1]);
+    need = p.end();
+    for (size_t b : p.bytes) bytes += static_cast<int64_t>(b);
     parts_[i] = p.part;
   }
   // Growing discards the buffer: the callbacks that write it and the copies from it run first.
@@ -277,18 +304,26 @@ void HostShipment::fill(int layer, std::span<const HostResult> results) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const Planned& p = rows[i];
     const HostResult& r = results[i];
-    std::byte* second = base + p.at + align16(p.bytes[0]);
+    std::byte* first = base + p.offset(0);
+    std::byte* second = base + p.offset(1);
+    const bool bound = p.part.count != nullptr;
     if (p.part.kind == HostPart::Kind::Partial) {
-      std::memcpy(base + p.at, r.out.data(), p.bytes[0]);
+      std::memcpy(first, r.out.data(), p.bytes[0]);
       std::memcpy(second, r.lse.data(), p.bytes[1]);
-    } else if (r.K != p.part.K || (r.K > 0 && r.fetch != (p.part.kind == HostPart::Kind::KeyValue))) {
+    } else if ((bound ? r.K > p.part.K : r.K != p.part.K) ||
+               (r.K > 0 && r.fetch != (p.part.kind == HostPart::Kind::KeyValue))) {
       throw Error("layer " + std::to_string(layer) + ": the host selected " + std::to_string(r.K) +
-                  " tokens where the pipeline planned " + std::to_string(p.part.K));
+                  " tokens where the pipeline planned " + (bound ? "at most " : "") + std::to_string(p.part.K));
+    } else if (bound) {  // the chosen rows spaced as planned, then their count
+      put_rows_spaced(r.k, r.K, p.part.K, first);
+      put_rows_spaced(r.v, r.K, p.part.K, second);
+      const int32_t count = r.K;
+      std::memcpy(base + p.offset(2), &count, sizeof count);
     } else if (p.part.kind == HostPart::Kind::KeyValue) {
-      put_rows(r.k, base + p.at);
+      put_rows(r.k, first);
       put_rows(r.v, second);
     } else if (p.part.kind == HostPart::Kind::Logits) {
-      put_logits(r, base + p.at);
+      put_logits(r, first);
       put_rows(r.v, second);
     }
   }
@@ -298,8 +333,8 @@ void HostShipment::queue(int layer) {
   const std::byte* base = layer_parts_[static_cast<size_t>(layer % 2)].data();
   for (const Planned& p : planned_[static_cast<size_t>(layer)]) {
     if (p.part.kind == HostPart::Kind::None) continue;
-    device_.copy_to_device_queued(p.dst[0], base + p.at, p.bytes[0]);
-    device_.copy_to_device_queued(p.dst[1], base + p.at + align16(p.bytes[0]), p.bytes[1]);
+    for (int k = 0; k < Planned::kPieces; ++k)
+      if (p.bytes[k]) device_.copy_to_device_queued(p.dst[k], base + p.offset(k), p.bytes[k]);
   }
 }
 

@@ -47,9 +47,13 @@ class HostShipment {
   // is an error); queue(), issued after that callback, copies them on the compute stream, fetched
   // rows too, so the stream runs the copies once fill() has returned. part(i) then says where row
   // i's part lands. Whether plan() can be used: stages_async(), a GPU beside pinned buffers.
+  // A fetching row whose K the host decides from the data (InfiniGen's alpha rule) is planned
+  // with the most it may choose (`bound`): its rows are laid out for that many, the host's count
+  // crosses with them (HostPart::count), and the device attends over that many.
   struct PlannedRow {
     int K = 0;
     bool fetch = false;
+    bool bound = false;  // K is the most the host may choose, not the K it will
   };
   bool stages_async() const { return stages_async_; }
   int64_t plan(int layer, std::span<const PlannedRow> rows, bool lse_merge);
@@ -71,13 +75,17 @@ class HostShipment {
     PinnedBuffer host;    // the rows as they cross (K, then V), kept until their copy ran
     int64_t fence = -1;   // a compute fence behind the attention that read them
   };
-  // A planned part: its two pieces (logits and V rows, K and V rows, or partial and LSE) at `at`
-  // in the layer parity's pinned buffer, the second 16-byte aligned after the first.
+  // A planned part: its pieces (logits and V rows, K and V rows (and a bound row's count), or
+  // partial and LSE) from `at` in the layer parity's pinned buffer, each 16-byte aligned after the
+  // one before; a piece of no bytes is absent.
   struct Planned {
+    static constexpr int kPieces = 3;
     HostPart part;
     size_t at = 0;
-    size_t bytes[2] = {0, 0};
-    void* dst[2] = {nullptr, nullptr};
+    size_t bytes[kPieces] = {0, 0, 0};
+    void* dst[kPieces] = {nullptr, nullptr, nullptr};
+    size_t offset(int piece) const;  // of the piece in the pinned buffer
+    size_t end() const { return offset(kPieces); }
   };
   RowBuffers& row_buffers(int row, size_t floats);
   // plan()'s layout of one row's part, not yet placed in the buffer.
@@ -89,7 +97,12 @@ class HostShipment {
   // Bytes of `floats` row values as they cross: the cache's dtype when compact, else fp32.
   size_t row_bytes(size_t floats) const;
   // Writes row values (compact: in the cache's dtype) to `out`; returns the bytes.
-  size_t put_rows(const std::vector<float>& rows, std::byte* out) const;
+  size_t put_rows(const float* rows, size_t floats, std::byte* out) const;
+  size_t put_rows(const std::vector<float>& rows, std::byte* out) const {
+    return put_rows(rows.data(), rows.size(), out);
+  }
+  // Writes [n_kv_heads][K][head_dim] rows into a layout of `rows_per_head` rows per kv-head.
+  void put_rows_spaced(const std::vector<float>& rows, int K, int rows_per_head, std::byte* out) const;
   // Writes a row's logits (compact: f16 less their head's max, then at compact_max_offset the
   // fp32 maxima) to `out`; returns the bytes.
   size_t put_logits(const HostResult& r, std::byte* out);
@@ -105,7 +118,8 @@ class HostShipment {
   // step's compute (fetch_ordered_), which read every layer's staging.
   std::vector<FetchStaging> fetched_;
   bool fetch_ordered_ = false;
-  std::vector<HostPart> parts_;  // per row
+  std::vector<HostPart> parts_;                // per row
+  int32_t* counts_ = nullptr;                  // [layer * n_seqs + row] on the device: bound parts' counts (staged)
   std::vector<std::vector<Planned>> planned_;  // [layer][row]: plan()'s layout
   DType kv_dtype_;
   bool staged_;   // beside a GPU: parts cross from the pinned buffers

@@ -12,11 +12,11 @@
 #include <memory>
 
 #include "attention/layer_attention.h"
-#include "kv/hybrid_kv.h"
 #include "hybridgen/engine.h"
 #include "hybridgen/error.h"
 #include "hybridgen/model.h"
 #include "hybridgen/policy.h"
+#include "kv/hybrid_kv.h"
 #include "test_cuda_common.h"
 #include "test_util.h"
 
@@ -50,7 +50,8 @@ Comparison compare(const std::vector<float>& gpu, const std::vector<float>& cpu,
                                     gpu.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
     const auto b = std::max_element(cpu.begin() + static_cast<std::ptrdiff_t>(r * vocab),
                                     cpu.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
-    same += (a - gpu.begin()) - static_cast<std::ptrdiff_t>(r * vocab) == (b - cpu.begin()) - static_cast<std::ptrdiff_t>(r * vocab);
+    same += (a - gpu.begin()) - static_cast<std::ptrdiff_t>(r * vocab) ==
+            (b - cpu.begin()) - static_cast<std::ptrdiff_t>(r * vocab);
   }
   c.top1 = static_cast<double>(same) / static_cast<double>(rows);
   return c;
@@ -63,6 +64,16 @@ EngineOptions options(const std::string& device, DType kv, int ctx) {
   o.kv_dtype = kv;
   o.ctx = ctx;
   o.ubatch = 32;  // several prefill chunks, each over a growing cache
+  return o;
+}
+
+// A policy preset over a bf16 cache of ctx tokens, its window 16 tokens and 2 sinks: the tiny
+// model's prompts reach the host within a few steps.
+EngineOptions small_window(const char* preset, int ctx) {
+  EngineOptions o = options(cuda_test_device(), DType::BF16, ctx);
+  o.policy = policy_preset(preset);
+  o.policy.window = 16;
+  o.policy.n_sinks = 2;
   return o;
 }
 
@@ -123,10 +134,7 @@ TEST(CudaEngine, GraphsGiveTheEagerLogits) {
   const auto ids = random_ids(60, 21);
   for (const char* preset : {"full", "hybrid"}) {
     SCOPED_TRACE(preset);
-    EngineOptions o = options(cuda_test_device(), DType::BF16, 64);
-    o.policy = policy_preset(preset);
-    o.policy.window = 16;
-    o.policy.n_sinks = 2;
+    EngineOptions o = small_window(preset, 64);
     const auto run = [&](bool graphs, DeviceCounters* counters) {
       if (!graphs) setenv("HG_CUDA_GRAPHS", "0", 1);
       Engine engine(*model, o);
@@ -167,25 +175,28 @@ TEST(CudaEngine, GraphsGiveTheEagerLogits) {
 // window's ring moves) is one CUDA graph with nothing launched outside it; the synchronous path
 // waits for every layer's input and query. Two sequences of different lengths, a bf16 cache (compact
 // shipments), the device defaults (refine query, speculation from the layer before) and hgca's
-// partials, quest's pages.
+// partials, quest's pages, InfiniGen's fetch of a K its alpha rule takes from the data (the rows
+// laid out for --max-kv, the count crossing with them; a small alpha takes fewer).
 TEST(CudaEngine, HostCallbacksGiveTheSynchronousLogits) {
   auto model = load_model(tiny_model("llama-gqa").string());
   const int layers = model->spec.n_layers, steps = 24;
   const std::vector<std::vector<int32_t>> prompts = {random_ids(50, 31), random_ids(23, 32)};
-  for (const char* preset : {"hybrid", "hgca", "quest"}) {
+  for (const char* preset : {"hybrid", "hgca", "quest", "infinigen"}) {
     SCOPED_TRACE(preset);
-    EngineOptions o = options(cuda_test_device(), DType::BF16, 96);
+    const bool infinigen = std::string(preset) == "infinigen";
+    EngineOptions o = small_window(preset, 96);
     o.threads = 2;
     o.batch = 2;
-    o.policy = policy_preset(preset);
-    o.policy.window = 16;
-    o.policy.n_sinks = 2;
     o.policy.K = 16;
     o.policy.sched = SchedMode::Fixed;  // the feedback scheduler's K follows timings: not the same twice
+    o.policy.infinigen.max_kv = 12;
+    o.policy.infinigen.alpha = 0.5f;
     struct Run {
       std::vector<float> logits;
       std::vector<DeviceCounters> steps;  // each step's counts
       std::vector<bool> evicted;          // whether the step moved tokens to the host
+      std::vector<int64_t> selected;      // the last layer's host tokens taken, each step
+      std::vector<int64_t> most;          // what InfiniGen's layout holds there: min(max-kv, host tokens)
     };
     const auto run = [&](bool callbacks) -> Run {
       if (!callbacks) setenv("HG_CUDA_HOST_CALLBACKS", "0", 1);
@@ -200,7 +211,12 @@ TEST(CudaEngine, HostCallbacksGiveTheSynchronousLogits) {
         const std::vector<int32_t> toks = {static_cast<int32_t>(7 + t), static_cast<int32_t>(40 + t)};
         const DeviceCounters before = *engine.device().counters();
         const uint64_t evicted = engine.attention().split_kv()->evicted_bytes();
+        const int64_t selected = engine.layer_stats().back().selected;
         engine.decode(seqs, toks, step.data());
+        r.selected.push_back(engine.layer_stats().back().selected - selected);
+        r.most.push_back(0);
+        for (int s = 0; s < 2; ++s)
+          r.most.back() += std::min<int64_t>(12, engine.attention().host_tokens(s)) * model->spec.n_kv_heads;
         const DeviceCounters after = *engine.device().counters();
         r.steps.push_back({.launches = after.launches - before.launches,
                            .graph_launches = after.graph_launches - before.graph_launches,
@@ -230,7 +246,25 @@ TEST(CudaEngine, HostCallbacksGiveTheSynchronousLogits) {
       return r;
     };
     const Run async = run(true), sync = run(false);
-    EXPECT_EQ(async.logits, sync.logits);
+    if (!infinigen) {
+      EXPECT_EQ(async.logits, sync.logits);
+    } else {
+      // The kernel cuts the union's bound into its splits, the planned --max-kv against the
+      // synchronous path's chosen K: the same terms summed in another grouping.
+      ASSERT_EQ(async.logits.size(), sync.logits.size());
+      EXPECT_LE(max_abs_diff(async.logits, sync.logits), 1e-5);
+    }
+    EXPECT_EQ(async.selected, sync.selected);
+    if (infinigen) {
+      // The alpha rule took fewer tokens than the layout holds at most steps: the count told the
+      // kernel how many (steps that evict move tokens to the host mid-step: not counted).
+      int fewer = 0;
+      for (int t = 1; t < steps; ++t)
+        if (!async.evicted[static_cast<size_t>(t)] &&
+            async.selected[static_cast<size_t>(t)] < async.most[static_cast<size_t>(t)])
+          ++fewer;
+      EXPECT_GE(fewer, steps / 2);
+    }
     int quiet = 0;
     for (int t = 1; t < steps; ++t) {
       SCOPED_TRACE("step " + std::to_string(t));
@@ -239,9 +273,10 @@ TEST(CudaEngine, HostCallbacksGiveTheSynchronousLogits) {
       if (async.evicted[static_cast<size_t>(t)]) {
         // The eviction's rows cross to the host store by a copy and a host callback, no wait; its
         // gather (one per evicting sequence) is issued before the step's capture. Quest's K grows
-        // by whole pages with its host store: its buffers grow here (a wait each).
+        // by whole pages with its host store, InfiniGen's exact layers' with every host token:
+        // their buffers grow here (a wait each).
         EXPECT_LE(a.launches, 2u);
-        if (std::string(preset) != "quest") {
+        if (std::string(preset) != "quest" && !infinigen) {
           EXPECT_EQ(a.syncs, 1u);
         }
         continue;
@@ -255,15 +290,46 @@ TEST(CudaEngine, HostCallbacksGiveTheSynchronousLogits) {
   }
 }
 
+// InfiniGen learns its skew from the queries a layer sees until its first selection over host
+// tokens: a prompt shorter than the window leaves none on the host, so the first decode steps
+// feed it their queries, which only the synchronous path hands over; the steps after the first
+// eviction go by callbacks. The logits follow the synchronous path's throughout (to within the
+// kernel's split of the bound, above), so the skew was learned from the same queries.
+TEST(CudaEngine, InfinigenLearnsFromDecodeQueriesBeforeItsFirstSelection) {
+  auto model = load_model(tiny_model("llama-gqa").string());
+  EngineOptions o = small_window("infinigen", 96);
+  o.policy.infinigen.max_kv = 6;
+  const auto run = [&](bool callbacks, std::vector<uint64_t>& syncs) {
+    if (!callbacks) setenv("HG_CUDA_HOST_CALLBACKS", "0", 1);
+    Engine engine(*model, o);
+    unsetenv("HG_CUDA_HOST_CALLBACKS");
+    std::vector<float> logits, step(static_cast<size_t>(engine.vocab_size()));
+    engine.prefill(0, random_ids(6, 41), nullptr);
+    for (int t = 0; t < 40; ++t) {
+      const uint64_t before = engine.device().counters()->syncs;
+      const std::vector<int> seqs = {0};
+      const std::vector<int32_t> toks = {static_cast<int32_t>(5 + t)};
+      engine.decode(seqs, toks, step.data());
+      syncs.push_back(engine.device().counters()->syncs - before);
+      logits.insert(logits.end(), step.begin(), step.end());
+    }
+    EXPECT_GT(engine.attention().host_tokens(0), 0);
+    return logits;
+  };
+  std::vector<uint64_t> async_syncs, sync_syncs;
+  const std::vector<float> async = run(true, async_syncs), sync = run(false, sync_syncs);
+  ASSERT_EQ(async.size(), sync.size());
+  EXPECT_LE(max_abs_diff(async, sync), 1e-5);
+  EXPECT_GT(async_syncs.front(), 1u) << "the first steps feed the learner: synchronous";
+  EXPECT_EQ(async_syncs.back(), 1u) << "with host tokens, by callbacks";
+}
+
 // A host job that fails inside the asynchronous step (a host callback cannot throw through the
 // stream) fails that decode call with its own error, once the step's work has drained, and the
 // engine decodes on afterwards.
 TEST(CudaEngine, AHostJobsErrorEndsItsAsynchronousStep) {
   auto model = load_model(tiny_model("llama-gqa").string());
-  EngineOptions o = options(cuda_test_device(), DType::BF16, 64);
-  o.policy = policy_preset("hybrid");
-  o.policy.window = 16;
-  o.policy.n_sinks = 2;
+  EngineOptions o = small_window("hybrid", 64);
   o.policy.sched = SchedMode::Fixed;
   auto failed = std::make_shared<bool>(false);
   o.host_job_hook = [failed](int64_t step, int layer) {

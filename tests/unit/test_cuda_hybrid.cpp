@@ -2,9 +2,10 @@
 // dtypes f32/bf16 (f16 once), head_dim 16..256, GQA groups 1/3/4 and a 12-wide group (two blocks
 // per kv head), slot tables of rings with and without a wrap, sinks the row cannot all see yet,
 // an empty ring and an empty window, per-kv-head tables of scattered slots (kept heavy hitters),
-// host K 0/1/37/300, every host kind, decode rows (n = 1) and prefill rows (n = 33, each seeing a
-// longer prefix). Cache slots the last row cannot see hold NaN, so any read of them shows up;
-// some host log-sum-exps are -inf (an empty host side).
+// host K 0/1/37/300 (and parts that hold fewer than their layout: a count on the device), every
+// host kind, decode rows (n = 1) and prefill rows (n = 33, each seeing a longer prefix). Cache
+// slots the last row cannot see hold NaN, so any read of them shows up; some host log-sum-exps
+// are -inf (an empty host side).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -117,6 +118,7 @@ struct Case {
   HostPart::Kind kind;
   int K;                 // host tokens (Logits and KeyValue only)
   bool compact = false;  // ship as HostShipment does beside a GPU: rows in the cache dtype, f16 logits
+  int count = -1;        // >= 0: the part is laid out for K tokens and holds `count` (HostPart::count)
 };
 
 const char* kind_name(HostPart::Kind k) {
@@ -137,7 +139,27 @@ std::string case_name(const Case& c) {
   return std::string(dtype_name(c.dtype)) + " heads " + std::to_string(c.shape.n_heads) + "/" +
          std::to_string(c.shape.n_kv_heads) + " d " + std::to_string(c.shape.head_dim) + " " + c.table.name +
          " | rows " + std::to_string(c.pos0) + "+" + std::to_string(c.n) + " " + kind_name(c.kind) + " K " +
-         std::to_string(c.K) + (c.compact ? " compact" : "");
+         std::to_string(c.K) + (c.compact ? " compact" : "") +
+         (c.count >= 0 ? " count " + std::to_string(c.count) : "");
+}
+
+// A part laid out for K tokens per block (kv-head rows, or a head's logits) that holds `count`:
+// NaN past them, so that a kernel reading past the count shows it.
+void past_count(std::vector<float>& values, int K, int count, int width) {
+  if (count < 0) return;
+  const size_t block = static_cast<size_t>(K) * width;
+  for (size_t at = 0; at < values.size(); ++at)
+    if (static_cast<int>(at % block) / width >= count) values[at] = std::numeric_limits<float>::quiet_NaN();
+}
+
+// The first `count` of every K-wide block, packed: the part as it would be laid out for `count`.
+std::vector<float> packed(const std::vector<float>& values, int K, int count, int width) {
+  std::vector<float> out;
+  const size_t block = static_cast<size_t>(K) * width;
+  for (size_t b = 0; b < values.size(); b += block)
+    out.insert(out.end(), values.begin() + static_cast<int64_t>(b),
+               values.begin() + static_cast<int64_t>(b) + count * width);
+  return out;
 }
 
 void store(DType t, std::vector<uint8_t>& bytes, size_t index, float x) {
@@ -207,16 +229,19 @@ void run_case(Device& d, const Case& c, uint32_t seed) {
     const size_t rows = static_cast<size_t>(G) * std::max(c.K, 1) * D;
     if (c.kind == HostPart::Kind::Logits) {
       logits = uniform_floats(static_cast<size_t>(H) * std::max(c.K, 1), rng, -3.0f, 3.0f);
+      past_count(logits, c.K, c.count, 1);
       logits_dev = to_device(d, logits);
       host_cpu.logits = logits.data();
       host_gpu.logits = logits_dev->f32();
     } else {  // fetched K rows: both sides score them with the query
       hk = uniform_floats(rows, rng);
+      past_count(hk, c.K, c.count, D);
       hk_dev = to_device(d, hk);
       host_cpu.k = hk.data();
       host_gpu.k = hk_dev->f32();
     }
     hv = uniform_floats(rows, rng);
+    past_count(hv, c.K, c.count, D);
     hv_dev = to_device(d, hv);
     host_cpu.K = host_gpu.K = c.K;
     host_cpu.v = hv.data();
@@ -231,6 +256,14 @@ void run_case(Device& d, const Case& c, uint32_t seed) {
     host_cpu.lse = hlse.data();
     host_gpu.out = hout_dev->f32();
     host_gpu.lse = hlse_dev->f32();
+  }
+
+  const int32_t count = c.count;
+  std::unique_ptr<DeviceBuffer> count_dev;
+  if (c.count >= 0) {
+    count_dev = to_device(d, std::vector<int32_t>{count});
+    host_gpu.count = static_cast<const int32_t*>(count_dev->get());
+    host_cpu.count = &count;
   }
 
   // A compact shipment: rows in the cache dtype, logits in f16 less their head's max. `exact_host`
@@ -332,6 +365,24 @@ void run_case(Device& d, const Case& c, uint32_t seed) {
     cpu.tokens.slot = tab.slot.data();
     cpu.tokens.pos = tab.pos.data();
   }
+  if (c.count >= 0 && !c.compact) {        // the twin over the count's part packed: the same bits
+    const int n = std::min(c.count, c.K);  // a count past the layout is clamped
+    const std::vector<float> k_packed = packed(hk, c.K, n, D), v_packed = packed(hv, c.K, n, D),
+                             l_packed = packed(logits, c.K, n, 1);
+    HostPart p = host_cpu;
+    p.count = nullptr;
+    p.K = n;
+    p.k = c.kind == HostPart::Kind::KeyValue ? k_packed.data() : nullptr;
+    p.logits = c.kind == HostPart::Kind::Logits ? l_packed.data() : nullptr;
+    p.v = v_packed.data();
+    std::vector<float> want_packed(q_count);
+    cpu.out = want_packed.data();
+    cpu.host = p;
+    cpu::hybrid_attention_items(cpu, 1, scores.data(), 0, static_cast<int64_t>(c.n) * H);
+    EXPECT_EQ(want_packed, want) << "the twin with a count, against the part packed to it";
+    cpu.out = want.data();
+    cpu.host = host_cpu;
+  }
   if (c.compact) {
     std::vector<float> want_exact(q_count);
     cpu.out = want_exact.data();
@@ -399,6 +450,23 @@ TEST(CudaHybridAttention, DecodeOverSpansAndHostParts) {
           for (HostPart::Kind kind : {HostPart::Kind::Logits, HostPart::Kind::KeyValue})
             run_case(*d, {t, sh, ds.span, ds.pos, 1, kind, K}, seed++);
       }
+}
+
+// A part laid out before the host chose its K (InfiniGen's fetch beside a GPU: rows for --max-kv,
+// the chosen count in device memory): the kernel and the twin attend over the count's rows alone
+// (the rest are NaN), as the twin does over the same rows packed; a count of 0, of all K, and one
+// past K (clamped); compact and fp32 parts; one split and several.
+TEST(CudaHybridAttention, HostPartsWithADeviceCount) {
+  auto d = make_cuda_test_device();
+  uint32_t seed = 900;
+  for (const DecodeSpan& ds : {kDecodeSpans[0], kDecodeSpans[8]})
+    for (const Shape& sh : {Shape{9, 3, 64}, Shape{16, 4, 128}})
+      for (HostPart::Kind kind : {HostPart::Kind::Logits, HostPart::Kind::KeyValue})
+        for (int count : {0, 1, 150, 400, 401}) {
+          run_case(*d, {DType::BF16, sh, ds.span, ds.pos, 1, kind, 400, false, count}, seed++);
+          if (kind == HostPart::Kind::KeyValue)
+            run_case(*d, {DType::BF16, sh, ds.span, ds.pos, 1, kind, 400, true, count}, seed++);
+        }
 }
 
 TEST(CudaHybridAttention, DecodeF16AndLongHostSelection) {

@@ -77,6 +77,10 @@ void InfinigenSelector::catch_up_keys(LayerState& s, const KvLayout& k, int64_t 
   }
 }
 
+int InfinigenSelector::planned_k(int layer, int /*K*/, int64_t n_tokens) const {
+  return static_cast<int>(layer < kExactLayers ? n_tokens : std::min<int64_t>(max_kv_, n_tokens));
+}
+
 int InfinigenSelector::choose_k(const SelectionRequest& r, SelectorScratch& scratch) {
   if (r.layer < kExactLayers || r.n_tokens == 0) return static_cast<int>(r.n_tokens);
   LayerState& s = state(r.seq, r.layer);
@@ -129,9 +133,10 @@ bool predicts_with_infinigen(const Policy& p) { return p.splits_kv() && p.predic
 void register_infinigen_knobs(KnobRegistry& r) {
   r.add(float_knob("partial-ratio", "share of each head's skewed query/key channels used to speculate",
                    {&Policy::infinigen, &Policy::Infinigen::partial_ratio}, 0.015625f, 1.0f, predicts_with_infinigen));
-  r.add(float_knob("alpha", "fetch the tokens whose partial score is within alpha of the head's max", {&Policy::infinigen, &Policy::Infinigen::alpha},
-                   0.0f, 1e9f, predicts_with_infinigen));
-  r.add(int_knob("max-kv", "at most this many fetched tokens per kv-head", {&Policy::infinigen, &Policy::Infinigen::max_kv}, 0, INT_MAX, predicts_with_infinigen));
+  r.add(float_knob("alpha", "fetch the tokens whose partial score is within alpha of the head's max",
+                   {&Policy::infinigen, &Policy::Infinigen::alpha}, 0.0f, 1e9f, predicts_with_infinigen));
+  r.add(int_knob("max-kv", "at most this many fetched tokens per kv-head",
+                 {&Policy::infinigen, &Policy::Infinigen::max_kv}, 0, INT_MAX, predicts_with_infinigen));
 }
 
 }  // namespace hg

@@ -36,7 +36,9 @@ class InfinigenSelector final : public Selector, public QueryLearner {
   bool wants_queries(int seq, int layer) const override;
   void on_queries(int seq, int layer, const float* q, int n_rows) override;
   int choose_k(const SelectionRequest& r, SelectorScratch& scratch) override;
-  int planned_k(int, int, int64_t) const override { return -1; }  // the alpha rule reads the data
+  // The alpha rule reads the data: at most --max-kv (every host token at the exact layers).
+  int planned_k(int layer, int K, int64_t n_tokens) const override;
+  bool k_from_data() const override { return true; }
   void select(const SelectionRequest& r, int g_begin, int g_end, SelectedTokens out, SelectorScratch& scratch) override;
   void reset(int seq) override;
 

@@ -118,6 +118,9 @@ class QueryLearner {
  public:
   virtual ~QueryLearner() = default;
   // Whether it wants this layer's true queries (roped) of the step's rows, prefill and decode.
+  // They are handed over once the layer's host part has run; in decode a learner stops wanting
+  // them at its selector's first selection over host tokens (InfiniGen makes its skew there, from
+  // the queries before), so a decode step whose sequence has host tokens feeds it nothing.
   virtual bool wants_queries(int seq, int layer) const = 0;
   virtual void on_queries(int seq, int layer, const float* q /*[n_rows][q_dim]*/, int n_rows) = 0;
 };
@@ -142,9 +145,10 @@ class Selector {
   // the plan's K.
   virtual int choose_k(const SelectionRequest& r, SelectorScratch& /*scratch*/) { return r.K; }
   // The K choose_k will return for a plan's K over n_tokens host tokens, known before the host
-  // part runs (the asynchronous pipeline lays its shipment out from it), or -1 where the choice
-  // depends on the data. Default: the plan's K.
+  // part runs (the asynchronous pipeline lays its shipment out from it), or, where the choice
+  // depends on the data (k_from_data()), the most it can return. Default: the plan's K.
   virtual int planned_k(int /*layer*/, int K, int64_t /*n_tokens*/) const { return K; }
+  virtual bool k_from_data() const { return false; }
 
   // The selector's other roles, if it has them (the driver wires them up).
   virtual AttentionObserver* observer() { return nullptr; }
