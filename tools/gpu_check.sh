@@ -286,13 +286,13 @@ bench() {  # name cap shape args...: rows to bench_NAME.json, stderr to bench_NA
     --synthetic-dtype "${DTYPE:-bf16}" --device "$DEVICE" --depth-fill random --peak-gbps "$PEAK" -o json "$@"
 }
 if [ $EMULATE = 1 ]; then  # the same commands, small enough for the CPU (a window that splits 256 tokens)
-  bench qwen25_05b 120 qwen2.5-0.5b -p 16 -n 2 -d 256 -r 1 --policy full,offload,hybrid --window 128 --ctx 300
+  bench qwen25_05b 120 qwen2.5-0.5b -p 16 -n 2 -d 256 -r 1 --policy full,offload,hybrid,infinigen --window 128 --ctx 300
   bench llama31_8b 60 smollm2-135m -p 0 -n 2 -d 256 -r 1 --policy full,offload,hybrid --window 128 --ctx 300
   GRAPHS=0 bench qwen25_05b_eager 60 qwen2.5-0.5b -p 0 -n 2 -d 256 -r 1 --policy full --ctx 300
   CALLBACKS=0 bench qwen25_05b_sync 60 qwen2.5-0.5b -p 0 -n 2 -d 256 -r 1 --policy hybrid --window 128 --ctx 300
   DTYPE=q4_0 bench smollm2_q4_0 60 smollm2-135m -p 0 -n 2 -d 256 -r 1 --policy full --ctx 300
 else
-  bench qwen25_05b 90 qwen2.5-0.5b -p 512 -n 32 -d 8192,32768 -r 2 --policy full,offload,hybrid
+  bench qwen25_05b 90 qwen2.5-0.5b -p 512 -n 32 -d 8192,32768 -r 2 --policy full,offload,hybrid,infinigen
   bench llama31_8b 150 llama-3.1-8b -p 0 -n 16 -d 8192,32768 -r 1 --policy full,offload,hybrid
   # Last, cut first when time runs out: graphs against none, hybrid's callbacks against its waits,
   # and weights in their Q4_0 blocks.
