@@ -97,11 +97,18 @@ struct HostPart {
   const int32_t* count = nullptr;
 };
 
-// Host tokens per kv-head a Logits or KeyValue part puts into the union (see HostPart::count).
+// Host rows per kv-head in the part's layout (the logits per head): K for a Logits or KeyValue
+// part, none otherwise. The kernels stride the part's arrays by it, and their splits cut it.
+HG_TOKENS_FN int host_part_rows(const HostPart& h) {
+  return h.kind == HostPart::Kind::Logits || h.kind == HostPart::Kind::KeyValue ? h.K : 0;
+}
+
+// Host tokens per kv-head the part puts into the union: its rows, or fewer where it carries a
+// count (see HostPart::count; read where the part lives, on the device beside a GPU).
 HG_TOKENS_FN int host_part_tokens(const HostPart& h) {
-  if (h.kind != HostPart::Kind::Logits && h.kind != HostPart::Kind::KeyValue) return 0;
-  if (!h.count) return h.K;
-  return *h.count < 0 ? 0 : (*h.count < h.K ? *h.count : h.K);
+  const int rows = host_part_rows(h);
+  if (!h.count) return rows;
+  return *h.count < 0 ? 0 : (*h.count < rows ? *h.count : rows);
 }
 
 #undef HG_TOKENS_FN

@@ -64,8 +64,8 @@ void hybrid_attention_items(const HybridAttentionArgs& a, int heads_per_item, fl
   const size_t row_bytes = static_cast<size_t>(head_dim) * dtype_block_bytes(a.kv_dtype);
   const HostPart& host = a.host;
   const bool fetched = host.kind == HostPart::Kind::KeyValue;
-  const int64_t K = host_part_tokens(host);                                            // host tokens in the union
-  const int64_t K_rows = host.kind == HostPart::Kind::Logits || fetched ? host.K : 0;  // per kv-head in its layout
+  const int64_t K = host_part_tokens(host);     // host tokens in the union
+  const int64_t K_rows = host_part_rows(host);  // per kv-head in its layout
   const DeviceTokens& tok = a.tokens;
   const int64_t ld = hybrid_attention_scores_per_head(a);  // scores of head j: scores + j * ld
   assert(head_dim <= kMaxHeadDim);                         // checked at model load

@@ -53,17 +53,10 @@ struct RowUnion {
   __host__ __device__ int size() const { return lead + host + rest; }
 };
 
-// Host tokens per kv-head in the part's layout: K of them for Logits and KeyValue parts, none
-// otherwise; the union holds host_part_tokens() of them (fewer where the part carries a count, read
-// on the device).
-__host__ __device__ __forceinline__ int union_host_tokens(const HostPart& h) {
-  return h.kind == HostPart::Kind::Logits || h.kind == HostPart::Kind::KeyValue ? h.K : 0;
-}
-
 // A bound on any row's union, the one the splits cut (a decode row's union is exactly this;
 // prefill rows that see fewer tokens leave their last splits short or empty).
 __host__ __device__ __forceinline__ int64_t max_union(const HybridAttentionArgs& a) {
-  return a.n <= 0 ? 0 : static_cast<int64_t>(a.tokens.count) + union_host_tokens(a.host);
+  return a.n <= 0 ? 0 : static_cast<int64_t>(a.tokens.count) + host_part_rows(a.host);
 }
 
 // Cache slot of union token t, or -1 - j for host token j.
@@ -125,7 +118,7 @@ __global__ void __launch_bounds__(kThreads)
   const int gh = min(sub_heads, group - sub * sub_heads);
   const int D = a.head_dim, pairs = D / 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int host_k = union_host_tokens(a.host);
+  const int host_k = host_part_rows(a.host);
   const bool fetched = a.host.kind == HostPart::Kind::KeyValue;
   const int64_t head_stride = a.capacity * D;
   const T* kbase = static_cast<const T*>(a.k_cache) + g * head_stride;
