@@ -28,6 +28,7 @@
 
 #include "hybridgen/model.h"
 #include "hybridgen/policy.h"
+#include "kernels/cpu/key_scores_q4.h"
 #include "kv/host_store.h"
 
 namespace hg {
@@ -66,6 +67,8 @@ struct SelectedTokens {
 struct SelectorScratch {
   std::vector<float> scores, all_logits, p, row, wide;
   std::vector<int32_t> order, dims;
+  std::vector<uint8_t> q4_row;  // q4: a key row in Q4_1
+  cpu::Q4Query q4_query;        // q4: the group's query heads in int8
 };
 
 // Indices an observation is expressed in.
