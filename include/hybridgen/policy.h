@@ -96,6 +96,7 @@ struct Policy {
     float k_min_share = 0.125f;
     float k_max_share = 0.25f;
     float min_recall = 0.8f;    // Pre-QKᵀ only while its predictor finds this share of Post's attention
+    float min_pre_saving = 0.1f;  // Pre-QKᵀ only while it costs this share less than Post at the floor
   } feedback;
 
   // Sinks + window on the device, the rest on the host or dropped: the attention stage of

@@ -29,6 +29,7 @@ FeedbackParams feedback_params(const Policy& p, int k_min, double host_share) {
   f.k_max_share = p.feedback.k_max_share;
   f.device_tokens = p.window + p.n_sinks;
   f.min_recall = p.feedback.min_recall;
+  f.min_pre_saving = p.feedback.min_pre_saving;
   f.adapt_k = p.sched == SchedMode::Adaptive || p.sched == SchedMode::AdaptiveK;
   f.adapt_select = p.sched_switches_mode();
   if (p.sched == SchedMode::AdaptiveSelect) {
@@ -145,6 +146,7 @@ nlohmann::json BatchScheduler::seq_json(int seq) const {
           {"k_min_share", params_.k_min_share},
           {"k_max_share", params_.k_max_share},
           {"min_recall", params_.min_recall},
+          {"min_pre_saving", params_.min_pre_saving},
           {"switches", switches(seq)},
           {"probes", adaptive() ? seqs_.at(static_cast<size_t>(seq)).feedback.probes() : 0},
           {"summary", summary(seq)},

@@ -44,6 +44,8 @@ void FeedbackParams::validate() const {
   if (device_tokens < 0) fail("scheduler device tokens must be >= 0, got " + std::to_string(device_tokens));
   if (!(min_recall >= 0 && min_recall <= 1))
     fail("--sched-min-recall must be in [0, 1], got " + std::to_string(min_recall));
+  if (!(min_pre_saving >= 0 && min_pre_saving < 1))
+    fail("--sched-min-pre-saving must be in [0, 1), got " + std::to_string(min_pre_saving));
 }
 
 const char* sched_rule_name(SchedRule r) {
@@ -62,6 +64,7 @@ const char* sched_rule_name(SchedRule r) {
     case SchedRule::ToPost: return "to-post";
     case SchedRule::Probe: return "probe";
     case SchedRule::RecallLow: return "recall-low";
+    case SchedRule::PreCostly: return "pre-costly";
   }
   return "?";
 }
@@ -92,13 +95,14 @@ void FeedbackScheduler::reset() {
   seeded_dev_ = seeded_host_ = false;
   streak_ = mode_steps_ = 0;
   hysteresis_now_ = p_.hysteresis;
-  post_cost_at_switch_ = scan_per_token_ = 0;
+  post_cost_at_switch_ = scan_per_token_ = last_pre_per_token_ = 0;
   tokens_at_switch_ = 0;
   scan_known_ = false;
   probe_interval_ = since_probe_ = 0;
   switches_ = probes_ = 0;
   floor_ = p_.k_min;
-  recall_wait_ = 0;
+  recall_wait_ = costly_wait_ = 0;
+  costly_retry_tokens_ = 0;
   recall_retry_ = std::max(1, p_.probe_every);
   trace_.clear();
 }
@@ -154,6 +158,7 @@ SchedPlan FeedbackScheduler::update(const StepTimes& t) {
   const double sample = (t.t_host + t.t_tx) / std::max(k_used, 1);
   per_token_ = seeded_host_ && smooth ? ewma(per_token_, sample, p_.alpha) : sample;
   seeded_host_ = true;
+  if (plan_.select == Selection::Pre) last_pre_per_token_ = sample;
   rule = plan_.select == Selection::Post ? update_post(t, sample, k_used, hi, warming) : update_pre(t, k_used);
   if (warming && rule != SchedRule::Floor) rule = SchedRule::Warmup;
   return plan_;
@@ -168,6 +173,9 @@ SchedRule FeedbackScheduler::end_probe(const StepTimes& t, int k_used) {
   // The two modes at the same K differ by the key scan over every host token.
   const double post = t.t_host + t.t_tx, pre = per_token_ * std::max(k_used, 1);
   scan_per_token_ = std::max(0.0, post - pre) / static_cast<double>(t.host_tokens);
+  // Whether Pre pays: against its newest step where that was cheaper than the EWMA (a host that
+  // just got faster is still slow in the EWMA), so that Pre is not left on a stale cost.
+  const double pre_now = std::min(per_token_, last_pre_per_token_) * std::max(k_used, 1);
   scan_known_ = true;
   if (p_.min_recall > 0 && t.recall >= 0 && t.recall < p_.min_recall) {
     // The predictor no longer finds what Post-QKᵀ would: accuracy before speed.
@@ -175,7 +183,18 @@ SchedRule FeedbackScheduler::end_probe(const StepTimes& t, int k_used) {
     refuse_pre();
     return SchedRule::RecallLow;
   }
+  if (pre_costly(post, pre_now, t.host_tokens)) return SchedRule::PreCostly;
   return SchedRule::Probe;
+}
+
+bool FeedbackScheduler::pre_costly(double post, double pre, int64_t host_tokens) {
+  if (post > 0 && post - pre >= p_.min_pre_saving * post) return false;
+  enter(Selection::Post);
+  // Post's scan grows with the host tokens and Pre's cost does not: try again once they have
+  // grown by a quarter, or after 8 probe intervals (the costs may change otherwise too).
+  costly_wait_ = 8 * std::max(1, p_.probe_every);
+  costly_retry_tokens_ = host_tokens + host_tokens / 4;
+  return true;
 }
 
 double FeedbackScheduler::host_budget() const {
@@ -212,8 +231,11 @@ SchedRule FeedbackScheduler::update_post(const StepTimes& t, double sample, int 
   }
   if (raised && rule == SchedRule::Hold) rule = SchedRule::Floor;
   // At the floor and still host-bound: only a cheaper selection can help.
-  const bool host_bound_at_floor = host > budget && k == floor_ && t.host_tokens > floor_;
+  bool host_bound_at_floor = host > budget && k == floor_ && t.host_tokens > floor_;
   if (recall_wait_ > 0) --recall_wait_;
+  if (costly_wait_ > 0) --costly_wait_;
+  // Pre measured no cheaper lately, and nothing has changed enough since: Post, without a streak.
+  if (costly_wait_ > 0 && t.host_tokens < costly_retry_tokens_) host_bound_at_floor = false;
   streak_ = host_bound_at_floor && !warming ? streak_ + 1 : 0;  // a warm-up step counts toward no switch
   if (!p_.adapt_select || streak_ == 0) return rule;
   const bool check = p_.min_recall > 0;
@@ -248,6 +270,7 @@ SchedRule FeedbackScheduler::update_pre(const StepTimes& t, int k_used) {
     scan_per_token_ =
         std::max(0.0, post_cost_at_switch_ - host_pre) / static_cast<double>(std::max<int64_t>(tokens_at_switch_, 1));
     scan_known_ = true;
+    if (pre_costly(post_cost_at_switch_, host_pre, t.host_tokens)) return SchedRule::PreCostly;
   }
   const double post_predicted = host_pre + scan_per_token_ * static_cast<double>(t.host_tokens);
   streak_ = post_predicted <= (1.0 - p_.post_margin) * host_budget() ? streak_ + 1 : 0;
@@ -281,6 +304,8 @@ std::string describe_trace(const std::vector<SchedTraceEntry>& tr, int switches,
   };
   if (const auto refused = count(SchedRule::PreRefused) + count(SchedRule::RecallLow); refused > 0)
     o << ", Pre refused " << refused << " times for low recall";
+  if (const auto costly = count(SchedRule::PreCostly); costly > 0)
+    o << ", Pre left " << costly << " times as no cheaper than Post";
   if (tr.back().k_floor > k_min) o << ", floor " << tr.back().k_floor << " at " << tr.back().host_tokens << " host tokens";
   return o.str();
 }

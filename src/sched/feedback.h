@@ -66,6 +66,14 @@
 //    a probe that measures less returns to Post. After a refusal the next measurement waits
 //    probe_every steps, doubling up to 8 × probe_every (a step with the predictor beside Post
 //    costs more than Post alone).
+//  * Pre must be cheaper (min_pre_saving). Host-bound at the floor says Post costs too much, not
+//    that Pre costs less: a predictor's own work (its scan, the chosen tokens' exact logits, a
+//    split by kv-heads that leaves a core idle) can cost more than Post's scan split over every
+//    core, and did on the CPU device (SmolLM2 at depth 8192: host stage 6.6 ms in Post, 8.5-9.8
+//    ms in Pre). Where the two costs at the floor are measured (the switch, once Pre has settled;
+//    every probe), Pre that saves less than min_pre_saving of Post's cost goes back to Post at
+//    once. Post's scan grows with the host tokens and Pre's cost does not, so Pre is tried again
+//    once they have grown by a quarter, or after 8 × probe_every steps: a few steps in 256.
 //
 // Every trace entry names the rule that acted on the step's measurements (SchedRule).
 //
@@ -106,6 +114,8 @@ struct FeedbackParams {
   int device_tokens = 0;
   // Pre-QKᵀ only while its predictor's recall of Post-QKᵀ's top-K is at least this (0: no check).
   double min_recall = 0;
+  // Pre-QKᵀ only while it costs at least this share less than Post-QKᵀ at the floor (0: any saving).
+  double min_pre_saving = 0.1;
 
   void validate() const;  // hg::Error naming the knob
 };
@@ -128,20 +138,21 @@ struct SchedPlan {
 
 // The rule that acted on a step's measurements (feedback.h's rules, in the trace).
 enum class SchedRule {
-  Fixed,       // --sched fixed: nothing adapts
-  Warmup,      // a warm-up step: measured, not acted on
-  NoHost,      // nothing on the host yet
-  Grow,        // Post, device-bound: K up
-  Shrink,      // Post, host-bound: K down
-  Hold,        // Post, within the dead band (or K pinned)
-  Floor,       // the context grew: K raised to the floor K_min(n)
+  Fixed,          // --sched fixed: nothing adapts
+  Warmup,         // a warm-up step: measured, not acted on
+  NoHost,         // nothing on the host yet
+  Grow,           // Post, device-bound: K up
+  Shrink,         // Post, host-bound: K down
+  Hold,           // Post, within the dead band (or K pinned)
+  Floor,          // the context grew: K raised to the floor K_min(n)
   MeasureRecall,  // Post at the floor and host-bound: the next step measures the predictor's recall
-  ToPre,       // Post -> Pre: host-bound at the floor, recall high enough
-  PreRefused,  // host-bound at the floor, but the predictor's recall is below min_recall: stay Post
-  Pre,         // Pre: stays
-  ToPost,      // Pre -> Post: the predicted Post cost fits the budget
-  Probe,       // a Post probe in Pre measured the key scan (and recall); back to Pre
-  RecallLow,   // a probe measured recall below min_recall: back to Post
+  ToPre,          // Post -> Pre: host-bound at the floor, recall high enough
+  PreRefused,     // host-bound at the floor, but the predictor's recall is below min_recall: stay Post
+  Pre,            // Pre: stays
+  ToPost,         // Pre -> Post: the predicted Post cost fits the budget
+  Probe,          // a Post probe in Pre measured the key scan (and recall); back to Pre
+  RecallLow,      // a probe measured recall below min_recall: back to Post
+  PreCostly,      // Pre saved less than min_pre_saving of Post's host cost at the floor: back to Post
 };
 const char* sched_rule_name(SchedRule r);
 
@@ -186,12 +197,15 @@ class FeedbackScheduler {
   SchedRule end_probe(const StepTimes& t, int k_used);
   void enter(Selection mode);
   void refuse_pre();  // recall too low: Post, and the next measurement waits
+  // Pre at the floor saved less than min_pre_saving of Post's cost there: to Post, Pre waits; true.
+  bool pre_costly(double post_cost, double pre_cost, int64_t host_tokens);
   double host_budget() const;  // B: D, or less on shared cores
 
   FeedbackParams p_;
   SchedPlan plan_;
   double dev_ = 0;        // EWMA of T_dev
   double per_token_ = 0;  // EWMA of (T_host + T_tx) / K_used in the current mode
+  double last_pre_per_token_ = 0;  // the newest Pre step's (T_host + T_tx) / K_used
   bool seeded_dev_ = false, seeded_host_ = false;
   int streak_ = 0;                  // consecutive steps the switch condition of the current mode held
   int mode_steps_ = 0;              // steps in the current mode
@@ -206,6 +220,8 @@ class FeedbackScheduler {
   int floor_ = 0;         // K_min(n) of the latest step
   int recall_wait_ = 0;   // Post steps before the next recall measurement may be asked for
   int recall_retry_ = 0;  // ... the wait after the next refusal (doubles)
+  int costly_wait_ = 0;   // Post steps before Pre, measured no cheaper, is tried again ...
+  int64_t costly_retry_tokens_ = 0;  // ... unless the host tokens reach this first
   std::vector<SchedTraceEntry> trace_;
 };
 

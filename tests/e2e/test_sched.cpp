@@ -1,6 +1,7 @@
 // The feedback scheduler end to end: adaptive K that keeps every host token equals full
-// attention; a slow host stage makes the scheduler switch to Pre-QKᵀ and back once it is fast
-// again (on synthetic timings, so that the test does not race the machine's speed), and in a real
+// attention; a slow key scan makes the scheduler switch to Pre-QKᵀ and back once it is fast
+// again, and a Pre that costs more than Post is left at once (on synthetic timings, so that the
+// test does not race the machine's speed), and in a real
 // run slowed by an injected hook (EngineOptions::host_job_hook) every step runs the plan the
 // scheduler made of what the steps before it measured; `eval --task kmin` writes a profile that
 // `--k-min auto` reads.
@@ -118,10 +119,12 @@ Policy delayed_host_policy() {
 // per selected token under Pre-QKᵀ (the partial predictor); 248 host tokens, 16 more every 16
 // steps (--evict-block). Made up rather than measured, the timings leave when the scheduler
 // switches to its rules alone, not to how fast (or how loaded) the machine running the test is.
-TEST(Sched, SlowHostSwitchesToPreAndBack) {
+// slow_scan_only: the delay slows Post's key scan alone (another job takes the memory bandwidth
+// the scan needs), not the whole host stage (the test-only hook's sleep).
+nlohmann::json run_delayed_host(double pre_base, bool slow_scan_only) {
   constexpr int kLayers = 30;
   constexpr double kDevice = 0.025, kPerSelected = 4e-6, kScanPerHostToken = 0.5e-6;
-  constexpr double kPostBase = 0.0013, kPreBase = 0.002;
+  constexpr double kPostBase = 0.0013;
   BatchScheduler sched(delayed_host_policy(), 32, 1);
   const int seq = 0;
   for (int64_t step = 0; step < kDelayedSteps; ++step) {
@@ -129,9 +132,10 @@ TEST(Sched, SlowHostSwitchesToPreAndBack) {
     const int64_t host_tokens = 248 + 16 * (step / 16);
     const double selected = kPerSelected * static_cast<double>(std::min<int64_t>(plan.K, host_tokens));
     double t_host = plan.select == Selection::Pre
-                        ? kPreBase + selected
+                        ? pre_base + selected
                         : kPostBase + selected + kScanPerHostToken * static_cast<double>(host_tokens);
-    if (step >= kSlowFrom && step < kSlowUntil) t_host += kSlowHostSeconds;
+    if (step >= kSlowFrom && step < kSlowUntil && (plan.select == Selection::Post || !slow_scan_only))
+      t_host += kSlowHostSeconds;
     StepTiming timing;  // spread over the layers, as the step clock measures it
     timing.step = step;
     timing.layers.assign(kLayers, LayerStepTiming{kDevice / kLayers, t_host / kLayers, 0, 0, 0});
@@ -139,8 +143,16 @@ TEST(Sched, SlowHostSwitchesToPreAndBack) {
     const double recall = plan.measure_recall ? 0.9 : -1.0;
     sched.after_step(std::span(&seq, 1), timing, std::span(&host_tokens, 1), std::span(&recall, 1));
   }
-  const nlohmann::json j = sched.to_json();
-  const std::string summary = sched.summary(seq);
+  nlohmann::json j = sched.to_json();
+  j["summary"] = sched.summary(seq);
+  return j;
+}
+
+// A key scan slowed by 80 ms a step sends the scheduler to Pre, which skips it, and it comes
+// back once the delay is gone (a probe measures the scan afresh, then the hysteresis).
+TEST(Sched, SlowScanSwitchesToPreAndBack) {
+  const nlohmann::json j = run_delayed_host(0.002, true);
+  const std::string summary = j["summary"];
   const auto& trace = j["trace"];
   ASSERT_EQ(trace.size(), static_cast<size_t>(kDelayedSteps));
   int first_pre = -1, last_pre = -1;
@@ -156,14 +168,34 @@ TEST(Sched, SlowHostSwitchesToPreAndBack) {
   ASSERT_GE(first_pre, 0) << "never switched to Pre: " << summary;
   EXPECT_GE(first_pre, kSlowFrom) << "switched before the delay began: " << summary;
   EXPECT_LT(first_pre, 40) << "the delay began at step 20: " << summary;
-  // Back to Post once the delay is gone (hysteresis 8 steps, plus the EWMA's memory).
+  // Back to Post once the delay is gone (the probe after 32 Pre steps, the hysteresis of 8).
   EXPECT_GE(last_pre, kSlowUntil) << summary;
   EXPECT_LT(last_pre, 90) << summary;
   EXPECT_EQ(trace.back()["select"], "post") << summary;
   EXPECT_GE(j["switches"].get<int>(), 2) << summary;
   // The trace holds the host time fed to it, in milliseconds.
   ASSERT_EQ(trace[30]["select"], "pre") << summary;
-  EXPECT_NEAR(trace[30]["t_host_ms"].get<double>(), 1e3 * (kPreBase + kPerSelected * 32 + kSlowHostSeconds), 1e-6);
+  EXPECT_NEAR(trace[30]["t_host_ms"].get<double>(), 1e3 * (0.002 + 4e-6 * 32), 1e-6);
+}
+
+// A slow host stage (80 ms a step in both modes, as the hook's sleep) with the costs the 6 Dec run
+// measured: Pre (2 ms) is dearer than Post at the floor (~1.5 ms). Host-bound at the floor, the
+// scheduler still tries Pre, and the first comparison sends it back (the rule "pre-costly"), not
+// the end of the delay; Pre waits 32 steps before another try.
+TEST(Sched, SlowHostLeavesPreThatCostsMore) {
+  const nlohmann::json j = run_delayed_host(0.002, false);
+  const std::string summary = j["summary"];
+  const auto& trace = j["trace"];
+  int pre = 0, costly = -1;
+  for (const auto& e : trace) {
+    pre += e["select"] == "pre";
+    if (costly < 0 && e["rule"] == "pre-costly") costly = e["step"].get<int>();
+  }
+  ASSERT_GE(costly, kSlowFrom) << summary;
+  EXPECT_LT(costly, kSlowUntil) << summary;
+  EXPECT_LE(pre, 3 * 2) << summary;  // a try or two of the settle steps
+  EXPECT_EQ(trace.back()["select"], "post") << summary;
+  EXPECT_NE(summary.find("as no cheaper than Post"), std::string::npos) << summary;
 }
 
 // The same slow host in a real run, made by a hook (EngineOptions::host_job_hook) that sleeps at
