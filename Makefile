@@ -72,7 +72,8 @@ san-configure: setup
 # run on SmolLM2: minutes each without ASan, several times that with it); they run in `make test`. Loading and tokenizing the
 # real file (GgufReal, GgufSmolLM2) stays in. Sched.DelayedHostStageRunsThePlansItsSchedulerMakes
 # is left out too: a real decode whose host stage sleeps 80 ms a layer for 30 steps, slow under
-# ASan (the scheduler's switch on given timings, SlowHostSwitchesToPreAndBack, stays in); and
+# ASan (the scheduler's switches on given timings, SlowScanSwitchesToPreAndBack and
+# SlowHostLeavesPreThatCostsMore, stay in); and
 # ThreadPool.RefusedThreadIsAnErrorNotAnAbort, whose child lowers RLIMIT_AS below what ASan's
 # shadow memory needs (it runs in make test and under TSan). And SlurmCluster: a real one-node
 # Slurm runs a sweep as a job array, its cancel-and-requeue timed against real task lengths; the
