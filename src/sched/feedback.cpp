@@ -188,7 +188,7 @@ SchedRule FeedbackScheduler::end_probe(const StepTimes& t, int k_used) {
 }
 
 bool FeedbackScheduler::pre_costly(double post, double pre, int64_t host_tokens) {
-  if (post > 0 && post - pre >= p_.min_pre_saving * post) return false;
+  if (p_.min_pre_saving <= 0 || (post > 0 && post - pre >= p_.min_pre_saving * post)) return false;  // 0: off
   enter(Selection::Post);
   // Post's scan grows with the host tokens and Pre's cost does not: try again once they have
   // grown by a quarter, or after 8 probe intervals (the costs may change otherwise too).

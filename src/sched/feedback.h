@@ -114,7 +114,7 @@ struct FeedbackParams {
   int device_tokens = 0;
   // Pre-QKᵀ only while its predictor's recall of Post-QKᵀ's top-K is at least this (0: no check).
   double min_recall = 0;
-  // Pre-QKᵀ only while it costs at least this share less than Post-QKᵀ at the floor (0: any saving).
+  // Pre-QKᵀ only while it costs at least this share less than Post-QKᵀ at the floor (0: no check).
   double min_pre_saving = 0.1;
 
   void validate() const;  // hg::Error naming the knob

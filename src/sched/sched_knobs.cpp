@@ -51,7 +51,7 @@ void register_sched_knobs(KnobRegistry& r) {
                    {&Policy::feedback, &Policy::Feedback::min_recall}, 0.0f, 1.0f, ps));
   r.add(float_knob("sched-min-pre-saving",
                    "scheduler: Pre-QK selection only while it costs at least this share less than Post-QK at the "
-                   "floor, measured at the switch and at every probe (0: any saving)",
+                   "floor, measured at the switch and at every probe (0: no check)",
                    {&Policy::feedback, &Policy::Feedback::min_pre_saving}, 0.0f, 0.9f, ps));
   r.add(float_knob("sched-post-margin", "scheduler: ... fit within (1 - post-margin) T_dev",
                    {&Policy::feedback, &Policy::Feedback::post_margin}, 0.0f, 0.9f, ps));
