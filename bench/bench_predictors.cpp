@@ -116,7 +116,7 @@ void BM_Q4(benchmark::State& state) {
 // copy read per second: against the machine's read bandwidth (build/bin/membw).
 void BM_Q4Scan(benchmark::State& state) {
   Setup s(static_cast<int>(state.range(0)), state.range(1), static_cast<int>(state.range(2)));
-  const int64_t n_tiles = (s.n + hg::cpu::kQ4TileTokens - 1) / hg::cpu::kQ4TileTokens;
+  const int64_t n_tiles = hg::cpu::q4_tile_count(s.n);
   std::vector<uint8_t> tiles(static_cast<size_t>(n_tiles) * hg::cpu::q4_tile_bytes(kHeadDim));
   std::vector<uint8_t> row(hg::dtype_row_bytes(hg::DType::Q4_1, kHeadDim));
   std::vector<float> x(kHeadDim), best(static_cast<size_t>(n_tiles) * hg::cpu::kQ4TileTokens);
@@ -124,9 +124,7 @@ void BM_Q4Scan(benchmark::State& state) {
   for (int64_t t = 0; t < s.n; ++t) {
     hg::cpu::dequantize_row(k.dtype, k.row(0, t), kHeadDim, 0, x.data());
     hg::quantize_row(hg::DType::Q4_1, x.data(), kHeadDim, row.data());
-    hg::cpu::q4_tile_put(
-        tiles.data() + static_cast<size_t>(t / hg::cpu::kQ4TileTokens) * hg::cpu::q4_tile_bytes(kHeadDim),
-        static_cast<int>(t % hg::cpu::kQ4TileTokens), row.data(), kHeadDim);
+    hg::cpu::q4_put_token(tiles.data(), t, row.data(), kHeadDim);
   }
   hg::cpu::Q4Query q;
   for (auto _ : state) {

@@ -25,14 +25,22 @@ namespace hg::cpu {
 
 inline constexpr int kQ4TileTokens = 8;
 
-// Bytes of one tile of keys of head_dim dimensions (a multiple of 32).
-constexpr size_t q4_tile_bytes(int head_dim) {
-  return static_cast<size_t>(head_dim) / 8 * 32 + static_cast<size_t>(head_dim) / 32 * kQ4TileTokens * 2 * 2;
+// A tile of keys of head_dim dimensions (a multiple of 32): the codes of dimension group c (32
+// bytes) at 32 c, then the f16 scales of block b ([token]) at q4_tile_scales_at + 16 b, then the
+// f16 minimums likewise at q4_tile_mins_at.
+constexpr size_t q4_tile_scales_at(int head_dim) { return static_cast<size_t>(head_dim) / 8 * 32; }
+constexpr size_t q4_tile_mins_at(int head_dim) {
+  return q4_tile_scales_at(head_dim) + static_cast<size_t>(head_dim) / 32 * kQ4TileTokens * 2;
 }
+constexpr size_t q4_tile_bytes(int head_dim) {
+  return q4_tile_mins_at(head_dim) + static_cast<size_t>(head_dim) / 32 * kQ4TileTokens * 2;
+}
+// Tiles that hold n_tokens tokens.
+constexpr int64_t q4_tile_count(int64_t n_tokens) { return (n_tokens + kQ4TileTokens - 1) / kQ4TileTokens; }
 
-// Writes token t (0 <= t < kQ4TileTokens) of a tile from one key row in Q4_1 (GGUF's block_q4_1 x
-// head_dim / 32), bit for bit: the same codes, scales and minimums.
-void q4_tile_put(uint8_t* tile, int t, const uint8_t* q4_1_row, int head_dim);
+// Writes token t of a tiled copy (q4_tile_count(t + 1) tiles at least) from one key row in Q4_1
+// (GGUF's block_q4_1 x head_dim / 32), bit for bit: the same codes, scales and minimums.
+void q4_put_token(uint8_t* tiles, int64_t t, const uint8_t* q4_1_row, int head_dim);
 
 // The query heads of one group, quantized once per scan.
 struct Q4Query {

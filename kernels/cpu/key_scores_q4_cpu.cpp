@@ -12,17 +12,18 @@ namespace hg::cpu {
 
 namespace {
 
-// Where a tile's pieces are: the codes of dimension group c, then the f16 scales and minimums.
+// Where a tile's pieces are (key_scores_q4.h): the codes of dimension group c, block b's scales
+// and minimums.
 constexpr size_t codes_at(int c) { return static_cast<size_t>(c) * 32; }
-size_t scales_at(int head_dim, int b) { return codes_at(head_dim / 8) + static_cast<size_t>(b) * kQ4TileTokens * 2; }
-size_t mins_at(int head_dim, int b) {
-  return scales_at(head_dim, head_dim / 32) + static_cast<size_t>(b) * kQ4TileTokens * 2;
-}
+constexpr size_t scales_at(int head_dim, int b) { return q4_tile_scales_at(head_dim) + static_cast<size_t>(b) * 16; }
+constexpr size_t mins_at(int head_dim, int b) { return q4_tile_mins_at(head_dim) + static_cast<size_t>(b) * 16; }
 
 }  // namespace
 
-void q4_tile_put(uint8_t* tile, int t, const uint8_t* q4_1_row, int head_dim) {
-  assert(head_dim % 32 == 0 && t >= 0 && t < kQ4TileTokens);
+void q4_put_token(uint8_t* tiles, int64_t token, const uint8_t* q4_1_row, int head_dim) {
+  assert(head_dim % 32 == 0 && token >= 0);
+  uint8_t* tile = tiles + static_cast<size_t>(token / kQ4TileTokens) * q4_tile_bytes(head_dim);
+  const int t = static_cast<int>(token % kQ4TileTokens);
   const auto* blocks = reinterpret_cast<const BlockQ4_1*>(q4_1_row);
   for (int b = 0; b < head_dim / 32; ++b) {
     const BlockQ4_1& blk = blocks[b];
@@ -49,9 +50,8 @@ void q4_query(const float* q, int n_q, int head_dim, Q4Query& out) {
   out.q.resize(static_cast<size_t>(n_q) * head_dim);
   out.d.resize(blocks);
   out.s.resize(blocks);
-  // The same quantizer as the int8 GEMV's (the AVX2 one computes the scalar one's arithmetic).
-  const auto quantize = dot_int8_for(active_cpu_isa()) == DotInt8::Scalar ? quantize_act_scalar : quantize_act_avx2;
-  quantize(q, n_q, head_dim, out.q.data(), out.d.data(), out.s.data());
+  // The int8 GEMV's quantizer (every level computes the scalar one's arithmetic).
+  quantize_act_fn(dot_int8_for(active_cpu_isa()))(q, n_q, head_dim, out.q.data(), out.d.data(), out.s.data());
 }
 
 // Per token of a tile and head, per block: the integer dot, then

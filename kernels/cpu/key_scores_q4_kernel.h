@@ -22,12 +22,11 @@ template <class D>
 void q4_key_scores_t(const uint8_t* tiles, int64_t n_tiles, const Q4Query& q, float* best) {
   const int hd = q.head_dim, nb = hd / 32;
   const size_t tile_bytes = q4_tile_bytes(hd);
-  const size_t scales = static_cast<size_t>(hd) / 8 * 32;  // after the codes; the minimums after them
-  const size_t mins = scales + static_cast<size_t>(nb) * kQ4TileTokens * 2;
+  const size_t scales = q4_tile_scales_at(hd), mins = q4_tile_mins_at(hd);
   const __m256i mask = _mm256_set1_epi8(0x0f);
   for (int64_t i = 0; i < n_tiles; ++i) {
     const uint8_t* tile = tiles + static_cast<size_t>(i) * tile_bytes;
-    if (i + 1 < n_tiles) _mm_prefetch(reinterpret_cast<const char*>(tile + 2 * tile_bytes), _MM_HINT_T0);
+    if (i + 2 < n_tiles) _mm_prefetch(reinterpret_cast<const char*>(tile + 2 * tile_bytes), _MM_HINT_T0);
     __m256 top = _mm256_set1_ps(-INFINITY);
     // Heads outer would decode each block once per head; blocks outer keeps every head's running
     // score in registers for the usual groups (<= 8 heads), the codes of one block in 8 more.

@@ -30,7 +30,6 @@ using FloatBuffer = AlignedBuffer<float>;
 
 using GemvFn = void (*)(const GemvArgs&, int64_t, int64_t);
 using GemvInt8Fn = void (*)(const GemvInt8Args&, int64_t, int64_t);
-using QuantizeActFn = void (*)(const float*, int64_t, int64_t, int8_t*, float*, float*);
 using DequantFn = void (*)(DType, const uint8_t*, int64_t, float*);
 
 GemvFn gemv_fn(CpuIsa isa) {
@@ -52,8 +51,6 @@ GemvInt8Fn gemv_int8_fn(DotInt8 dot) {
   }
   return gemv_int8_rows_scalar;
 }
-
-QuantizeActFn quantize_act_fn(DotInt8 dot) { return dot == DotInt8::Scalar ? quantize_act_scalar : quantize_act_avx2; }
 
 void dequantize_span_scalar(DType wt, const uint8_t* row, int64_t n, float* out) {
   dequantize_span(wt, row, n, out);
@@ -179,6 +176,8 @@ void for_target_rows(const MatmulTarget* targets, int count, int64_t begin, int6
 }
 
 }  // namespace
+
+QuantizeActFn quantize_act_fn(DotInt8 dot) { return dot == DotInt8::Scalar ? quantize_act_scalar : quantize_act_avx2; }
 
 void matmul_rows_isa(CpuIsa isa, MatmulWorkspace& ws, DType wt, const void* W, int64_t cols,
                      const float* X, int64_t n_tokens, float* Y, int64_t ldy, int64_t row_begin,

@@ -55,6 +55,9 @@ void gemv_rows_avx512(const GemvArgs& a, int64_t row_begin, int64_t row_end);
 // Fills q, d, s of ActQ8 for X[n_tokens, cols] (cols a multiple of 32); the two agree bit for bit.
 void quantize_act_scalar(const float* X, int64_t n_tokens, int64_t cols, int8_t* q, float* d, float* s);
 void quantize_act_avx2(const float* X, int64_t n_tokens, int64_t cols, int8_t* q, float* d, float* s);
+// The quantizer the int8 dot level runs with (the AVX2 one wherever the CPU has a vector dot).
+using QuantizeActFn = void (*)(const float*, int64_t, int64_t, int8_t*, float*, float*);
+QuantizeActFn quantize_act_fn(DotInt8 dot);
 
 // Int8 GEMV per dot-product instruction set (see DotInt8 in cpu_isa.h); the scalar one is the twin.
 void gemv_int8_rows_scalar(const GemvInt8Args& a, int64_t row_begin, int64_t row_end);

@@ -39,15 +39,14 @@ Keys make_keys(int hd, int64_t n, std::mt19937& rng) {
   k.n = n;
   const size_t row_bytes = dtype_row_bytes(DType::Q4_1, hd);
   k.rows.resize(static_cast<size_t>(n) * row_bytes);
-  k.tiles.assign(static_cast<size_t>((n + kQ4TileTokens - 1) / kQ4TileTokens) * q4_tile_bytes(hd), 0);
+  k.tiles.assign(static_cast<size_t>(q4_tile_count(n)) * q4_tile_bytes(hd), 0);
   std::normal_distribution<float> z(0.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(hd));
   for (int64_t t = 0; t < n; ++t) {
     for (int d = 0; d < hd; ++d) x[static_cast<size_t>(d)] = t == 3 ? 0.5f : z(rng) * (d % 16 < 2 ? 8.0f : 1.0f);
     uint8_t* row = k.rows.data() + static_cast<size_t>(t) * row_bytes;
     quantize_row(DType::Q4_1, x.data(), hd, row);
-    q4_tile_put(k.tiles.data() + static_cast<size_t>(t / kQ4TileTokens) * q4_tile_bytes(hd),
-                static_cast<int>(t % kQ4TileTokens), row, hd);
+    q4_put_token(k.tiles.data(), t, row, hd);
   }
   return k;
 }

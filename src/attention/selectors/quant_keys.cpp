@@ -29,16 +29,14 @@ void QuantKeySelector::reset(int seq) { copies_.reset(seq); }
 void QuantKeySelector::catch_up(Copy& c, const KvLayout& k, int g, int64_t n_tokens, SelectorScratch& s) const {
   const int hd = k.head_dim;
   if (n_tokens < c.n_tokens) c.n_tokens = 0;  // a new request on the store: fold it again
-  const int64_t tile = cpu::kQ4TileTokens;
-  const size_t need = static_cast<size_t>((n_tokens + tile - 1) / tile) * tile_bytes_;
+  const size_t need = static_cast<size_t>(cpu::q4_tile_count(n_tokens)) * tile_bytes_;
   if (c.tiles.size() < need) c.tiles.resize(std::max(need, c.tiles.size() * 3 / 2 / tile_bytes_ * tile_bytes_));
   s.row.resize(static_cast<size_t>(hd));
   s.q4_row.resize(row_bytes_);
   for (int64_t t = c.n_tokens; t < n_tokens; ++t) {
     cpu::dequantize_row(k.dtype, k.row(g, t), hd, 0, s.row.data());
     quantize_row(kCopyType, s.row.data(), hd, s.q4_row.data());
-    cpu::q4_tile_put(c.tiles.data() + static_cast<size_t>(t / tile) * tile_bytes_, static_cast<int>(t % tile),
-                     s.q4_row.data(), hd);
+    cpu::q4_put_token(c.tiles.data(), t, s.q4_row.data(), hd);
   }
   c.n_tokens = n_tokens;
 }
@@ -48,7 +46,7 @@ void QuantKeySelector::select(const SelectionRequest& r, int g_begin, int g_end,
   const KvLayout& k = r.k;
   const int group = r.n_heads / k.n_kv_heads, hd = k.head_dim;
   const int64_t n = r.n_tokens;
-  const int64_t n_tiles = (n + cpu::kQ4TileTokens - 1) / cpu::kQ4TileTokens;
+  const int64_t n_tiles = cpu::q4_tile_count(n);
   s.scores.resize(static_cast<size_t>(n_tiles * cpu::kQ4TileTokens));
   for (int g = g_begin; g < g_end; ++g) {
     Copy& c = copies_.at(r.seq, r.layer, g);

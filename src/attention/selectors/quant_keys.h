@@ -30,7 +30,7 @@ class QuantKeySelector final : public Selector {
  private:
   struct Copy {
     int64_t n_tokens = 0;        // host tokens folded in
-    std::vector<uint8_t> tiles;  // [ceil(n_tokens / 8)][tile_bytes_] (cpu::q4_tile_put)
+    std::vector<uint8_t> tiles;  // [ceil(n_tokens / 8)][tile_bytes_] (cpu::q4_put_token)
   };
   void catch_up(Copy& c, const KvLayout& k, int g, int64_t n_tokens, SelectorScratch& s) const;
 
