@@ -44,9 +44,7 @@ HostShipment::HostShipment(Device& device, const ModelSpec& spec, int n_seqs, DT
     stages_async_ = layer_parts_[0].pinned() && layer_parts_[1].pinned();
     counts_ = static_cast<int32_t*>(device.alloc(sizeof(int32_t) * spec.n_layers * n_seqs));
   }
-  fetched_.reserve(static_cast<size_t>(spec.n_layers) * n_seqs);
-  for (int i = 0; i < spec.n_layers * n_seqs; ++i)
-    fetched_.push_back(FetchStaging{.host = PinnedBuffer(device.dma_registrar())});
+  fetched_.resize(static_cast<size_t>(spec.n_layers) * n_seqs);
 }
 
 HostShipment::~HostShipment() {
@@ -62,7 +60,6 @@ HostShipment::~HostShipment() {
 }
 
 void HostShipment::begin_step(size_t n_rows) {
-  fetch_ordered_ = false;
   if (rows_.size() < n_rows) rows_.resize(n_rows);
   if (parts_.size() < n_rows) parts_.resize(n_rows);
 }
@@ -131,106 +128,36 @@ size_t HostShipment::put_logits(const HostResult& r, std::byte* out) {
   return max_at + sizeof(float) * heads;
 }
 
-size_t HostShipment::staged_bytes(const HostResult& r, int rows_per_part, bool partial) const {
-  if (partial)
-    return align16(sizeof(float) * rows_per_part * spec_.q_dim()) +
-           align16(sizeof(float) * rows_per_part * spec_.n_heads);
-  if (r.K <= 0 || r.fetch) return 0;
-  const size_t K = static_cast<size_t>(r.K);
-  const size_t logits =
-      compact_ ? compact_max_offset(r.K) + sizeof(float) * spec_.n_heads : sizeof(float) * spec_.n_heads * K;
-  return align16(logits) + align16(row_bytes(static_cast<size_t>(spec_.n_kv_heads) * K * spec_.head_dim));
-}
-
 int64_t HostShipment::ship(int layer, std::span<const HostResult> results, int n_rows, bool prefill, bool lse_merge) {
-  const int rows_per_part = prefill ? n_rows : 1;
-  const auto result = [&](int i) -> const HostResult& { return results[static_cast<size_t>(prefill ? 0 : i)]; };
-  const auto partial = [&](const HostResult& r) { return prefill || (lse_merge && !r.fetch); };
-  // Beside a GPU every part is written into this layer parity's pinned buffer and crosses from it
-  // without a host wait; the buffer's last copies (two layers ago) have run by now, normally.
-  std::byte* at = nullptr;
-  const size_t parity = static_cast<size_t>(layer % 2);
-  if (staged_) {
-    size_t need = 0;
-    for (int i = 0; i < n_rows; i += rows_per_part) need += staged_bytes(result(i), rows_per_part, partial(result(i)));
-    device_.wait_compute_fence(layer_fence_[parity]);
-    at = layer_parts_[parity].reserve(need);
-  }
-  // Queues the `bytes` just written at `at` (the pinned buffer) for dst, and moves past them.
-  const auto queue = [&](void* dst, size_t bytes) {
-    device_.copy_to_device_queued(dst, at, bytes);
-    at += align16(bytes);
-  };
-  // Copies `bytes` of `src` (host) to dst: through the pinned buffer, or directly on the CPU device.
-  const auto send = [&](void* dst, const void* src, size_t bytes) {
-    if (!staged_) return device_.copy_to_device(dst, src, bytes);
-    std::memcpy(at, src, bytes);
-    queue(dst, bytes);
-  };
+  // The asynchronous pipeline's layout, from the results at hand: a prefill chunk is one partial
+  // result for all its rows.
+  shapes_.clear();
+  for (int i = 0; i < (prefill ? 1 : n_rows); ++i)
+    shapes_.push_back({.K = results[static_cast<size_t>(i)].K, .fetch = results[static_cast<size_t>(i)].fetch});
   int64_t bytes = 0;
-  bool fetching = false;
-  std::vector<FetchStaging*> fetches;
-  for (int i = 0; i < n_rows; i += rows_per_part) {
-    const HostResult& r = result(i);
-    HostPart& part = parts_[static_cast<size_t>(i)];
-    part = HostPart{};
-    if (partial(r)) {
-      const size_t outs = static_cast<size_t>(rows_per_part) * spec_.q_dim();
-      const size_t lses = static_cast<size_t>(rows_per_part) * spec_.n_heads;
-      RowBuffers& b = row_buffers(i, outs);
-      send(b.out, r.out.data(), sizeof(float) * outs);
-      send(b.lse, r.lse.data(), sizeof(float) * lses);
-      part = {.kind = HostPart::Kind::Partial, .out = b.out, .lse = b.lse};
-      bytes += static_cast<int64_t>(sizeof(float) * (outs + lses));
-    } else if (r.K > 0 && r.fetch) {
-      // InfiniGen's fetch: the chosen K and V rows into this layer's staging, on the copy stream
-      const size_t floats = static_cast<size_t>(spec_.n_kv_heads) * r.K * spec_.head_dim;
-      FetchStaging& f = fetched_[static_cast<size_t>(layer) * n_seqs_ + i];
-      grow_device_buffers(device_, {&f.k, &f.v}, f.capacity, floats);
-      if (!fetch_ordered_) device_.copies_after_compute();  // behind the previous step's reads of every staging
-      fetch_ordered_ = fetching = true;
-      part = {.kind = HostPart::Kind::KeyValue, .K = r.K, .k = f.k, .v = f.v};
-      if (staged_) {
-        const size_t rb = row_bytes(floats);
-        device_.wait_compute_fence(f.fence);  // the last step's copies from it ran
-        std::byte* host = f.host.reserve(2 * align16(rb));
-        put_rows(r.k, host);
-        put_rows(r.v, host + align16(rb));
-        device_.copy_to_device_async(f.k, host, rb);
-        device_.copy_to_device_async(f.v, host + align16(rb), rb);
-        if (compact_) part.rows_dtype = kv_dtype_;
-        fetches.push_back(&f);
-        bytes += static_cast<int64_t>(2 * rb);
-      } else {
-        device_.copy_to_device_async(f.k, r.k.data(), sizeof(float) * floats);
-        device_.copy_to_device_async(f.v, r.v.data(), sizeof(float) * floats);
-        bytes += static_cast<int64_t>(2 * sizeof(float) * floats);
-      }
-    } else if (r.K > 0) {
-      const size_t nv = static_cast<size_t>(spec_.n_kv_heads) * r.K * spec_.head_dim;
-      const size_t nl = static_cast<size_t>(spec_.n_heads) * r.K;
-      RowBuffers& b = row_buffers(i, std::max(nv, nl + spec_.n_heads));
-      part = logits_part(b, r.K);
-      if (staged_) {
-        const size_t logit_bytes = put_logits(r, at);
-        queue(b.logits, logit_bytes);
-        const size_t v_bytes = put_rows(r.v, at);
-        queue(b.v, v_bytes);
-        bytes += static_cast<int64_t>(logit_bytes + v_bytes);
-      } else {
-        device_.copy_to_device(b.logits, r.logits.data(), sizeof(float) * nl);
-        device_.copy_to_device(b.v, r.v.data(), sizeof(float) * nv);
-        bytes += static_cast<int64_t>(sizeof(float) * (nl + nv));
-      }
+  const size_t need = lay_out(layer, shapes_, prefill ? n_rows : 1, prefill || lse_merge, bytes);
+  if (!staged_) {  // the CPU device: straight from the results
+    const auto& planned = planned_[static_cast<size_t>(layer)];
+    for (size_t i = 0; i < planned.size(); ++i) {
+      const Planned& p = planned[i];
+      const HostResult& r = results[i];
+      const bool partial = p.part.kind == HostPart::Kind::Partial;
+      const bool fetched = p.part.kind == HostPart::Kind::KeyValue;
+      const void* first = partial ? r.out.data() : (fetched ? r.k.data() : r.logits.data());
+      const void* src[Planned::kPieces] = {first, partial ? r.lse.data() : r.v.data(), nullptr};
+      for (int k = 0; k < Planned::kPieces; ++k)
+        if (p.bytes[k]) device_.copy_to_device(p.dst[k], src[k], p.bytes[k]);
     }
+    return bytes;
   }
-  if (fetching) device_.wait_copy_fence(device_.copy_fence());  // the attention reads the fetched rows
-  if (staged_) {
-    // Behind this layer's copies (and, the fetches, behind the compute's wait for them).
-    const int64_t fence = device_.compute_fence();
-    layer_fence_[parity] = fence;
-    for (FetchStaging* f : fetches) f->fence = fence;
-  }
+  // Beside a GPU the parts cross from this layer parity's pinned buffer without a host wait; the
+  // buffer's last copies (two layers ago) have run by now, normally.
+  const size_t parity = static_cast<size_t>(layer % 2);
+  device_.wait_compute_fence(layer_fence_[parity]);
+  layer_parts_[parity].reserve(need);
+  fill(layer, results);
+  queue(layer);
+  layer_fence_[parity] = device_.compute_fence();
   return bytes;
 }
 
@@ -242,15 +169,16 @@ size_t HostShipment::Planned::offset(int piece) const {
   return o;
 }
 
-HostShipment::Planned HostShipment::plan_part(int layer, int row, PlannedRow shape, bool lse_merge) {
+HostShipment::Planned HostShipment::plan_part(int layer, int row, PlannedRow shape, int partial_rows, bool lse_merge) {
   Planned p;
   const int K = shape.K;
   const size_t nv = static_cast<size_t>(spec_.n_kv_heads) * K * spec_.head_dim;
   if (lse_merge && !shape.fetch) {
-    RowBuffers& b = row_buffers(row, static_cast<size_t>(spec_.q_dim()));
+    const auto rows = static_cast<size_t>(partial_rows);
+    RowBuffers& b = row_buffers(row, rows * spec_.q_dim());
     p.part = {.kind = HostPart::Kind::Partial, .out = b.out, .lse = b.lse};
-    p.bytes[0] = sizeof(float) * spec_.q_dim();
-    p.bytes[1] = sizeof(float) * spec_.n_heads;
+    p.bytes[0] = sizeof(float) * rows * spec_.q_dim();
+    p.bytes[1] = sizeof(float) * rows * spec_.n_heads;
     p.dst[0] = b.out;
     p.dst[1] = b.lse;
   } else if (K > 0 && shape.fetch) {
@@ -281,18 +209,24 @@ HostShipment::Planned HostShipment::plan_part(int layer, int row, PlannedRow sha
   return p;
 }
 
-int64_t HostShipment::plan(int layer, std::span<const PlannedRow> rows, bool lse_merge) {
+size_t HostShipment::lay_out(int layer, std::span<const PlannedRow> rows, int partial_rows, bool lse_merge,
+                             int64_t& bytes) {
   auto& planned = planned_[static_cast<size_t>(layer)];
   planned.resize(rows.size());
   size_t need = 0;
-  int64_t bytes = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
-    Planned& p = planned[i] = plan_part(layer, static_cast<int>(i), rows[i], lse_merge);
+    Planned& p = planned[i] = plan_part(layer, static_cast<int>(i), rows[i], partial_rows, lse_merge);
     p.at = need;
     need = p.end();
     for (size_t b : p.bytes) bytes += static_cast<int64_t>(b);
     parts_[i] = p.part;
   }
+  return need;
+}
+
+int64_t HostShipment::plan(int layer, std::span<const PlannedRow> rows, bool lse_merge) {
+  int64_t bytes = 0;
+  const size_t need = lay_out(layer, rows, 1, lse_merge, bytes);
   // Growing discards the buffer: the callbacks that write it and the copies from it run first.
   grow_pinned(device_, layer_parts_[static_cast<size_t>(layer % 2)], need);
   return bytes;

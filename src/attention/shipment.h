@@ -1,17 +1,19 @@
 // What crosses from the host to the device for one layer, row by row, and the device buffers it
 // lands in: the selected tokens' logits and V rows (--merge logits), a partial result and its
-// log-sum-exp (--merge lse, and every prefill chunk), or the K and V rows of a fetch (InfiniGen),
-// the last on the copy stream into a staging area per layer. The buffers grow with the host tokens
-// (doubling), so no step allocates once warm.
+// log-sum-exp (--merge lse, and every prefill chunk), or the K and V rows of a fetch (InfiniGen)
+// into a staging area per layer. The buffers grow with the host tokens (doubling), so no step
+// allocates once warm.
 // Beside a GPU over a 16-bit cache the shipment is compact (kernels/device_tokens.h, HostPart): K
 // and V rows in the cache's dtype, as the host store holds them, and logits in f16 less their
 // head's maximum, half the bytes of fp32 over the bus. On the CPU device nothing crosses a bus, and
 // an fp32 cache asks for fp32: both ship fp32.
 // Beside a GPU the parts are written into pinned double buffers (one per layer parity, registered
-// for DMA) and copied on the compute stream without a host wait; a compute fence recorded after a
-// layer's copies guards its buffer's reuse two layers later, a wait that has normally passed
-// long before (the host waited for the next layer's query since). A fetch's rows (the copy
-// stream) have a pinned buffer per layer, guarded the same way.
+// for DMA) and copied on the compute stream without a host wait. Both ways of shipping lay a
+// layer's parts out alike (lay_out): the synchronous one (ship) writes them from the host thread,
+// behind a compute fence recorded after the buffer's copies two layers before, a wait that has
+// normally passed long before (the host waited for the next layer's query since); the
+// asynchronous one (plan, fill, queue) from a host callback on the compute stream, ordered
+// behind those copies by the stream.
 #pragma once
 #include <span>
 #include <vector>
@@ -35,7 +37,8 @@ class HostShipment {
   void begin_step(size_t n_rows);
   // Copies layer's host results to the device: row i's from results[i] (decode), or one partial
   // result for the whole prefill chunk (results[0]). Returns the bytes shipped; part(i) says
-  // where they are. Waits for a fetch's copies before returning (the attention reads them).
+  // where they are. Beside a GPU the copies are queued on the compute stream, ahead of the
+  // attention that reads them; on the CPU device they are done when it returns.
   int64_t ship(int layer, std::span<const HostResult> results, int n_rows, bool prefill, bool lse_merge);
   const HostPart& part(int row) const { return parts_[static_cast<size_t>(row)]; }
 
@@ -72,8 +75,6 @@ class HostShipment {
     float* k = nullptr;   // [n_kv_heads][K][head_dim]
     float* v = nullptr;   // [n_kv_heads][K][head_dim]
     size_t capacity = 0;  // floats each buffer holds
-    PinnedBuffer host;    // the rows as they cross (K, then V), kept until their copy ran
-    int64_t fence = -1;   // a compute fence behind the attention that read them
   };
   // A planned part: its pieces (logits and V rows, K and V rows (and a bound row's count), or
   // partial and LSE) from `at` in the layer parity's pinned buffer, each 16-byte aligned after the
@@ -88,8 +89,12 @@ class HostShipment {
     size_t end() const { return offset(kPieces); }
   };
   RowBuffers& row_buffers(int row, size_t floats);
-  // plan()'s layout of one row's part, not yet placed in the buffer.
-  Planned plan_part(int layer, int row, PlannedRow shape, bool lse_merge);
+  // One row's part, not yet placed in the buffer; a partial result holds partial_rows rows (a
+  // prefill chunk's, else 1).
+  Planned plan_part(int layer, int row, PlannedRow shape, int partial_rows, bool lse_merge);
+  // The layer's parts placed one after another (planned_[layer], parts_); returns the bytes of
+  // the pinned buffer they take, and adds the bytes that cross to `bytes`.
+  size_t lay_out(int layer, std::span<const PlannedRow> rows, int partial_rows, bool lse_merge, int64_t& bytes);
   // A Logits part landing in b, compact or fp32 (part.K = K).
   HostPart logits_part(const RowBuffers& b, int K) const;
   // Where a compact Logits part's maxima follow its f16 logits (bytes, 4-aligned).
@@ -106,21 +111,18 @@ class HostShipment {
   // Writes a row's logits (compact: f16 less their head's max, then at compact_max_offset the
   // fp32 maxima) to `out`; returns the bytes.
   size_t put_logits(const HostResult& r, std::byte* out);
-  // Bytes a decode row's (or the prefill chunk's) part takes in the layer's pinned buffer.
-  size_t staged_bytes(const HostResult& r, int rows_per_part, bool partial) const;
 
   Device& device_;
   const ModelSpec& spec_;
   int n_seqs_;
   std::vector<RowBuffers> rows_;
-  // [layer * n_seqs + row]: one staging area per layer, so that a layer's fetch need not wait for
-  // the compute of the layers before it: the step's copies are ordered once, behind the previous
-  // step's compute (fetch_ordered_), which read every layer's staging.
+  // [layer * n_seqs + row]: a staging area per layer and row (every copy into one and the
+  // attention that reads it run in order on the compute stream).
   std::vector<FetchStaging> fetched_;
-  bool fetch_ordered_ = false;
   std::vector<HostPart> parts_;                // per row
   int32_t* counts_ = nullptr;                  // [layer * n_seqs + row] on the device: bound parts' counts (staged)
-  std::vector<std::vector<Planned>> planned_;  // [layer][row]: plan()'s layout
+  std::vector<std::vector<Planned>> planned_;  // [layer][row]: lay_out()'s layout
+  std::vector<PlannedRow> shapes_;             // ship()'s rows
   DType kv_dtype_;
   bool staged_;   // beside a GPU: parts cross from the pinned buffers
   bool compact_;  // see above
