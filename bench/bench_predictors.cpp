@@ -5,7 +5,8 @@
 // Keys are bf16 in one host block, Gaussian with a few loud channels; the copies are folded in
 // before the timing (a run folds each token in once, as it arrives); BM_Q4Scan times q4's scan
 // alone, in GB/s of its copy, and BM_Q4ScanGemv the same scan through the int8 GEMV (as q4 ran
-// before its tile layout). Shapes: head_dim 64, a group
+// before its tile layout); BM_PartialFold and BM_Q4Fold fold the whole copy from nothing and
+// then select (a predictor's first use in a request). Shapes: head_dim 64, a group
 // of 3 query heads (SmolLM2) or 7 (Qwen2.5-0.5B). Reported: time per call and keys per second.
 //
 //   bench_predictors [--benchmark_filter=...]
@@ -100,6 +101,34 @@ void run_predictor(benchmark::State& state, S& selector, Setup& s) {
   state.SetItemsProcessed(s.n * static_cast<int64_t>(state.iterations()));
 }
 
+// A predictor's copy folded from nothing (every host token), as at its first use in a request:
+// the copy's buffer is kept (reset), so this is the fold, not the allocation.
+template <typename S>
+void run_fold(benchmark::State& state, S& selector, Setup& s) {
+  hg::SelectorScratch scratch;
+  const hg::SelectionRequest r = s.request(nullptr);
+  const hg::SelectedTokens out{s.idx.data(), s.chosen.data()};
+  selector.select(r, 0, 1, out, scratch);
+  for (auto _ : state) {
+    selector.reset(0);
+    selector.select(r, 0, 1, out, scratch);  // the fold, then the scan BM_Partial / BM_Q4 time alone
+    benchmark::DoNotOptimize(s.chosen.data());
+  }
+  state.SetItemsProcessed(s.n * static_cast<int64_t>(state.iterations()));
+}
+
+void BM_PartialFold(benchmark::State& state) {
+  Setup s(static_cast<int>(state.range(0)), state.range(1), static_cast<int>(state.range(2)));
+  hg::PartialSelector sel(s.context());
+  run_fold(state, sel, s);
+}
+
+void BM_Q4Fold(benchmark::State& state) {
+  Setup s(static_cast<int>(state.range(0)), state.range(1), static_cast<int>(state.range(2)));
+  hg::QuantKeySelector sel(s.context());
+  run_fold(state, sel, s);
+}
+
 void BM_Partial(benchmark::State& state) {
   Setup s(static_cast<int>(state.range(0)), state.range(1), static_cast<int>(state.range(2)));
   hg::PartialSelector sel(s.context());
@@ -186,5 +215,7 @@ BENCHMARK(BM_Q4)->Apply(shapes);
 BENCHMARK(BM_Q4Scan)->Apply(shapes);
 BENCHMARK(BM_Q4ScanGemv)->Apply(shapes);
 BENCHMARK(BM_Post)->Apply(shapes);
+BENCHMARK(BM_PartialFold)->Apply(shapes);
+BENCHMARK(BM_Q4Fold)->Apply(shapes);
 
 BENCHMARK_MAIN();
