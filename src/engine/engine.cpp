@@ -82,6 +82,14 @@ struct Engine::Impl {
     return *score_pool;
   }
 
+  // seq's plan once its context is known before a step (a prefill, a loaded state, a fill): the
+  // adaptive scheduler's K at the floor of its host tokens.
+  void follow_context(int seq) {
+    if (!sched || !sched->adaptive()) return;
+    sched->follow_context(seq, attn->host_tokens(seq));
+    plans[static_cast<size_t>(seq)] = sched->plan(seq);
+  }
+
   // Runs tokens through `stage` as sequence `seq` (at `start`) in chunks of ubatch rows; false when
   // `chunk_done` asked to stop after a chunk.
   // plans: the stage's sequences' step plans.
@@ -234,6 +242,7 @@ void Engine::fill_random(int seq, int n_tokens, uint64_t seed) {
                 std::to_string(im.options.ctx) + " tokens");
   im.attn->reset(seq);
   im.attn->fill(seq, n_tokens, random_kv_source(seed, im.model.spec.kv_dim()));
+  im.follow_context(seq);
 }
 
 bool Engine::exact_prefill() const { return impl_->attn->exact_prefill(); }
@@ -290,6 +299,7 @@ void Engine::load_state(int seq, const PrefillState& state, float* logits_last, 
       throw Error("prefill state: the logits of a prefix of the state are not kept");
     std::copy(state.logits.begin(), state.logits.end(), logits_last);
   }
+  im.follow_context(seq);
 }
 std::vector<std::string> Engine::prompt_scores() const {
   const PromptState* ps = impl_->attn->prompt_state();
@@ -350,6 +360,7 @@ bool Engine::prefill(int seq, std::span<const int32_t> tokens, float* logits_las
   if (exact) load_state(seq, *record, nullptr);
   im.stats.prefill_tokens += static_cast<int64_t>(tokens.size());
   im.stats.prefill_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  im.follow_context(seq);
   return true;
 }
 

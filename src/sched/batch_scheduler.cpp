@@ -111,6 +111,10 @@ void BatchScheduler::reset(int seq) {
   s.fixed_trace.clear();
 }
 
+void BatchScheduler::follow_context(int seq, int64_t host_tokens) {
+  if (adaptive()) seqs_.at(static_cast<size_t>(seq)).feedback.follow_context(host_tokens);
+}
+
 const std::vector<SchedTraceEntry>& BatchScheduler::trace(int seq) const {
   const Seq& s = seqs_.at(static_cast<size_t>(seq));
   return adaptive() ? s.feedback.trace() : s.fixed_trace;

@@ -45,6 +45,9 @@ class BatchScheduler {
   void after_step(std::span<const int> seqs, const StepTiming& timing, std::span<const int64_t> host_tokens,
                   std::span<const double> recall = {});
   void reset(int seq);
+  // seq holds host_tokens before its next step (a prefill, a loaded state): its plan's K rises to
+  // their floor (FeedbackScheduler::follow_context).
+  void follow_context(int seq, int64_t host_tokens);
 
   const std::vector<SchedTraceEntry>& trace(int seq) const;
   int switches(int seq) const;

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cmath>
 #include <sstream>
+#include <utility>
 
 #include "hybridgen/error.h"
 
@@ -101,6 +102,7 @@ void FeedbackScheduler::reset() {
   probe_interval_ = since_probe_ = 0;
   switches_ = probes_ = 0;
   floor_ = p_.k_min;
+  raised_ = false;
   recall_wait_ = costly_wait_ = 0;
   costly_retry_tokens_ = 0;
   recall_retry_ = std::max(1, p_.probe_every);
@@ -129,12 +131,22 @@ void FeedbackScheduler::enter(Selection mode) {
   seeded_host_ = false;  // the other mode costs differently per token
 }
 
+SchedPlan FeedbackScheduler::follow_context(int64_t host_tokens) {
+  floor_ = k_floor(std::max<int64_t>(host_tokens, 0));
+  if (plan_.K < floor_) {
+    plan_.K = floor_;
+    raised_ = true;
+  }
+  return plan_;
+}
+
 SchedPlan FeedbackScheduler::update(const StepTimes& t) {
   const int64_t n = std::max<int64_t>(t.host_tokens, 0);
   floor_ = k_floor(n);
   trace_.push_back({static_cast<int64_t>(trace_.size()), plan_.K, plan_.select, t.t_dev, t.t_host, t.t_tx,
                     t.host_tokens, plan_.probe, floor_, t.recall, SchedRule::Hold});
   SchedRule& rule = trace_.back().rule;
+  const bool raised = std::exchange(raised_, false);
   // Warm-up steps count toward no switch, and the EWMAs start over at each of them and at the
   // first step after them (seeded by it, not by a cold one).
   const int64_t step = static_cast<int64_t>(trace_.size()) - 1;
@@ -159,7 +171,7 @@ SchedPlan FeedbackScheduler::update(const StepTimes& t) {
   per_token_ = seeded_host_ && smooth ? ewma(per_token_, sample, p_.alpha) : sample;
   seeded_host_ = true;
   if (plan_.select == Selection::Pre) last_pre_per_token_ = sample;
-  rule = plan_.select == Selection::Post ? update_post(t, sample, k_used, hi, warming) : update_pre(t, k_used);
+  rule = plan_.select == Selection::Post ? update_post(t, sample, k_used, hi, warming, raised) : update_pre(t, k_used);
   if (warming && rule != SchedRule::Floor) rule = SchedRule::Warmup;
   return plan_;
 }
@@ -202,13 +214,14 @@ double FeedbackScheduler::host_budget() const {
   return std::min(1.0, p_.shared_loss / p_.host_share) * dev_;
 }
 
-SchedRule FeedbackScheduler::update_post(const StepTimes& t, double sample, int k_used, int hi, bool warming) {
+SchedRule FeedbackScheduler::update_post(const StepTimes& t, double sample, int k_used, int hi, bool warming,
+                                         bool raised_before) {
   const double budget = host_budget();
   const double target = (1.0 - p_.margin) * budget;
   const double host = per_token_ * std::max(k_used, 1);  // predicted host + transfer cost at this K
   // The floor rises with the context (a token a step at most): K below it is raised first, and
   // the rules act on the raised K (a K that only follows the floor is still "at the floor").
-  const bool raised = plan_.K < floor_;
+  const bool raised = raised_before || plan_.K < floor_;
   const int k = std::max(plan_.K, floor_);
   // The K whose predicted cost meets the target at the per-token cost measured now.
   const double balance = per_token_ > 0 ? target / per_token_ : static_cast<double>(hi);

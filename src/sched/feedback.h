@@ -178,6 +178,11 @@ class FeedbackScheduler {
   SchedPlan plan() const { return plan_; }
   // Feeds the step that ran with plan(); returns the plan for the next one.
   SchedPlan update(const StepTimes& t);
+  // The sequence holds `host_tokens` before its next step (after a prefill, a loaded state): the
+  // plan's K rises to their floor now. Otherwise the floor is learnt from a step's measurements,
+  // and a request's first step after its prefill would run at k_min (the answer's first tokens
+  // of a 32K RULER needle read from 64 host tokens a kv-head, not 3068).
+  SchedPlan follow_context(int64_t host_tokens);
 
   const FeedbackParams& params() const { return p_; }
   int switches() const { return switches_; }  // mode switches; probes are not switches
@@ -192,7 +197,8 @@ class FeedbackScheduler {
   int k_ceiling(int64_t n) const;
 
  private:
-  SchedRule update_post(const StepTimes& t, double sample, int k_used, int hi, bool warming);
+  // raised_before: follow_context raised this step's K to the floor.
+  SchedRule update_post(const StepTimes& t, double sample, int k_used, int hi, bool warming, bool raised_before);
   SchedRule update_pre(const StepTimes& t, int k_used);
   SchedRule end_probe(const StepTimes& t, int k_used);
   void enter(Selection mode);
@@ -210,6 +216,7 @@ class FeedbackScheduler {
   int streak_ = 0;                  // consecutive steps the switch condition of the current mode held
   int mode_steps_ = 0;              // steps in the current mode
   int hysteresis_now_ = 0;          // current Pre -> Post requirement (grows with backoff)
+  bool raised_ = false;             // follow_context raised the coming step's K to the floor
   double post_cost_at_switch_ = 0;  // smoothed Post host cost at k_min before the switch (s)
   int64_t tokens_at_switch_ = 0;
   double scan_per_token_ = 0;  // s: key-scan cost per host token (s)

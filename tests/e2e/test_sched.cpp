@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "attention/layer_attention.h"
 #include "hybridgen/engine.h"
 #include "hybridgen/model.h"
 #include "sched/batch_scheduler.h"
@@ -86,6 +87,47 @@ TEST(Sched, AdaptiveWithKMinAboveTheHostTokensEqualsFull) {
   hybrid.reset(0);
   EXPECT_TRUE(hybrid.scheduler()->trace(0).empty());
   EXPECT_EQ(hybrid.scheduler()->trace(1).size(), static_cast<size_t>(kSteps));
+}
+
+// The first decode step after a prefill, or after a loaded state, attends the floor of the host
+// tokens the prompt left (--k-min-share), not k_min: the floor is known before any step.
+TEST(Sched, FirstStepAfterAPrefillAttendsTheFloor) {
+  const auto model = load_model(tiny_model("llama-gqa").string());
+  const auto ids = random_ids(200, 12, model->spec.vocab_size);
+  EngineOptions o;
+  o.threads = 2;
+  o.ctx = 200;
+  o.ubatch = 32;
+  o.policy = policy_preset("hybrid");
+  o.policy.window = 16;
+  o.policy.n_sinks = 2;
+  o.policy.evict_block = 4;
+  o.policy.feedback.k_min = 4;
+  o.policy.feedback.k_max = 8;
+  o.policy.feedback.k_min_share = 0.5;  // device + K tokens >= half the context
+  o.policy.feedback.k_max_share = 0.5;
+  Engine engine(*model, o);
+  ASSERT_TRUE(engine.exact_prefill());
+  EXPECT_EQ(engine.step_plan(0).K, 4) << "no context yet: k_min";
+  PrefillState state = PrefillState::for_model(*model);
+  std::vector<float> logits(static_cast<size_t>(engine.vocab_size()));
+  engine.prefill(0, std::span(ids.data(), 150), logits.data(), nullptr, &state);
+  const int64_t host = engine.attention().host_tokens(0);
+  ASSERT_GT(host, 100);
+  const FeedbackScheduler rule(feedback_params(o.policy, 4, 0));
+  const int floor = rule.k_floor(host);
+  ASSERT_GT(floor, 50);
+  EXPECT_EQ(engine.step_plan(0).K, floor);
+  const int seq = 0;
+  engine.decode(std::span(&seq, 1), std::span(ids.data() + 150, 1), logits.data());
+  ASSERT_EQ(engine.scheduler()->trace(0).size(), 1u);
+  EXPECT_EQ(engine.scheduler()->trace(0)[0].K, floor);
+  EXPECT_GE(engine.layer_stats().back().selected, static_cast<int64_t>(floor) * model->spec.n_kv_heads)
+      << "the host stage selected that many a kv-head";
+  // A recorded state loaded by another engine of the policy: the same.
+  Engine loaded(*model, o);
+  loaded.load_state(0, state, nullptr);
+  EXPECT_EQ(loaded.step_plan(0).K, floor);
 }
 
 // A model large enough that its device stage takes milliseconds per step: the cached SmolLM2,

@@ -497,15 +497,22 @@ TEST(Feedback, DescribeTrace) {
   EXPECT_NE(d.find("pre "), std::string::npos) << d;
 }
 
-// The floor and the ceiling follow the context: device + K tokens >= k_min_share of it.
-TEST(Feedback, FloorAndCeilingFollowTheContext) {
+// The hybrid preset's bounds of K: k_min 64 and k_max 1024, rising with the context (k_min_share
+// 0.125, k_max_share 0.25) beside 1028 device tokens (window 1024 + 4 sinks).
+FeedbackParams context_params() {
   FeedbackParams p;
   p.k_min = 64;
   p.k_max = 1024;
   p.k_min_share = 0.125;
   p.k_max_share = 0.25;
-  p.device_tokens = 1028;  // window 1024 + 4 sinks
+  p.device_tokens = 1028;
   p.min_recall = 0.8;
+  return p;
+}
+
+// The floor and the ceiling follow the context: device + K tokens >= k_min_share of it.
+TEST(Feedback, FloorAndCeilingFollowTheContext) {
+  FeedbackParams p = context_params();
   FeedbackScheduler f(p);
   EXPECT_EQ(f.k_floor(3068), 64);      // 4K: the window alone is 25% of the context
   EXPECT_EQ(f.k_floor(15356), 1020);   // 16K: 2048 attended
@@ -544,6 +551,38 @@ TEST(Feedback, FloorAndCeilingFollowTheContext) {
   cheap.host_tokens = 31740;
   fast.run(cheap, 60);
   EXPECT_EQ(fast.sched.plan().K, 8192 - 1028);
+}
+
+// A context known before the first step (a prefill, a loaded state) raises that step's K to its
+// floor: before, the floor was learnt from a step's measurements, so a request's first step ran at
+// k_min, and the answer's first tokens with it.
+TEST(Feedback, ContextKnownBeforeTheFirstStepRaisesItsK) {
+  const FeedbackParams p = context_params();
+  FeedbackScheduler f(p);
+  EXPECT_EQ(f.plan().K, 64);
+  EXPECT_EQ(f.follow_context(31740).K, 3068);  // 32K: 4096 attended
+  EXPECT_EQ(f.plan().K, 3068);
+  EXPECT_EQ(f.plan().select, Selection::Post);
+  Sim sim(p);
+  sim.sched.follow_context(31740);
+  Machine m;
+  m.host_tokens = 31740;
+  sim.step(m);
+  ASSERT_EQ(sim.sched.trace().size(), 1u);
+  EXPECT_EQ(sim.sched.trace()[0].K, 3068) << "the first step ran at the floor";
+  EXPECT_EQ(sim.sched.trace()[0].rule, SchedRule::Floor) << "and its trace says why";
+  // A K above the floor is left alone, and a new request starts from k_min again.
+  Sim fast(p);
+  Machine cheap;
+  cheap.t_dev = 1.0;
+  cheap.host_tokens = 31740;
+  fast.run(cheap, 60);
+  const int grown = fast.sched.plan().K;
+  ASSERT_GT(grown, 3068);
+  EXPECT_EQ(fast.sched.follow_context(31740).K, grown);
+  fast.sched.reset();
+  EXPECT_EQ(fast.sched.plan().K, 64);
+  EXPECT_EQ(fast.sched.follow_context(3000).K, 64);  // 4K: the window alone is a quarter of it
 }
 
 // Pre-QKᵀ only while its predictor finds what Post-QKᵀ would: a switch needs the recall measured
