@@ -88,30 +88,18 @@ struct Setup {
   hg::SelectorContext context() const { return hg::SelectorContext{spec, policy, static_cast<int>(n), 1}; }
 };
 
+// Times the selector's select over s's keys, its copy folded in before the timing; with
+// from_nothing, every call folds the copy from nothing first (reset keeps its buffer, so this is
+// the fold, not the allocation), as at a predictor's first use in a request.
 template <typename S>
-void run_predictor(benchmark::State& state, S& selector, Setup& s) {
+void run_predictor(benchmark::State& state, S& selector, Setup& s, bool from_nothing = false) {
   hg::SelectorScratch scratch;
   const hg::SelectionRequest r = s.request(nullptr);
   const hg::SelectedTokens out{s.idx.data(), s.chosen.data()};
   selector.select(r, 0, 1, out, scratch);  // folds the copy in
   for (auto _ : state) {
+    if (from_nothing) selector.reset(0);
     selector.select(r, 0, 1, out, scratch);
-    benchmark::DoNotOptimize(s.chosen.data());
-  }
-  state.SetItemsProcessed(s.n * static_cast<int64_t>(state.iterations()));
-}
-
-// A predictor's copy folded from nothing (every host token), as at its first use in a request:
-// the copy's buffer is kept (reset), so this is the fold, not the allocation.
-template <typename S>
-void run_fold(benchmark::State& state, S& selector, Setup& s) {
-  hg::SelectorScratch scratch;
-  const hg::SelectionRequest r = s.request(nullptr);
-  const hg::SelectedTokens out{s.idx.data(), s.chosen.data()};
-  selector.select(r, 0, 1, out, scratch);
-  for (auto _ : state) {
-    selector.reset(0);
-    selector.select(r, 0, 1, out, scratch);  // the fold, then the scan BM_Partial / BM_Q4 time alone
     benchmark::DoNotOptimize(s.chosen.data());
   }
   state.SetItemsProcessed(s.n * static_cast<int64_t>(state.iterations()));
@@ -120,13 +108,13 @@ void run_fold(benchmark::State& state, S& selector, Setup& s) {
 void BM_PartialFold(benchmark::State& state) {
   Setup s(static_cast<int>(state.range(0)), state.range(1), static_cast<int>(state.range(2)));
   hg::PartialSelector sel(s.context());
-  run_fold(state, sel, s);
+  run_predictor(state, sel, s, /*from_nothing=*/true);
 }
 
 void BM_Q4Fold(benchmark::State& state) {
   Setup s(static_cast<int>(state.range(0)), state.range(1), static_cast<int>(state.range(2)));
   hg::QuantKeySelector sel(s.context());
-  run_fold(state, sel, s);
+  run_predictor(state, sel, s, /*from_nothing=*/true);
 }
 
 void BM_Partial(benchmark::State& state) {
